@@ -1,0 +1,327 @@
+import Synchronization
+
+/// A queue that runs asynchronous jobs one at a time, in the order they were enqueued.
+///
+/// A job starts only after the previous one has *finished*, across all of the previous job's
+/// suspension points: unlike an actor, a `SerialQueue` never lets the next job in while the
+/// current one awaits. Results are typed, errors reach whoever awaits the job unchanged, and a
+/// failed job never stops the queue.
+///
+/// Submit work three ways, mirroring Swift's own `Task` API:
+///
+/// | call | like | runs the job |
+/// |---|---|---|
+/// | ``enqueue(name:priority:isolation:operation:)`` | `Task { }` | in a new task with the caller's priority, task-local values and actor isolation |
+/// | ``enqueueDetached(name:priority:operation:)`` | `Task.detached { }` | on the queue's runner task, inheriting nothing: the cheapest path |
+/// | ``enqueueAndWait(name:isolation:operation:)`` | `await` | in the caller's own task, once its turn comes |
+///
+/// ```swift
+/// let queue = SerialQueue(name: "notes")
+/// queue.enqueue { try await service.save(note) }          // from synchronous code
+/// let notes = try await queue.enqueueAndWait { try await service.fetchAll() }
+/// ```
+///
+/// ## Ordering
+///
+/// Every enqueue call takes its place in line synchronously, before it returns or suspends. Calls
+/// from one producer keep their program order; calls from concurrent producers are linearized in
+/// the order they took the queue's lock. Jobs start in that order and each one ends before the
+/// next starts.
+///
+/// ## Cancellation
+///
+/// Cancelling a job that has not started (through its ``QueuedTask``, ``cancelAll()``, or by
+/// cancelling the task awaiting ``enqueueAndWait(name:isolation:operation:)``) removes it from
+/// the line in amortized O(1): it never runs and its awaiter resumes at once with
+/// `CancellationError`. A running job sees `Task.isCancelled`.
+///
+/// ## Reentrancy
+///
+/// A job that waits for work on its own queue could only deadlock, so the queue detects it and
+/// throws ``SerialQueueError/reentrantWait(queue:)`` instead. Enqueuing without waiting from
+/// inside a job is fine: the new job runs after the current one.
+///
+/// ## Lifetime
+///
+/// Dropping the last reference to a queue does not drop jobs already enqueued: they still run,
+/// in order, as on a `DispatchQueue`, and the queue is freed after the last one ends.
+public final class SerialQueue: Sendable {
+  /// The queue's name, used in its events and errors.
+  public let name: String
+
+  private let state = Mutex(SerialQueueState())
+
+  /// Creates an empty, idle queue.
+  ///
+  /// - Parameter name: A name for events and error messages.
+  public init(name: String = "SerialQueue") {
+    self.name = name
+  }
+
+  deinit {
+    state.withLock { $0.finishSubscribers() }
+  }
+
+  // MARK: - Submitting work
+
+  /// Enqueues a job that runs like `Task { }`, after every job enqueued before it has ended.
+  ///
+  /// Callable from synchronous code. The job runs in a new task that inherits what `Task { }`
+  /// inherits: the caller's priority, task-local values and actor isolation (a job enqueued from
+  /// the main actor runs on the main actor).
+  ///
+  /// - Important: The job takes its place in line before this call returns, so two calls from
+  ///   the same code run in the order written, which two `Task { }` calls do not guarantee.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority of the job's task; `nil` inherits the caller's, as `Task` does.
+  ///   - isolation: The actor the job runs on; leave the default, the caller's isolation.
+  ///   - operation: The job's work. It sees `Task.isCancelled` if the job is cancelled while it
+  ///     runs.
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  public func enqueue<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    @_inheritActorContext operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    let node = admitTurn(named: name)
+    let task = Task(priority: priority) { [self] () async throws -> Success in
+      // Capturing `isolation` makes this task start on the caller's actor, as `Task {}` does.
+      _ = isolation
+      return try await runTurn(node, in: nil, parentFrame: nil, operation: operation)
+    }
+    return QueuedTask(backing: .attached(task, node), owner: self)
+  }
+
+  /// Enqueues a job that runs like `Task.detached { }`, after every job enqueued before it.
+  ///
+  /// Callable from synchronous code. The job inherits nothing from the caller: no actor, no
+  /// task-local values, no priority. No task is created for it: the queue's runner task runs
+  /// detached jobs back to back, which makes this the cheapest way to submit work.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority to run the job at; `nil` for the default.
+  ///   - operation: The job's work. It sees `Task.isCancelled` if the job is cancelled while it
+  ///     runs.
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  public func enqueueDetached<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    // Built outside the lock because `operation` is sent into it; numbered under the lock so
+    // identifiers follow the order of the line.
+    let job = DetachedJob(name: name, priority: priority, operation: operation)
+    let startsNow = state.withLock { state in
+      job.assign(id: state.nextID())
+      return state.admit(.detached(job), queueName: self.name)
+    }
+    if startsNow { startRunner(with: job) }
+    return QueuedTask(backing: .detached(job), owner: self)
+  }
+
+  /// Waits for this job's turn, then runs it in the caller's own task and returns its result.
+  ///
+  /// The job starts after every job enqueued before this call has ended, and the queue holds
+  /// every later job until it ends. Because it runs in the caller's task it inherits everything,
+  /// and the caller's cancellation reaches it. When the queue is idle it runs at once, without
+  /// suspending or leaving the caller's thread.
+  ///
+  /// - Important: Calling this from inside a job of the same queue can only deadlock, so it
+  ///   throws ``SerialQueueError/reentrantWait(queue:)`` at once.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - isolation: The caller's isolation; leave the default.
+  ///   - operation: The job's work.
+  /// - Returns: What `operation` returned.
+  /// - Throws: What `operation` threw, unchanged; `CancellationError` if the caller's task was
+  ///   cancelled before the job started (it then never runs); ``SerialQueueError`` on a
+  ///   reentrant wait.
+  public func enqueueAndWait<Success>(
+    name: String? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws -> Success
+  ) async throws -> Success {
+    try JobFrame.checkNotInside(self)
+    try Task.checkCancellation()
+    let node = admitTurn(named: name)
+    return try await runTurn(
+      node,
+      in: RunningTask.current,
+      parentFrame: JobFrame.current,
+      operation: operation
+    )
+  }
+
+  // MARK: - Control and introspection
+
+  /// Cancels the running job and every pending one; the queue stays usable.
+  ///
+  /// Pending jobs leave the line at once and their awaiters resume with `CancellationError`. The
+  /// running job sees `Task.isCancelled`; for a job started by
+  /// ``enqueueAndWait(name:isolation:operation:)`` that is the caller's task. Jobs enqueued after
+  /// this call run as usual.
+  public func cancelAll() {
+    state.withLock { $0.cancelAll(queueName: name) }
+  }
+
+  /// The number of jobs waiting for their turn, not counting the running one.
+  public var pendingCount: Int {
+    state.withLock { $0.pendingCount }
+  }
+
+  /// Whether no job is running or waiting.
+  public var isIdle: Bool {
+    state.withLock { $0.isIdle }
+  }
+
+  /// Entries in line, including idle waiters and cancelled entries not yet swept (for tests).
+  var lineCount: Int {
+    state.withLock { $0.line.count }
+  }
+
+  /// Returns once every job enqueued before this call has ended.
+  ///
+  /// Jobs enqueued after the call do not delay it. It returns at once when the queue is idle.
+  ///
+  /// - Parameter isolation: The caller's isolation; leave the default.
+  /// - Throws: `CancellationError` if the waiting task is cancelled (the jobs are not);
+  ///   ``SerialQueueError/reentrantWait(queue:)`` if called from inside a job of this queue, which
+  ///   could only deadlock.
+  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
+    try JobFrame.checkNotInside(self)
+    let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .idleWaiter)
+    guard state.withLock({ $0.admitIdleWaiter(node) }) else { return }
+    try await waitForTurn(node)
+  }
+
+  /// A sequence of everything that happens to this queue's jobs from now on, in order.
+  ///
+  /// Each read of this property starts a new, independent listener that receives every event
+  /// from that moment; earlier events are not replayed. Events are buffered without limit until
+  /// read, so read them as they come or drop the sequence. The sequence ends when the queue is
+  /// freed. With no listener, the queue builds no events at all.
+  public var events: AsyncStream<QueueEvent> {
+    let (stream, continuation) = AsyncStream.makeStream(of: QueueEvent.self)
+    let token = state.withLock { $0.subscribe(continuation) }
+    continuation.onTermination = { [weak self] _ in
+      self?.state.withLock { $0.unsubscribe(token) }
+    }
+    return stream
+  }
+
+  // MARK: - Running jobs
+
+  private func admitTurn(named name: String?) -> TurnNode {
+    state.withLock { state in
+      let node = TurnNode(id: state.nextID(), name: name, purpose: .job)
+      _ = state.admit(.turn(node), queueName: self.name)
+      return node
+    }
+  }
+
+  /// Waits for the node's turn, runs `operation` in the current task, and passes the turn on.
+  private func runTurn<Success>(
+    _ node: TurnNode,
+    in task: RunningTask?,
+    parentFrame: JobFrame?,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws -> Success
+  ) async throws -> Success {
+    try await waitForTurn(node)
+    guard !Task.isCancelled, node.begin(in: task ?? RunningTask.current) else {
+      node.end()
+      finish(node.id, outcome: .cancelled)
+      throw CancellationError()
+    }
+    let frame = JobFrame(owner: self, jobID: node.id, parent: parentFrame)
+    let result: Result<Success, any Error>
+    do {
+      result = .success(try await JobFrame.$current.withValue(frame) { try await operation() })
+    } catch {
+      result = .failure(error)
+    }
+    node.end()
+    finish(node.id, outcome: JobOutcome(result))
+    return try result.get()
+  }
+
+  /// Suspends until the node has its turn; cancelling the waiting task takes it out of line.
+  private func waitForTurn(
+    _ node: TurnNode,
+    isolation: isolated (any Actor)? = #isolation
+  ) async throws {
+    if node.isGranted { return }
+    try await withTaskCancellationHandler {
+      try await node.suspendUntilGranted()
+    } onCancel: {
+      cancel(node)
+    }
+  }
+
+  private func finish(_ id: JobID, outcome: JobOutcome) {
+    let next = state.withLock { $0.finish(id, outcome: outcome, queueName: name) }
+    if case .run(let job) = next { startRunner(with: job) }
+  }
+
+  private func startRunner(with job: any RunnableJob) {
+    Task.detached(priority: job.priority) { [self] in
+      await drain(startingWith: job)
+    }
+  }
+
+  /// Runs detached jobs back to back in the current task until the line is empty or the next
+  /// job runs in a task of its own.
+  ///
+  /// The runner hands over to a fresh runner task when the next job wants another priority, or
+  /// when a job it ran was cancelled (which cancelled this task for good).
+  private func drain(startingWith first: any RunnableJob) async {
+    let task = RunningTask.current
+    var job = first
+    while true {
+      let frame = JobFrame(owner: self, jobID: job.id, parent: nil)
+      let outcome = await job.run(in: task, frame: frame)
+      let next = state.withLock { $0.finish(job.id, outcome: outcome, queueName: name) }
+      guard case .run(let nextJob) = next else { return }
+      if Task.isCancelled || nextJob.priority != first.priority {
+        startRunner(with: nextJob)
+        return
+      }
+      job = nextJob
+    }
+  }
+}
+
+// MARK: - JobQueueBackend
+
+extension SerialQueue: JobQueueBackend {
+  func isRunning(_ id: JobID) -> Bool {
+    state.withLock { $0.running?.id == id }
+  }
+
+  var reentrantWaitError: any Error {
+    SerialQueueError.reentrantWait(queue: name)
+  }
+
+  func cancel(_ node: TurnNode) {
+    state.withLock { state in
+      if !state.cancelWaiting(.turn(node), queueName: name) {
+        state.cancelIfRunning(node.id)
+      }
+    }
+  }
+
+  func cancel(_ job: any RunnableJob) {
+    state.withLock { state in
+      if !state.cancelWaiting(.detached(job), queueName: name) {
+        state.cancelIfRunning(job.id)
+      }
+    }
+  }
+}

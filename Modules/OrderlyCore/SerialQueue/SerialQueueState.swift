@@ -1,0 +1,218 @@
+import DequeModule
+
+/// The line of a ``SerialQueue`` and its one running job, guarded by the queue's lock.
+///
+/// Invariant: when no job is running the line is empty, because ``advance(queueName:)`` gives
+/// the next live entry its turn as soon as the running one finishes. Cancelled entries stay in
+/// the line as tombstones (so cancelling is O(1)) and are skipped when they reach the head, or
+/// swept out once they outnumber the live ones.
+struct SerialQueueState {
+  enum Entry {
+    case turn(TurnNode)
+    case detached(any RunnableJob)
+
+    var id: JobID {
+      switch self {
+      case .turn(let node): node.id
+      case .detached(let job): job.id
+      }
+    }
+
+    var name: String? {
+      switch self {
+      case .turn(let node): node.name
+      case .detached(let job): job.name
+      }
+    }
+
+    var isIdleWaiter: Bool {
+      if case .turn(let node) = self, node.purpose == .idleWaiter { return true }
+      return false
+    }
+
+    var isCancelledWhileWaiting: Bool {
+      switch self {
+      case .turn(let node): node.isCancelledWhileWaiting
+      case .detached(let job): job.isCancelledWhileWaiting
+      }
+    }
+
+    func grant() -> Bool {
+      switch self {
+      case .turn(let node): node.grant()
+      case .detached(let job): job.grant()
+      }
+    }
+
+    func cancelWaiting() -> Bool {
+      switch self {
+      case .turn(let node): node.cancelWaiting()
+      case .detached(let job): job.cancelWaiting()
+      }
+    }
+
+    func cancelRunning() {
+      switch self {
+      case .turn(let node): node.cancelRunning()
+      case .detached(let job): job.cancelRunning()
+      }
+    }
+  }
+
+  /// What the queue must do after the running job finished.
+  enum Next {
+    /// Nothing is left to run.
+    case idle
+    /// A job that runs in its own task was given its turn and resumes by itself.
+    case resumed
+    /// A detached job was given its turn and needs a runner task.
+    case run(any RunnableJob)
+  }
+
+  private(set) var line = Deque<Entry>()
+  private(set) var running: Entry?
+  /// Live jobs in the line (not tombstones, not idle waiters).
+  private(set) var pendingCount = 0
+  private var tombstones = 0
+  private var lastID: UInt64 = 0
+  private var subscribers: [UInt64: AsyncStream<QueueEvent>.Continuation] = [:]
+  private var lastSubscriberID: UInt64 = 0
+
+  var isIdle: Bool { running == nil }
+
+  mutating func nextID() -> JobID {
+    lastID += 1
+    return JobID(rawValue: lastID)
+  }
+
+  /// Puts a job in line, or makes it the running job at once if the queue is idle.
+  ///
+  /// - Returns: `true` if the job has its turn now.
+  mutating func admit(_ entry: Entry, queueName: String) -> Bool {
+    emit(.enqueued, for: entry, queueName: queueName)
+    if running == nil {
+      _ = entry.grant()
+      running = entry
+      emit(.started, for: entry, queueName: queueName)
+      return true
+    }
+    line.append(entry)
+    pendingCount += 1
+    return false
+  }
+
+  /// Puts a `waitUntilIdle` waiter in line behind every job.
+  ///
+  /// - Returns: `false` if the queue is idle already, so there is nothing to wait for.
+  mutating func admitIdleWaiter(_ node: TurnNode) -> Bool {
+    guard running != nil else { return false }
+    line.append(.turn(node))
+    return true
+  }
+
+  /// Ends the running job and gives the next live entry its turn.
+  mutating func finish(
+    _ id: JobID,
+    outcome: JobOutcome,
+    queueName: String
+  ) -> Next {
+    guard let finished = running, finished.id == id else { return .idle }
+    switch outcome {
+    case .succeeded: emit(.finished, for: finished, queueName: queueName)
+    case .failed(let error): emit(.failed(error), for: finished, queueName: queueName)
+    case .cancelled: emit(.cancelled, for: finished, queueName: queueName)
+    }
+    running = nil
+    return advance(queueName: queueName)
+  }
+
+  private mutating func advance(queueName: String) -> Next {
+    while let entry = line.popFirst() {
+      guard entry.grant() else {
+        tombstones -= 1
+        continue
+      }
+      if entry.isIdleWaiter { continue }
+      pendingCount -= 1
+      running = entry
+      emit(.started, for: entry, queueName: queueName)
+      switch entry {
+      case .turn: return .resumed
+      case .detached(let job): return .run(job)
+      }
+    }
+    return .idle
+  }
+
+  /// Cancels a waiting entry in O(1): it stays in line as a tombstone.
+  ///
+  /// - Returns: `true` if the entry was waiting and is now cancelled.
+  mutating func cancelWaiting(_ entry: Entry, queueName: String) -> Bool {
+    guard entry.cancelWaiting() else { return false }
+    tombstones += 1
+    if !entry.isIdleWaiter {
+      pendingCount -= 1
+      emit(.cancelled, for: entry, queueName: queueName)
+    }
+    sweepTombstonesIfNeeded()
+    return true
+  }
+
+  /// Drops tombstones once they outnumber live entries, so cancelled jobs never pile up.
+  /// Each sweep is O(n) and follows at least n/2 cancellations: amortized O(1) per cancel.
+  private mutating func sweepTombstonesIfNeeded() {
+    guard tombstones > 64, tombstones * 2 > line.count else { return }
+    line.removeAll { $0.isCancelledWhileWaiting }
+    tombstones = 0
+  }
+
+  /// Cancels every waiting entry and requests cancellation of the running one.
+  mutating func cancelAll(queueName: String) {
+    running?.cancelRunning()
+    let cancelled = line
+    line = []
+    pendingCount = 0
+    tombstones = 0
+    for entry in cancelled where entry.cancelWaiting() && !entry.isIdleWaiter {
+      emit(.cancelled, for: entry, queueName: queueName)
+    }
+  }
+
+  /// Requests cancellation of the entry if it is the running one.
+  func cancelIfRunning(_ id: JobID) {
+    guard let running, running.id == id else { return }
+    running.cancelRunning()
+  }
+
+  // MARK: Events
+
+  mutating func subscribe(_ continuation: AsyncStream<QueueEvent>.Continuation) -> UInt64 {
+    lastSubscriberID += 1
+    subscribers[lastSubscriberID] = continuation
+    return lastSubscriberID
+  }
+
+  mutating func unsubscribe(_ token: UInt64) {
+    subscribers[token] = nil
+  }
+
+  /// Ends every listener's sequence; called when the queue is freed.
+  mutating func finishSubscribers() {
+    for subscriber in subscribers.values { subscriber.finish() }
+    subscribers = [:]
+  }
+
+  /// Delivers an event to every listener. With no listener this is one branch: no clock read,
+  /// no allocation.
+  func emit(_ kind: QueueEvent.Kind, for entry: Entry, queueName: String) {
+    guard !subscribers.isEmpty else { return }
+    let event = QueueEvent(
+      kind: kind,
+      jobID: entry.id,
+      jobName: entry.name,
+      queueName: queueName,
+      timestamp: .now
+    )
+    for subscriber in subscribers.values { subscriber.yield(event) }
+  }
+}

@@ -1,0 +1,62 @@
+import OrderlyCore
+
+/// An error with a value, to check that errors reach awaiters unchanged.
+struct TestError: Error, Equatable {
+  let code: Int
+}
+
+/// A small seeded generator (SplitMix64) so random tests replay exactly.
+struct SeededGenerator: RandomNumberGenerator {
+  private var state: UInt64
+
+  init(seed: UInt64) {
+    state = seed
+  }
+
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}
+
+/// Whether awaiting `job` ends with `CancellationError`.
+func endsCancelled<Success>(_ job: QueuedTask<Success>) async -> Bool {
+  if case .failure(let error) = await job.result { return error is CancellationError }
+  return false
+}
+
+/// A task-local value for the inheritance tests.
+enum Trace {
+  @TaskLocal static var label: String?
+}
+
+extension AsyncStream<QueueEvent>.Iterator {
+  /// Reads events until `count` of them match `kind`, and returns the last one read.
+  @discardableResult
+  mutating func skip(
+    to count: Int = 1,
+    where matches: (QueueEvent.Kind) -> Bool
+  ) async -> QueueEvent? {
+    var seen = 0
+    while let event = await next() {
+      if matches(event.kind) {
+        seen += 1
+        if seen == count { return event }
+      }
+    }
+    return nil
+  }
+}
+
+func isEnqueued(_ kind: QueueEvent.Kind) -> Bool {
+  if case .enqueued = kind { return true }
+  return false
+}
+
+func isCancelled(_ kind: QueueEvent.Kind) -> Bool {
+  if case .cancelled = kind { return true }
+  return false
+}

@@ -1,0 +1,160 @@
+import OrderlyCore
+import OrderlyTestSupport
+import Testing
+
+@Suite("SerialQueue cancellation")
+struct SerialQueueCancellationTests {
+  /// A queue held busy by a job waiting at `release`, once that job is known to be running.
+  private func busyQueue(release: Gate) async throws -> SerialQueue {
+    let queue = SerialQueue(name: "busy")
+    let started = Gate()
+    queue.enqueueDetached {
+      started.open()
+      try await release.wait()
+    }
+    try await started.wait()
+    return queue
+  }
+
+  @Test(
+    "cancelling a pending job's handle: it never runs and its awaiter resumes at once",
+    arguments: [false, true]
+  )
+  func cancelPendingHandle(detached: Bool) async throws {
+    let release = Gate()
+    let queue = try await busyQueue(release: release)
+    let ran = OrderedRecorder<Int>()
+    let job = detached ? queue.enqueueDetached { ran.record(1) } : queue.enqueue { ran.record(1) }
+    let after = queue.enqueue { ran.record(2) }
+    #expect(queue.pendingCount == 2)
+    job.cancel()
+    #expect(job.isCancelled)
+    #expect(queue.pendingCount == 1)
+    // The queue is still blocked, so resuming here proves the awaiter did not wait for its turn.
+    #expect(await endsCancelled(job))
+    release.open()
+    try await after.value
+    #expect(ran.values == [2])
+  }
+
+  @Test("cancelling the task awaiting enqueueAndWait before its turn: it never runs")
+  func cancelPendingEnqueueAndWait() async throws {
+    let release = Gate()
+    let queue = try await busyQueue(release: release)
+    let ran = OrderedRecorder<Int>()
+    var events = queue.events.makeAsyncIterator()
+    let caller = Task { try await queue.enqueueAndWait { ran.record(1) } }
+    await events.skip(where: isEnqueued)
+    caller.cancel()
+    await #expect(throws: CancellationError.self) { try await caller.value }
+    #expect(queue.pendingCount == 0)
+    #expect(await events.skip(where: isCancelled)?.jobID == JobID(rawValue: 2))
+    release.open()
+    try await queue.waitUntilIdle()
+    #expect(ran.values.isEmpty)
+  }
+
+  @Test("an already-cancelled caller of enqueueAndWait does not run its job")
+  func alreadyCancelledCaller() async throws {
+    let queue = SerialQueue()
+    let ran = OrderedRecorder<Int>()
+    let caller = Task {
+      withUnsafeCurrentTask { $0?.cancel() }
+      return try await queue.enqueueAndWait { ran.record(1) }
+    }
+    await #expect(throws: CancellationError.self) { try await caller.value }
+    #expect(ran.values.isEmpty)
+    #expect(queue.isIdle)
+  }
+
+  @Test("a running job sees Task.isCancelled when its handle is cancelled", arguments: [false, true])
+  func runningJobSeesCancellation(detached: Bool) async throws {
+    let queue = SerialQueue()
+    let started = Gate()
+    let operation: @Sendable () async throws -> Bool = {
+      started.open()
+      try? await Gate().wait()  // waits until cancelled
+      return Task.isCancelled
+    }
+    let job = detached ? queue.enqueueDetached(operation: operation) : queue.enqueue(operation: operation)
+    try await started.wait()
+    job.cancel()
+    #expect(try await job.value)
+  }
+
+  @Test("the caller's cancellation reaches a running enqueueAndWait job")
+  func enqueueAndWaitSeesCallerCancellation() async throws {
+    let queue = SerialQueue()
+    let started = Gate()
+    let caller = Task {
+      try await queue.enqueueAndWait {
+        started.open()
+        try? await Gate().wait()
+        return Task.isCancelled
+      }
+    }
+    try await started.wait()
+    caller.cancel()
+    #expect(try await caller.value)
+  }
+
+  @Test("cancelAll cancels the running job and every pending one; the queue stays usable")
+  func cancelAll() async throws {
+    let queue = SerialQueue()
+    let started = Gate()
+    let running = queue.enqueueDetached {
+      started.open()
+      try await Gate().wait()
+    }
+    try await started.wait()
+    var events = queue.events.makeAsyncIterator()
+    let pending = (0..<10).map { index in
+      index.isMultiple(of: 2) ? queue.enqueue { index } : queue.enqueueDetached { index }
+    }
+    let waiter = Task { try await queue.enqueueAndWait { -1 } }
+    await events.skip(to: 11, where: isEnqueued)
+    queue.cancelAll()
+    #expect(queue.pendingCount == 0)
+    await #expect(throws: CancellationError.self) { try await running.value }
+    for job in pending { #expect(await endsCancelled(job)) }
+    await #expect(throws: CancellationError.self) { try await waiter.value }
+    #expect(try await queue.enqueue { 99 }.value == 99)
+    #expect(try await queue.enqueueDetached { 100 }.value == 100)
+  }
+
+  @Test("after a running detached job is cancelled, later detached jobs are not")
+  func runnerRecoversFromCancellation() async throws {
+    let queue = SerialQueue()
+    let started = Gate()
+    let first = queue.enqueueDetached {
+      started.open()
+      try? await Gate().wait()
+    }
+    let second = queue.enqueueDetached { Task.isCancelled }
+    try await started.wait()
+    first.cancel()
+    #expect(try await second.value == false)
+  }
+
+  @Test("many cancelled pending jobs are swept from the line and the queue goes on")
+  func cancelManyPending() async throws {
+    let release = Gate()
+    let queue = try await busyQueue(release: release)
+    let ran = OrderedRecorder<Int>()
+    let jobs = (0..<1_000).map { index in queue.enqueueDetached { ran.record(index) } }
+    for (index, job) in jobs.enumerated() where index % 10 != 0 { job.cancel() }
+    #expect(queue.pendingCount == 100)
+    release.open()
+    try await queue.waitUntilIdle()
+    #expect(ran.values == Array(stride(from: 0, to: 1_000, by: 10)))
+  }
+
+  @Test("cancelling a job that has ended does nothing")
+  func cancelAfterEnd() async throws {
+    let queue = SerialQueue()
+    let job = queue.enqueue { 5 }
+    #expect(try await job.value == 5)
+    job.cancel()
+    #expect(try await job.value == 5)
+  }
+}

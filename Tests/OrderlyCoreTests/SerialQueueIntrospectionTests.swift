@@ -1,0 +1,146 @@
+@testable import OrderlyCore
+import OrderlyTestSupport
+import Testing
+
+@Suite("SerialQueue introspection")
+struct SerialQueueIntrospectionTests {
+  @Test("name, pendingCount and isIdle follow the line")
+  func counts() async throws {
+    let queue = SerialQueue(name: "inbox")
+    #expect(queue.name == "inbox")
+    #expect(queue.isIdle && queue.pendingCount == 0)
+    let release = Gate()
+    let started = Gate()
+    queue.enqueueDetached {
+      started.open()
+      try await release.wait()
+    }
+    queue.enqueue {}
+    queue.enqueueDetached {}
+    try await started.wait()
+    #expect(!queue.isIdle)
+    #expect(queue.pendingCount == 2)
+    release.open()
+    try await queue.waitUntilIdle()
+    #expect(queue.isIdle && queue.pendingCount == 0)
+  }
+
+  @Test("waitUntilIdle returns once earlier jobs end; later jobs do not delay it")
+  func waitUntilIdleScope() async throws {
+    let queue = SerialQueue()
+    let log = OrderedRecorder<String>()
+    let firstRelease = Gate()
+    let laterRelease = Gate()
+    queue.enqueueDetached {
+      try await firstRelease.wait()
+      log.record("first")
+    }
+    let waiter = Task {
+      try await queue.waitUntilIdle()
+      log.record("idle")
+    }
+    // The waiter takes its place synchronously inside its task; wait until it has.
+    while queue.lineCount < 1 { await Task.yield() }
+    queue.enqueueDetached {
+      try await laterRelease.wait()
+      log.record("later")
+    }
+    firstRelease.open()
+    try await waiter.value
+    #expect(log.values == ["first", "idle"])
+    laterRelease.open()
+    try await queue.waitUntilIdle()
+    #expect(log.values == ["first", "idle", "later"])
+  }
+
+  @Test("waitUntilIdle on an idle queue returns at once; a cancelled waiter leaves at once")
+  func waitUntilIdleEdges() async throws {
+    let queue = SerialQueue()
+    try await queue.waitUntilIdle()
+    let started = Gate()
+    queue.enqueueDetached {
+      started.open()
+      try await Gate().wait()
+    }
+    try await started.wait()
+    let waiter = Task { try await queue.waitUntilIdle() }
+    waiter.cancel()
+    await #expect(throws: CancellationError.self) { try await waiter.value }
+    queue.cancelAll()
+    try await queue.waitUntilIdle()
+  }
+
+  @Test("events report every step of every job, in order, with names and rising timestamps")
+  func eventsInOrder() async throws {
+    let queue = SerialQueue(name: "events")
+    var iterator = queue.events.makeAsyncIterator()
+    let release = Gate()
+    queue.enqueueDetached(name: "a") { try await release.wait() }
+    let failing = queue.enqueue(name: "b") { () throws -> Int in throw TestError(code: 1) }
+    let cancelled = queue.enqueueDetached(name: "c") {}
+    cancelled.cancel()
+    queue.enqueue(name: "d") {}
+    release.open()
+    try await queue.waitUntilIdle()
+    _ = await failing.result
+    var lines: [String] = []
+    var previous: ContinuousClock.Instant?
+    while lines.count < 10, let event = await iterator.next() {
+      lines.append(event.description)
+      #expect(event.queueName == "events")
+      if let previous { #expect(previous <= event.timestamp) }
+      previous = event.timestamp
+    }
+    #expect(
+      lines == [
+        "events #1 (a) enqueued", "events #1 (a) started",
+        "events #2 (b) enqueued", "events #3 (c) enqueued", "events #3 (c) cancelled",
+        "events #4 (d) enqueued", "events #1 (a) finished",
+        "events #2 (b) started", "events #2 (b) failed(TestError(code: 1))",
+        "events #4 (d) started",
+      ])
+  }
+
+  @Test("two listeners each get every event; a dropped listener stops receiving")
+  func independentListeners() async throws {
+    let queue = SerialQueue()
+    var first = queue.events.makeAsyncIterator()
+    do {
+      let dropped = queue.events
+      _ = dropped
+    }
+    var second = queue.events.makeAsyncIterator()
+    try await queue.enqueueAndWait(name: "x") {}
+    for _ in 0..<3 {
+      let a = await first.next()
+      let b = await second.next()
+      #expect(a?.description == b?.description)
+    }
+  }
+}
+
+@Suite("SerialQueue lifetime")
+struct SerialQueueLifetimeTests {
+  @Test("dropping the last reference to a queue does not drop its jobs")
+  func jobsOutliveQueueReference() async throws {
+    let log = OrderedRecorder<Int>()
+    let release = Gate()
+    weak var weakQueue: SerialQueue?
+    do {
+      let queue = SerialQueue()
+      weakQueue = queue
+      queue.enqueueDetached { try await release.wait() }
+      for index in 0..<5 {
+        if index.isMultiple(of: 2) {
+          queue.enqueue { log.record(index) }
+        } else {
+          queue.enqueueDetached { log.record(index) }
+        }
+      }
+    }
+    #expect(weakQueue != nil)  // kept alive by its pending jobs
+    release.open()
+    try await log.waitForCount(5)
+    #expect(log.values == [0, 1, 2, 3, 4])
+  }
+}
