@@ -19,20 +19,39 @@ let package = Package(
 package.targets += [
   .target(
     name: "OrderlyCore",
-    dependencies: [.product(name: "DequeModule", package: "swift-collections")],
+    dependencies: [
+      "COrderlySanitizer",
+      .product(name: "DequeModule", package: "swift-collections"),
+    ],
     path: "Modules/OrderlyCore"
   ),
+  // Announces lock edges to ThreadSanitizer, which cannot see Mutex's lock on Linux. No product.
+  .target(name: "COrderlySanitizer", path: "Modules/COrderlySanitizer"),
   .target(
     name: "OrderlyTestSupport",
     dependencies: ["OrderlyCore"],
     path: "Modules/OrderlyTestSupport"
+  ),
+  // Helper for the examples: the seed's seven-task notes scenario and its log. No product.
+  .target(
+    name: "OrderlyExampleSupport",
+    dependencies: ["OrderlyCore"],
+    path: "Modules/OrderlyExampleSupport"
   ),
 ]
 
 // MARK: - Examples
 
 /// Every runnable example: `swift run <name>`. Each folder holds `main.swift` and `README.md`.
-let examples: [(name: String, dependencies: [Target.Dependency])] = []
+let examples: [(name: String, dependencies: [Target.Dependency])] = [
+  ("sequential-await", ["OrderlyExampleSupport"]),
+  ("unordered-tasks", ["OrderlyExampleSupport"]),
+  ("actor-reentrancy", ["OrderlyExampleSupport"]),
+  ("naive-serial-queue", ["OrderlyExampleSupport"]),
+  ("serial-queue", ["OrderlyCore", "OrderlyExampleSupport"]),
+  ("deadlock-detection", ["OrderlyCore"]),
+  ("task-chaining", ["OrderlyExampleSupport"]),
+]
 
 // A hyphenated target name builds a module with underscores (`serial_queue`); the executable
 // keeps the hyphenated name, so `swift run serial-queue` works as written.
@@ -54,11 +73,20 @@ package.targets += [
     name: "OrderlyCoreTests",
     dependencies: ["OrderlyCore", "OrderlyTestSupport"]
   ),
+  .testTarget(
+    name: "OrderlyTestSupportTests",
+    dependencies: ["OrderlyTestSupport"]
+  ),
+  .testTarget(
+    name: "ExamplesTests",
+    // Depending on the examples makes `swift test` build their binaries before running them.
+    dependencies: examples.map { .target(name: $0.name) }
+  ),
 ]
 
 // MARK: - Shared settings
 
-for target in package.targets {
+for target in package.targets where target.name != "COrderlySanitizer" {
   var settings = target.swiftSettings ?? []
   settings += [
     .swiftLanguageMode(.v6),

@@ -1,3 +1,4 @@
+import OrderlyCore
 import Synchronization
 
 /// A value behind a lock, and the tasks waiting for a condition on it to hold.
@@ -44,12 +45,12 @@ final class ConditionWaiters<Value>: Sendable {
 
   /// Reads the value.
   func read<Result: Sendable>(_ body: (Value) -> Result) -> Result {
-    storage.withLock { body($0.value) }
+    storage.withLock(announcingTo: self) { body($0.value) }
   }
 
   /// Changes the value, then resumes every waiter whose condition holds.
   func update<Result: Sendable>(_ body: (inout Value) -> Result) -> Result {
-    let (result, ready) = storage.withLock { storage in
+    let (result, ready) = storage.withLock(announcingTo: self) { storage in
       let result = body(&storage.value)
       return (result, storage.takeSatisfied())
     }
@@ -59,7 +60,7 @@ final class ConditionWaiters<Value>: Sendable {
 
   /// The number of tasks waiting for the value now (watchers not counted).
   var waiterCount: Int {
-    storage.withLock { $0.waiterCount }
+    storage.withLock(announcingTo: self) { $0.waiterCount }
   }
 
   /// Suspends until `condition` holds for the value; returns at once if it holds already.
@@ -87,7 +88,7 @@ final class ConditionWaiters<Value>: Sendable {
     isWatcher: Bool,
     until condition: @escaping @Sendable (Value, Int) -> Bool
   ) async throws {
-    let (token, ready) = storage.withLock { storage -> (UInt64?, [UnsafeContinuation<Void, any Error>]) in
+    let (token, ready) = storage.withLock(announcingTo: self) { storage -> (UInt64?, [UnsafeContinuation<Void, any Error>]) in
       if condition(storage.value, storage.waiterCount) { return (nil, []) }
       storage.lastToken += 1
       storage.waiters[storage.lastToken] = Waiter(
@@ -103,7 +104,7 @@ final class ConditionWaiters<Value>: Sendable {
     try await withTaskCancellationHandler {
       try await withUnsafeThrowingContinuation(isolation: isolation) {
         (continuation: UnsafeContinuation<Void, any Error>) in
-        let outcome = storage.withLock { storage -> Bool? in
+        let outcome = storage.withLock(announcingTo: self) { storage -> Bool? in
           if storage.cancelled.remove(token) != nil { return false }
           guard storage.waiters[token] != nil else { return true }
           storage.waiters[token]?.continuation = continuation
@@ -116,7 +117,7 @@ final class ConditionWaiters<Value>: Sendable {
         }
       }
     } onCancel: {
-      let continuation = storage.withLock { storage -> UnsafeContinuation<Void, any Error>? in
+      let continuation = storage.withLock(announcingTo: self) { storage -> UnsafeContinuation<Void, any Error>? in
         guard let waiter = storage.waiters.removeValue(forKey: token) else { return nil }
         if waiter.continuation == nil { storage.cancelled.insert(token) }
         return waiter.continuation

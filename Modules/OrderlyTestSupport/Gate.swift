@@ -40,6 +40,19 @@ public final class Gate: Sendable {
     door.waiterCount
   }
 
+  /// Waits until at least `count` tasks are waiting at the gate, so a test knows they are held.
+  ///
+  /// - Parameters:
+  ///   - count: The number of waiting tasks to wait for.
+  ///   - isolation: The caller's isolation; leave the default.
+  /// - Throws: `CancellationError` if the task is cancelled first.
+  public func waitForWaiters(
+    _ count: Int,
+    isolation: isolated (any Actor)? = #isolation
+  ) async throws {
+    try await door.waitForWaiters(count)
+  }
+
   /// Waits until the gate is open; returns at once if it is open already.
   ///
   /// - Parameter isolation: The caller's isolation; leave the default.

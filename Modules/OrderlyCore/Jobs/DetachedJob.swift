@@ -84,21 +84,21 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   }
 
   var isCancelledWhileWaiting: Bool {
-    state.withLock { $0.phase == .cancelled }
+    state.withLock(announcingTo: self) { $0.phase == .cancelled }
   }
 
   /// Whether the job is over: it ran and ended, or it was cancelled before it ran.
   var isOver: Bool {
-    state.withLock { $0.result != nil }
+    state.withLock(announcingTo: self) { $0.result != nil }
   }
 
   /// Whether the job was cancelled: before it ran, or by a request while it ran.
   var isCancelled: Bool {
-    state.withLock { $0.phase == .cancelled || $0.cancelRequested }
+    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.cancelRequested }
   }
 
   func grant() -> Bool {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       guard state.phase == .waiting else { return false }
       state.phase = .granted
       return true
@@ -106,7 +106,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   }
 
   func cancelWaiting() -> Bool {
-    let awaiters = state.withLock { state in
+    let awaiters = state.withLock(announcingTo: self) { state in
       guard state.phase == .waiting else { return nil as [UnsafeContinuation<Result<Success, any Error>, Never>]? }
       return state.complete(.failure(CancellationError()), phase: .cancelled)
     }
@@ -116,7 +116,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   }
 
   func cancelRunning() {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       switch state.phase {
       case .granted, .running:
         state.cancelRequested = true
@@ -127,7 +127,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   }
 
   func run(in task: RunningTask?, frame: JobFrame) async -> JobOutcome {
-    let operation = state.withLock { state -> (() async throws -> Success)? in
+    let operation = state.withLock(announcingTo: self) { state -> (() async throws -> Success)? in
       guard state.phase == .granted, !state.cancelRequested else { return nil }
       state.phase = .running
       state.runningTask = task
@@ -143,7 +143,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     } else {
       result = .failure(CancellationError())
     }
-    let awaiters = state.withLock { $0.complete(result, phase: .finished) }
+    let awaiters = state.withLock(announcingTo: self) { $0.complete(result, phase: .finished) }
     for awaiter in awaiters { awaiter.resume(returning: result) }
     return JobOutcome(result)
   }
@@ -151,7 +151,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   /// Waits for the job's result. Not cancellable, like `Task.value`.
   func result() async -> Result<Success, any Error> {
     await withUnsafeContinuation { continuation in
-      let ready = state.withLock { state -> Result<Success, any Error>? in
+      let ready = state.withLock(announcingTo: self) { state -> Result<Success, any Error>? in
         if let result = state.result { return result }
         state.awaiters.append(continuation)
         return nil

@@ -38,29 +38,29 @@ final class TurnNode: Sendable {
 
   /// Whether the node left the line cancelled without ever being granted (a tombstone).
   var isCancelledWhileWaiting: Bool {
-    state.withLock { $0.phase == .cancelled }
+    state.withLock(announcingTo: self) { $0.phase == .cancelled }
   }
 
   /// Whether the node's job is over: it ran and ended, or it was cancelled before it ran.
   var isOver: Bool {
-    state.withLock { $0.phase == .finished || $0.phase == .cancelled }
+    state.withLock(announcingTo: self) { $0.phase == .finished || $0.phase == .cancelled }
   }
 
   /// Whether the node's job was cancelled: before it ran, or after it was given its turn.
   var wasCancelled: Bool {
-    state.withLock { $0.phase == .cancelled || $0.cancelRequested }
+    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.cancelRequested }
   }
 
   /// Whether the node has its turn already, so the waiting task need not suspend.
   var isGranted: Bool {
-    state.withLock { $0.phase == .granted }
+    state.withLock(announcingTo: self) { $0.phase == .granted }
   }
 
   /// Gives the node its turn, resuming its task if it is suspended. Called under the queue lock.
   ///
   /// - Returns: `false` if the node was cancelled and must be skipped.
   func grant() -> Bool {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       guard state.phase == .waiting else { return false }
       state.phase = .granted
       state.continuation.take()?.resume()
@@ -73,7 +73,7 @@ final class TurnNode: Sendable {
   ///
   /// - Returns: `true` if the node was waiting and is now cancelled.
   func cancelWaiting() -> Bool {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       guard state.phase == .waiting else { return false }
       state.phase = .cancelled
       state.continuation.take()?.resume(throwing: CancellationError())
@@ -84,7 +84,7 @@ final class TurnNode: Sendable {
   /// Cancels the node's job once it has its turn: before it begins, it will not run; while it
   /// runs, its task is cancelled.
   func cancelRunning() {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       switch state.phase {
       case .granted: state.cancelRequested = true
       case .running: state.runningTask?.cancel()
@@ -98,7 +98,7 @@ final class TurnNode: Sendable {
   func suspendUntilGranted(isolation: isolated (any Actor)? = #isolation) async throws {
     try await withUnsafeThrowingContinuation(isolation: isolation) {
       (continuation: UnsafeContinuation<Void, any Error>) in
-      state.withLock { state in
+      state.withLock(announcingTo: self) { state in
         switch state.phase {
         case .waiting: state.continuation = continuation
         case .granted: continuation.resume()
@@ -112,7 +112,7 @@ final class TurnNode: Sendable {
   ///
   /// - Returns: `false` if the job was cancelled after it was granted; it must not run.
   func begin(in task: RunningTask?) -> Bool {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       guard state.phase == .granted, !state.cancelRequested else { return false }
       state.phase = .running
       state.runningTask = task
@@ -122,7 +122,7 @@ final class TurnNode: Sendable {
 
   /// Marks the job as ended and forgets its task.
   func end() {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       state.phase = .finished
       state.runningTask = nil
     }

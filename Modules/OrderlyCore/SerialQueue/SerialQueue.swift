@@ -59,7 +59,7 @@ public final class SerialQueue: Sendable {
   }
 
   deinit {
-    state.withLock { $0.finishSubscribers() }
+    state.withLock(announcingTo: self) { $0.finishSubscribers() }
   }
 
   // MARK: - Submitting work
@@ -117,7 +117,7 @@ public final class SerialQueue: Sendable {
     // Built outside the lock because `operation` is sent into it; numbered under the lock so
     // identifiers follow the order of the line.
     let job = DetachedJob(name: name, priority: priority, operation: operation)
-    let startsNow = state.withLock { state in
+    let startsNow = state.withLock(announcingTo: self) { state in
       job.assign(id: state.nextID())
       return state.admit(.detached(job), queueName: self.name)
     }
@@ -168,22 +168,22 @@ public final class SerialQueue: Sendable {
   /// ``enqueueAndWait(name:isolation:operation:)`` that is the caller's task. Jobs enqueued after
   /// this call run as usual.
   public func cancelAll() {
-    state.withLock { $0.cancelAll(queueName: name) }
+    state.withLock(announcingTo: self) { $0.cancelAll(queueName: name) }
   }
 
   /// The number of jobs waiting for their turn, not counting the running one.
   public var pendingCount: Int {
-    state.withLock { $0.pendingCount }
+    state.withLock(announcingTo: self) { $0.pendingCount }
   }
 
   /// Whether no job is running or waiting.
   public var isIdle: Bool {
-    state.withLock { $0.isIdle }
+    state.withLock(announcingTo: self) { $0.isIdle }
   }
 
   /// Entries in line, including idle waiters and cancelled entries not yet swept (for tests).
   var lineCount: Int {
-    state.withLock { $0.line.count }
+    state.withLock(announcingTo: self) { $0.line.count }
   }
 
   /// Returns once every job enqueued before this call has ended.
@@ -197,7 +197,7 @@ public final class SerialQueue: Sendable {
   public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
     try JobFrame.checkNotInside(self)
     let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .idleWaiter)
-    guard state.withLock({ $0.admitIdleWaiter(node) }) else { return }
+    guard state.withLock(announcingTo: self, { $0.admitIdleWaiter(node) }) else { return }
     try await waitForTurn(node)
   }
 
@@ -209,9 +209,10 @@ public final class SerialQueue: Sendable {
   /// freed. With no listener, the queue builds no events at all.
   public var events: AsyncStream<QueueEvent> {
     let (stream, continuation) = AsyncStream.makeStream(of: QueueEvent.self)
-    let token = state.withLock { $0.subscribe(continuation) }
+    let token = state.withLock(announcingTo: self) { $0.subscribe(continuation) }
     continuation.onTermination = { [weak self] _ in
-      self?.state.withLock { $0.unsubscribe(token) }
+      guard let self else { return }
+      state.withLock(announcingTo: self) { $0.unsubscribe(token) }
     }
     return stream
   }
@@ -219,7 +220,7 @@ public final class SerialQueue: Sendable {
   // MARK: - Running jobs
 
   private func admitTurn(named name: String?) -> TurnNode {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       let node = TurnNode(id: state.nextID(), name: name, purpose: .job)
       _ = state.admit(.turn(node), queueName: self.name)
       return node
@@ -266,7 +267,7 @@ public final class SerialQueue: Sendable {
   }
 
   private func finish(_ id: JobID, outcome: JobOutcome) {
-    let next = state.withLock { $0.finish(id, outcome: outcome, queueName: name) }
+    let next = state.withLock(announcingTo: self) { $0.finish(id, outcome: outcome, queueName: name) }
     if case .run(let job) = next { startRunner(with: job) }
   }
 
@@ -287,7 +288,7 @@ public final class SerialQueue: Sendable {
     while true {
       let frame = JobFrame(owner: self, jobID: job.id, parent: nil)
       let outcome = await job.run(in: task, frame: frame)
-      let next = state.withLock { $0.finish(job.id, outcome: outcome, queueName: name) }
+      let next = state.withLock(announcingTo: self) { $0.finish(job.id, outcome: outcome, queueName: name) }
       guard case .run(let nextJob) = next else { return }
       if Task.isCancelled || nextJob.priority != first.priority {
         startRunner(with: nextJob)
@@ -302,7 +303,7 @@ public final class SerialQueue: Sendable {
 
 extension SerialQueue: JobQueueBackend {
   func isRunning(_ id: JobID) -> Bool {
-    state.withLock { $0.running?.id == id }
+    state.withLock(announcingTo: self) { $0.running?.id == id }
   }
 
   var reentrantWaitError: any Error {
@@ -310,7 +311,7 @@ extension SerialQueue: JobQueueBackend {
   }
 
   func cancel(_ node: TurnNode) {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       if !state.cancelWaiting(.turn(node), queueName: name) {
         state.cancelIfRunning(node.id)
       }
@@ -318,7 +319,7 @@ extension SerialQueue: JobQueueBackend {
   }
 
   func cancel(_ job: any RunnableJob) {
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       if !state.cancelWaiting(.detached(job), queueName: name) {
         state.cancelIfRunning(job.id)
       }
