@@ -42,7 +42,9 @@ package.targets += [
 
 // MARK: - Examples
 
-/// Every runnable example: `swift run <name>`. Each folder holds `main.swift` and `README.md`.
+/// Every runnable example, run as `swift run <name>`.
+///
+/// Each folder holds `main.swift` and `README.md`.
 let examples: [(name: String, dependencies: [Target.Dependency])] = [
   ("sequential-await", ["OrderlyExampleSupport"]),
   ("unordered-tasks", ["OrderlyExampleSupport"]),

@@ -49,7 +49,9 @@ actor NaiveQueue3 {
   private func drain() async {
     while !jobs.isEmpty {
       let next = jobs.removeFirst()
-      do { next.done.resume(returning: try await next.job()) } catch { next.done.resume(throwing: error) }
+      do { next.done.resume(returning: try await next.job()) } catch {
+        next.done.resume(throwing: error)
+      }
     }
     isRunning = false
   }
@@ -81,7 +83,8 @@ for task in ScenarioTask.seven {
       } catch {
         log3.fail(task, error: error)
       }
-    })
+    }
+  )
 }
 for task in tasks { await task.value }
 print("Verdict: \(log3.verdict)")

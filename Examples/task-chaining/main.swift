@@ -34,7 +34,9 @@ let errors = ScenarioLog(echo: false)
 await chain.add { throw NotesServiceError(task: 9) }
 await chain.add { errors.start(ScenarioTask(number: 10, operation: .fetchNotes, latency: .zero)) }
 await chain.waitForLast()
-print("  - a job's error goes nowhere: task 9 threw, nobody heard, task 10 ran (\(errors.all.count) entry)")
+print(
+  "  - a job's error goes nowhere: task 9 threw, nobody heard, task 10 ran (\(errors.all.count) entry)"
+)
 print("  - add() returns nothing: no result to await, no handle to cancel one job")
 print("  - add() is actor-isolated, so synchronous code must wrap it in Task {}, and those")
 print("    tasks reach the chain in whatever order they get to run")

@@ -88,7 +88,8 @@ final class ConditionWaiters<Value>: Sendable {
     isWatcher: Bool,
     until condition: @escaping @Sendable (Value, Int) -> Bool
   ) async throws {
-    let (token, ready) = storage.withLock(announcingTo: self) { storage -> (UInt64?, [UnsafeContinuation<Void, any Error>]) in
+    let (token, ready) = storage.withLock(announcingTo: self) {
+      storage -> (UInt64?, [UnsafeContinuation<Void, any Error>]) in
       if condition(storage.value, storage.waiterCount) { return (nil, []) }
       storage.lastToken += 1
       storage.waiters[storage.lastToken] = Waiter(
@@ -117,7 +118,8 @@ final class ConditionWaiters<Value>: Sendable {
         }
       }
     } onCancel: {
-      let continuation = storage.withLock(announcingTo: self) { storage -> UnsafeContinuation<Void, any Error>? in
+      let continuation = storage.withLock(announcingTo: self) {
+        storage -> UnsafeContinuation<Void, any Error>? in
         guard let waiter = storage.waiters.removeValue(forKey: token) else { return nil }
         if waiter.continuation == nil { storage.cancelled.insert(token) }
         return waiter.continuation

@@ -25,7 +25,9 @@ public final class Gate: Sendable {
     door = ConditionWaiters(isOpen)
   }
 
-  /// Opens the gate for good, resuming every task waiting at it. Opening twice is harmless.
+  /// Opens the gate for good, resuming every task waiting at it.
+  ///
+  /// Opening twice is harmless.
   public func open() {
     door.update { $0 = true }
   }

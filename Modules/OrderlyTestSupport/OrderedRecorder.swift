@@ -16,7 +16,9 @@ public final class OrderedRecorder<Element: Sendable>: Sendable {
     list = ConditionWaiters([])
   }
 
-  /// Appends a value. Values recorded from one task keep that task's order; values from
+  /// Appends a value.
+  ///
+  /// Values recorded from one task keep that task's order; values from
   /// concurrent tasks are kept in the order the calls took the recorder's lock.
   ///
   /// - Parameter element: The value to record.

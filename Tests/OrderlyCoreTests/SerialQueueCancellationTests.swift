@@ -67,7 +67,10 @@ struct SerialQueueCancellationTests {
     #expect(queue.isIdle)
   }
 
-  @Test("a running job sees Task.isCancelled when its handle is cancelled", arguments: [false, true])
+  @Test(
+    "a running job sees Task.isCancelled when its handle is cancelled",
+    arguments: [false, true]
+  )
   func runningJobSeesCancellation(detached: Bool) async throws {
     let queue = SerialQueue()
     let started = Gate()
@@ -76,7 +79,8 @@ struct SerialQueueCancellationTests {
       try? await Gate().wait()  // waits until cancelled
       return Task.isCancelled
     }
-    let job = detached ? queue.enqueueDetached(operation: operation) : queue.enqueue(operation: operation)
+    let job =
+      detached ? queue.enqueueDetached(operation: operation) : queue.enqueue(operation: operation)
     try await started.wait()
     job.cancel()
     #expect(try await job.value)

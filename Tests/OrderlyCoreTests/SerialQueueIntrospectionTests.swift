@@ -1,6 +1,7 @@
-@testable import OrderlyCore
 import OrderlyTestSupport
 import Testing
+
+@testable import OrderlyCore
 
 @Suite("SerialQueue introspection")
 struct SerialQueueIntrospectionTests {
@@ -98,7 +99,8 @@ struct SerialQueueIntrospectionTests {
         "events #4 (d) enqueued", "events #1 (a) finished",
         "events #2 (b) started", "events #2 (b) failed(TestError(code: 1))",
         "events #4 (d) started",
-      ])
+      ]
+    )
   }
 
   @Test("two listeners each get every event; a dropped listener stops receiving")

@@ -25,7 +25,9 @@ struct SerialQueueOrderTests {
       }
     }
     try await log.waitForCount(120)
-    let expected = (0..<60).flatMap { [Step(job: $0, isStart: true), Step(job: $0, isStart: false)] }
+    let expected = (0..<60).flatMap {
+      [Step(job: $0, isStart: true), Step(job: $0, isStart: false)]
+    }
     #expect(log.values == expected)
   }
 

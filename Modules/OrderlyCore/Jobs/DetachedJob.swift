@@ -16,14 +16,16 @@ enum JobOutcome: Sendable {
 }
 
 /// A job that a queue's runner task runs: the type-erased face of ``DetachedJob``.
-protocol RunnableJob: AnyObject, Sendable {
+protocol RunnableJob: PinnedJob {
   var id: JobID { get }
   var name: String? { get }
   var priority: TaskPriority? { get }
   var isCancelledWhileWaiting: Bool { get }
-  func grant() -> Bool
-  func cancelWaiting() -> Bool
-  func cancelRunning()
+  func grant(into wakeups: inout Wakeups) -> Bool
+  func cancelWaiting(into wakeups: inout Wakeups) -> Bool
+  func cancelRunning(into wakeups: inout Wakeups)
+  /// Resumes whoever awaits the job with its cancellation; called with no lock held.
+  func resumeAwaitersCancelled()
   /// Runs the granted job in the current task with `frame` bound, and delivers its result.
   func run(in task: RunningTask?, frame: JobFrame) async -> JobOutcome
 }
@@ -31,32 +33,22 @@ protocol RunnableJob: AnyObject, Sendable {
 /// An `enqueueDetached` job: its operation, its result and the tasks awaiting that result.
 ///
 /// No task is created for it: the queue's runner task calls ``run(in:frame:)``. Lock order as for
-/// ``TurnNode``: the queue's lock may be held while this job's lock is taken.
+/// ``TurnNode``: the queue's lock may be held while this job's lock is taken, and nothing is
+/// resumed or cancelled under either.
 final class DetachedJob<Success: Sendable>: RunnableJob {
   private enum Phase {
     case waiting, granted, running, finished, cancelled
   }
 
+  private typealias Awaiter = UnsafeContinuation<Result<Success, any Error>, Never>
+
   private struct State {
     var phase: Phase = .waiting
     var operation: (() async throws -> Success)?
     var result: Result<Success, any Error>?
-    var awaiters: [UnsafeContinuation<Result<Success, any Error>, Never>] = []
-    var runningTask: RunningTask?
+    var awaiters: [Awaiter] = []
+    var pins = PinState()
     var cancelRequested = false
-
-    /// Stores the result and hands back the awaiters to resume with it.
-    mutating func complete(
-      _ result: Result<Success, any Error>,
-      phase: Phase
-    ) -> [UnsafeContinuation<Result<Success, any Error>, Never>] {
-      self.phase = phase
-      self.result = result
-      operation = nil
-      runningTask = nil
-      defer { awaiters = [] }
-      return awaiters
-    }
   }
 
   let name: String?
@@ -77,7 +69,9 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     self.state = Mutex(State(operation: operation))
   }
 
-  /// Numbers the job. Called once, under the queue's lock, before the job is put in line; the
+  /// Numbers the job.
+  ///
+  /// Called once, under the queue's lock, before the job is put in line; the
   /// lock's release publishes the value to every thread that later finds the job there.
   func assign(id: JobID) {
     rawID.store(id.rawValue, ordering: .relaxed)
@@ -97,7 +91,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.cancelRequested }
   }
 
-  func grant() -> Bool {
+  func grant(into wakeups: inout Wakeups) -> Bool {
     state.withLock(announcingTo: self) { state in
       guard state.phase == .waiting else { return false }
       state.phase = .granted
@@ -105,32 +99,52 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     }
   }
 
-  func cancelWaiting() -> Bool {
-    let awaiters = state.withLock(announcingTo: self) { state in
-      guard state.phase == .waiting else { return nil as [UnsafeContinuation<Result<Success, any Error>, Never>]? }
-      return state.complete(.failure(CancellationError()), phase: .cancelled)
+  func cancelWaiting(into wakeups: inout Wakeups) -> Bool {
+    let cancelled = state.withLock(announcingTo: self) { state in
+      guard state.phase == .waiting else { return false }
+      state.phase = .cancelled
+      state.operation = nil
+      state.result = .failure(CancellationError())
+      return true
     }
-    guard let awaiters else { return false }
-    for awaiter in awaiters { awaiter.resume(returning: .failure(CancellationError())) }
-    return true
+    if cancelled { wakeups.append(.cancelAwaiters(self)) }
+    return cancelled
   }
 
-  func cancelRunning() {
-    state.withLock(announcingTo: self) { state in
+  func resumeAwaitersCancelled() {
+    let awaiters = state.withLock(announcingTo: self) { state in
+      defer { state.awaiters = [] }
+      return state.awaiters
+    }
+    for awaiter in awaiters { awaiter.resume(returning: .failure(CancellationError())) }
+  }
+
+  func cancelRunning(into wakeups: inout Wakeups) {
+    let task = state.withLock(announcingTo: self) { state -> RunningTask? in
       switch state.phase {
-      case .granted, .running:
+      case .granted:
         state.cancelRequested = true
-        state.runningTask?.cancel()
-      case .waiting, .finished, .cancelled: break
+        return nil
+      case .running:
+        state.cancelRequested = true
+        return state.pins.pin()
+      case .waiting, .finished, .cancelled:
+        return nil
       }
     }
+    if let task { wakeups.append(.cancelTask(task, self)) }
+  }
+
+  func unpin() {
+    let ending = state.withLock(announcingTo: self) { $0.pins.unpin() }
+    ending?.resume()
   }
 
   func run(in task: RunningTask?, frame: JobFrame) async -> JobOutcome {
     let operation = state.withLock(announcingTo: self) { state -> (() async throws -> Success)? in
       guard state.phase == .granted, !state.cancelRequested else { return nil }
       state.phase = .running
-      state.runningTask = task
+      state.pins.start(in: task)
       return state.operation.take()
     }
     let result: Result<Success, any Error>
@@ -143,12 +157,36 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     } else {
       result = .failure(CancellationError())
     }
-    let awaiters = state.withLock(announcingTo: self) { $0.complete(result, phase: .finished) }
+    let (awaiters, pinned) = state.withLock(announcingTo: self) { state in
+      state.phase = .finished
+      state.result = result
+      if !state.pins.isPinned { state.pins.clear() }
+      defer { state.awaiters = [] }
+      return (state.awaiters, state.pins.isPinned)
+    }
     for awaiter in awaiters { awaiter.resume(returning: result) }
+    if pinned { await waitForUnpin() }
     return JobOutcome(result)
   }
 
-  /// Waits for the job's result. Not cancellable, like `Task.value`.
+  /// Waits until no canceller uses the runner's task any more, then forgets it.
+  private func waitForUnpin() async {
+    await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+      let endsNow = state.withLock(announcingTo: self) { state in
+        if state.pins.isPinned {
+          state.pins.park(continuation)
+          return false
+        }
+        return true
+      }
+      if endsNow { continuation.resume() }
+    }
+    state.withLock(announcingTo: self) { $0.pins.clear() }
+  }
+
+  /// Waits for the job's result.
+  ///
+  /// Not cancellable, like `Task.value`.
   func result() async -> Result<Success, any Error> {
     await withUnsafeContinuation { continuation in
       let ready = state.withLock(announcingTo: self) { state -> Result<Success, any Error>? in

@@ -13,6 +13,7 @@ extension Mutex where Value: ~Copyable {
   ///   - owner: An object that lives at least as long as the mutex, unique to it.
   ///   - body: The critical section.
   /// - Returns: What `body` returned.
+  /// - Throws: What `body` threw.
   @inlinable
   package borrowing func withLock<Result: ~Copyable, E: Error>(
     announcingTo owner: AnyObject,

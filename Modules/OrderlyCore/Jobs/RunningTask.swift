@@ -1,10 +1,10 @@
 /// A reference to the task that is running a job, kept so the queue can cancel that job.
 ///
 /// `UnsafeCurrentTask` is not `Sendable` because it must not outlive its task. This wrapper is
-/// safe under the one rule every job follows: a job stores the reference (under its own lock)
-/// only when it starts running inside that task, and clears it (under the same lock) when it
-/// finishes, before the task can go past the job. ``cancel()`` is only ever called under that
-/// lock while the reference is stored, so the task is alive whenever it is cancelled, and
+/// safe under the rules every job follows (see ``PinState``): a job stores the reference under
+/// its own lock only when it starts running inside that task; a canceller takes the reference
+/// only under that lock, pinning the job; and the job does not end (so its task cannot go past
+/// it) until every pin is released. The task is therefore alive whenever ``cancel()`` runs, and
 /// `UnsafeCurrentTask.cancel()` is itself thread-safe in the runtime.
 struct RunningTask: @unchecked Sendable {
   private let task: UnsafeCurrentTask
@@ -18,7 +18,9 @@ struct RunningTask: @unchecked Sendable {
     self.task = task
   }
 
-  /// Cancels the task. Call it only under the lock of the job that stored this reference.
+  /// Cancels the task.
+  ///
+  /// Call it only while holding a pin on the job that stored this reference.
   func cancel() {
     task.cancel()
   }

@@ -5,8 +5,9 @@ import Synchronization
 ///
 /// The queue gives the node its turn under the queue's lock; the waiting task suspends on the
 /// node until then. Lock order: the queue's lock may be held while the node's lock is taken,
-/// never the other way round.
-final class TurnNode: Sendable {
+/// never the other way round. No continuation is resumed and no task cancelled under either
+/// lock: those go through ``Wakeups``.
+final class TurnNode: PinnedJob {
   enum Purpose: Sendable {
     /// A job: it holds the queue while it runs and calls `finish` when it ends.
     case job
@@ -21,7 +22,7 @@ final class TurnNode: Sendable {
   private struct State {
     var phase: Phase = .waiting
     var continuation: UnsafeContinuation<Void, any Error>?
-    var runningTask: RunningTask?
+    var pins = PinState()
     var cancelRequested = false
   }
 
@@ -56,54 +57,80 @@ final class TurnNode: Sendable {
     state.withLock(announcingTo: self) { $0.phase == .granted }
   }
 
-  /// Gives the node its turn, resuming its task if it is suspended. Called under the queue lock.
+  /// Gives the node its turn.
+  ///
+  /// Called under the queue lock.
   ///
   /// - Returns: `false` if the node was cancelled and must be skipped.
-  func grant() -> Bool {
-    state.withLock(announcingTo: self) { state in
-      guard state.phase == .waiting else { return false }
+  func grant(into wakeups: inout Wakeups) -> Bool {
+    let (granted, continuation) = state.withLock(announcingTo: self) {
+      state -> (Bool, UnsafeContinuation<Void, any Error>?) in
+      guard state.phase == .waiting else { return (false, nil) }
       state.phase = .granted
-      state.continuation.take()?.resume()
-      return true
+      return (true, state.continuation.take())
     }
+    if let continuation { wakeups.append(.resume(continuation)) }
+    return granted
   }
 
-  /// Cancels the node if it is still waiting, resuming its task with `CancellationError`.
+  /// Cancels the node if it is still waiting.
+  ///
   /// Called under the queue lock.
   ///
   /// - Returns: `true` if the node was waiting and is now cancelled.
-  func cancelWaiting() -> Bool {
-    state.withLock(announcingTo: self) { state in
-      guard state.phase == .waiting else { return false }
+  func cancelWaiting(into wakeups: inout Wakeups) -> Bool {
+    let (cancelled, continuation) = state.withLock(announcingTo: self) {
+      state -> (Bool, UnsafeContinuation<Void, any Error>?) in
+      guard state.phase == .waiting else { return (false, nil) }
       state.phase = .cancelled
-      state.continuation.take()?.resume(throwing: CancellationError())
-      return true
+      return (true, state.continuation.take())
     }
+    if let continuation { wakeups.append(.resumeCancelled(continuation)) }
+    return cancelled
   }
 
   /// Cancels the node's job once it has its turn: before it begins, it will not run; while it
-  /// runs, its task is cancelled.
-  func cancelRunning() {
-    state.withLock(announcingTo: self) { state in
+  /// runs, its task is cancelled (after the locks are released).
+  func cancelRunning(into wakeups: inout Wakeups) {
+    let task = state.withLock(announcingTo: self) { state -> RunningTask? in
       switch state.phase {
-      case .granted: state.cancelRequested = true
-      case .running: state.runningTask?.cancel()
-      case .waiting, .finished, .cancelled: break
+      case .granted:
+        state.cancelRequested = true
+        return nil
+      case .running:
+        state.cancelRequested = true
+        return state.pins.pin()
+      case .waiting, .finished, .cancelled:
+        return nil
       }
     }
+    if let task { wakeups.append(.cancelTask(task, self)) }
   }
 
-  /// Suspends the calling task until the node is granted, or throws `CancellationError` if it is
-  /// cancelled first. The caller wraps it in a cancellation handler that cancels the node.
+  func unpin() {
+    let ending = state.withLock(announcingTo: self) { $0.pins.unpin() }
+    ending?.resume()
+  }
+
+  /// Suspends the calling task until the node is granted.
+  ///
+  /// Throws `CancellationError` if the node is cancelled first. The caller wraps it in a cancellation handler that cancels the node.
   func suspendUntilGranted(isolation: isolated (any Actor)? = #isolation) async throws {
     try await withUnsafeThrowingContinuation(isolation: isolation) {
       (continuation: UnsafeContinuation<Void, any Error>) in
-      state.withLock(announcingTo: self) { state in
+      let outcome = state.withLock(announcingTo: self) { state -> Bool? in
         switch state.phase {
-        case .waiting: state.continuation = continuation
-        case .granted: continuation.resume()
-        case .running, .finished, .cancelled: continuation.resume(throwing: CancellationError())
+        case .waiting:
+          state.continuation = continuation
+          return nil
+        case .granted: return true
+        case .running, .finished, .cancelled: return false
         }
+      }
+      switch outcome {
+      case true?: continuation.resume()
+      case false?: continuation.resume(throwing: CancellationError())
+      case nil: break
       }
     }
   }
@@ -115,16 +142,30 @@ final class TurnNode: Sendable {
     state.withLock(announcingTo: self) { state in
       guard state.phase == .granted, !state.cancelRequested else { return false }
       state.phase = .running
-      state.runningTask = task
+      state.pins.start(in: task)
       return true
     }
   }
 
-  /// Marks the job as ended and forgets its task.
-  func end() {
-    state.withLock(announcingTo: self) { state in
+  /// Marks the job as ended, waiting first for any canceller still using its task.
+  func end(isolation: isolated (any Actor)? = #isolation) async {
+    let pinned = state.withLock(announcingTo: self) { state in
       state.phase = .finished
-      state.runningTask = nil
+      if !state.pins.isPinned { state.pins.clear() }
+      return state.pins.isPinned
     }
+    guard pinned else { return }
+    await withUnsafeContinuation(isolation: isolation) {
+      (continuation: UnsafeContinuation<Void, Never>) in
+      let endsNow = state.withLock(announcingTo: self) { state in
+        if state.pins.isPinned {
+          state.pins.park(continuation)
+          return false
+        }
+        return true
+      }
+      if endsNow { continuation.resume() }
+    }
+    state.withLock(announcingTo: self) { $0.pins.clear() }
   }
 }

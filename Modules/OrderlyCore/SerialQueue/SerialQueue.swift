@@ -168,7 +168,12 @@ public final class SerialQueue: Sendable {
   /// ``enqueueAndWait(name:isolation:operation:)`` that is the caller's task. Jobs enqueued after
   /// this call run as usual.
   public func cancelAll() {
-    state.withLock(announcingTo: self) { $0.cancelAll(queueName: name) }
+    let wakeups = state.withLock(announcingTo: self) { state in
+      var wakeups = Wakeups()
+      state.cancelAll(queueName: name, wakeups: &wakeups)
+      return wakeups
+    }
+    wakeups.run()
   }
 
   /// The number of jobs waiting for their turn, not counting the running one.
@@ -205,15 +210,12 @@ public final class SerialQueue: Sendable {
   ///
   /// Each read of this property starts a new, independent listener that receives every event
   /// from that moment; earlier events are not replayed. Events are buffered without limit until
-  /// read, so read them as they come or drop the sequence. The sequence ends when the queue is
-  /// freed. With no listener, the queue builds no events at all.
+  /// read, so read them as they come or drop the sequence; a dropped listener is forgotten at
+  /// the next event. The sequence ends when the queue is freed. With no listener, the queue
+  /// builds no events at all.
   public var events: AsyncStream<QueueEvent> {
     let (stream, continuation) = AsyncStream.makeStream(of: QueueEvent.self)
-    let token = state.withLock(announcingTo: self) { $0.subscribe(continuation) }
-    continuation.onTermination = { [weak self] _ in
-      guard let self else { return }
-      state.withLock(announcingTo: self) { $0.unsubscribe(token) }
-    }
+    state.withLock(announcingTo: self) { _ = $0.subscribe(continuation) }
     return stream
   }
 
@@ -237,7 +239,7 @@ public final class SerialQueue: Sendable {
   ) async throws -> Success {
     try await waitForTurn(node)
     guard !Task.isCancelled, node.begin(in: task ?? RunningTask.current) else {
-      node.end()
+      await node.end()
       finish(node.id, outcome: .cancelled)
       throw CancellationError()
     }
@@ -248,7 +250,7 @@ public final class SerialQueue: Sendable {
     } catch {
       result = .failure(error)
     }
-    node.end()
+    await node.end()
     finish(node.id, outcome: JobOutcome(result))
     return try result.get()
   }
@@ -267,7 +269,12 @@ public final class SerialQueue: Sendable {
   }
 
   private func finish(_ id: JobID, outcome: JobOutcome) {
-    let next = state.withLock(announcingTo: self) { $0.finish(id, outcome: outcome, queueName: name) }
+    let (next, wakeups) = state.withLock(announcingTo: self) { state in
+      var wakeups = Wakeups()
+      let next = state.finish(id, outcome: outcome, queueName: name, wakeups: &wakeups)
+      return (next, wakeups)
+    }
+    wakeups.run()
     if case .run(let job) = next { startRunner(with: job) }
   }
 
@@ -288,7 +295,12 @@ public final class SerialQueue: Sendable {
     while true {
       let frame = JobFrame(owner: self, jobID: job.id, parent: nil)
       let outcome = await job.run(in: task, frame: frame)
-      let next = state.withLock(announcingTo: self) { $0.finish(job.id, outcome: outcome, queueName: name) }
+      let (next, wakeups) = state.withLock(announcingTo: self) { state in
+        var wakeups = Wakeups()
+        let next = state.finish(job.id, outcome: outcome, queueName: name, wakeups: &wakeups)
+        return (next, wakeups)
+      }
+      wakeups.run()
       guard case .run(let nextJob) = next else { return }
       if Task.isCancelled || nextJob.priority != first.priority {
         startRunner(with: nextJob)
@@ -311,18 +323,21 @@ extension SerialQueue: JobQueueBackend {
   }
 
   func cancel(_ node: TurnNode) {
-    state.withLock(announcingTo: self) { state in
-      if !state.cancelWaiting(.turn(node), queueName: name) {
-        state.cancelIfRunning(node.id)
-      }
-    }
+    cancel(.turn(node))
   }
 
   func cancel(_ job: any RunnableJob) {
-    state.withLock(announcingTo: self) { state in
-      if !state.cancelWaiting(.detached(job), queueName: name) {
-        state.cancelIfRunning(job.id)
+    cancel(.detached(job))
+  }
+
+  private func cancel(_ entry: SerialQueueState.Entry) {
+    let wakeups = state.withLock(announcingTo: self) { state in
+      var wakeups = Wakeups()
+      if !state.cancelWaiting(entry, queueName: name, wakeups: &wakeups) {
+        state.cancelIfRunning(entry.id, wakeups: &wakeups)
       }
+      return wakeups
     }
+    wakeups.run()
   }
 }

@@ -37,24 +37,24 @@ struct SerialQueueState {
       }
     }
 
-    func grant() -> Bool {
+    func grant(into wakeups: inout Wakeups) -> Bool {
       switch self {
-      case .turn(let node): node.grant()
-      case .detached(let job): job.grant()
+      case .turn(let node): node.grant(into: &wakeups)
+      case .detached(let job): job.grant(into: &wakeups)
       }
     }
 
-    func cancelWaiting() -> Bool {
+    func cancelWaiting(into wakeups: inout Wakeups) -> Bool {
       switch self {
-      case .turn(let node): node.cancelWaiting()
-      case .detached(let job): job.cancelWaiting()
+      case .turn(let node): node.cancelWaiting(into: &wakeups)
+      case .detached(let job): job.cancelWaiting(into: &wakeups)
       }
     }
 
-    func cancelRunning() {
+    func cancelRunning(into wakeups: inout Wakeups) {
       switch self {
-      case .turn(let node): node.cancelRunning()
-      case .detached(let job): job.cancelRunning()
+      case .turn(let node): node.cancelRunning(into: &wakeups)
+      case .detached(let job): job.cancelRunning(into: &wakeups)
       }
     }
   }
@@ -91,7 +91,9 @@ struct SerialQueueState {
   mutating func admit(_ entry: Entry, queueName: String) -> Bool {
     emit(.enqueued, for: entry, queueName: queueName)
     if running == nil {
-      _ = entry.grant()
+      // Nobody waits on a new entry yet, so granting it has nothing to wake.
+      var nothingToWake = Wakeups()
+      _ = entry.grant(into: &nothingToWake)
       running = entry
       emit(.started, for: entry, queueName: queueName)
       return true
@@ -114,7 +116,8 @@ struct SerialQueueState {
   mutating func finish(
     _ id: JobID,
     outcome: JobOutcome,
-    queueName: String
+    queueName: String,
+    wakeups: inout Wakeups
   ) -> Next {
     guard let finished = running, finished.id == id else { return .idle }
     switch outcome {
@@ -123,12 +126,12 @@ struct SerialQueueState {
     case .cancelled: emit(.cancelled, for: finished, queueName: queueName)
     }
     running = nil
-    return advance(queueName: queueName)
+    return advance(queueName: queueName, wakeups: &wakeups)
   }
 
-  private mutating func advance(queueName: String) -> Next {
+  private mutating func advance(queueName: String, wakeups: inout Wakeups) -> Next {
     while let entry = line.popFirst() {
-      guard entry.grant() else {
+      guard entry.grant(into: &wakeups) else {
         tombstones -= 1
         continue
       }
@@ -147,8 +150,12 @@ struct SerialQueueState {
   /// Cancels a waiting entry in O(1): it stays in line as a tombstone.
   ///
   /// - Returns: `true` if the entry was waiting and is now cancelled.
-  mutating func cancelWaiting(_ entry: Entry, queueName: String) -> Bool {
-    guard entry.cancelWaiting() else { return false }
+  mutating func cancelWaiting(
+    _ entry: Entry,
+    queueName: String,
+    wakeups: inout Wakeups
+  ) -> Bool {
+    guard entry.cancelWaiting(into: &wakeups) else { return false }
     tombstones += 1
     if !entry.isIdleWaiter {
       pendingCount -= 1
@@ -159,6 +166,7 @@ struct SerialQueueState {
   }
 
   /// Drops tombstones once they outnumber live entries, so cancelled jobs never pile up.
+  ///
   /// Each sweep is O(n) and follows at least n/2 cancellations: amortized O(1) per cancel.
   private mutating func sweepTombstonesIfNeeded() {
     guard tombstones > 64, tombstones * 2 > line.count else { return }
@@ -167,21 +175,21 @@ struct SerialQueueState {
   }
 
   /// Cancels every waiting entry and requests cancellation of the running one.
-  mutating func cancelAll(queueName: String) {
-    running?.cancelRunning()
+  mutating func cancelAll(queueName: String, wakeups: inout Wakeups) {
+    running?.cancelRunning(into: &wakeups)
     let cancelled = line
     line = []
     pendingCount = 0
     tombstones = 0
-    for entry in cancelled where entry.cancelWaiting() && !entry.isIdleWaiter {
+    for entry in cancelled where entry.cancelWaiting(into: &wakeups) && !entry.isIdleWaiter {
       emit(.cancelled, for: entry, queueName: queueName)
     }
   }
 
   /// Requests cancellation of the entry if it is the running one.
-  func cancelIfRunning(_ id: JobID) {
+  func cancelIfRunning(_ id: JobID, wakeups: inout Wakeups) {
     guard let running, running.id == id else { return }
-    running.cancelRunning()
+    running.cancelRunning(into: &wakeups)
   }
 
   // MARK: Events
@@ -192,19 +200,20 @@ struct SerialQueueState {
     return lastSubscriberID
   }
 
-  mutating func unsubscribe(_ token: UInt64) {
-    subscribers[token] = nil
-  }
-
   /// Ends every listener's sequence; called when the queue is freed.
   mutating func finishSubscribers() {
     for subscriber in subscribers.values { subscriber.finish() }
     subscribers = [:]
   }
 
-  /// Delivers an event to every listener. With no listener this is one branch: no clock read,
-  /// no allocation.
-  func emit(_ kind: QueueEvent.Kind, for entry: Entry, queueName: String) {
+  /// Delivers an event to every listener, dropping listeners whose sequence has ended.
+  ///
+  /// With no listener this is one branch: no clock read, no allocation.
+  ///
+  /// `yield` never runs the listener's code; a listener that went away is noticed here, not in
+  /// an `onTermination` callback, which could run inside a task's cancellation and would have to
+  /// take the queue's lock.
+  mutating func emit(_ kind: QueueEvent.Kind, for entry: Entry, queueName: String) {
     guard !subscribers.isEmpty else { return }
     let event = QueueEvent(
       kind: kind,
@@ -213,6 +222,8 @@ struct SerialQueueState {
       queueName: queueName,
       timestamp: .now
     )
-    for subscriber in subscribers.values { subscriber.yield(event) }
+    for (token, subscriber) in subscribers {
+      if case .terminated = subscriber.yield(event) { subscribers[token] = nil }
+    }
   }
 }

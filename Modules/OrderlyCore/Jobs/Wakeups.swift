@@ -1,0 +1,103 @@
+/// Work that must happen after a lock is released: resuming continuations and cancelling tasks.
+///
+/// Resuming a continuation takes the resumed task's status lock, and cancelling a task runs its
+/// cancellation handlers, which take Orderly's locks. Doing either while holding one of those
+/// locks can deadlock against a thread that is cancelling the same task, so locked sections only
+/// collect wakeups, and the caller runs them once every lock is released.
+struct Wakeups: Sendable {
+  enum Wakeup: Sendable {
+    /// Give a waiting task its turn.
+    case resume(UnsafeContinuation<Void, any Error>)
+    /// Tell a waiting task its job was cancelled.
+    case resumeCancelled(UnsafeContinuation<Void, any Error>)
+    /// Deliver a cancelled job's result to its awaiters.
+    case cancelAwaiters(any RunnableJob)
+    /// Cancel the task running a job, then release the job's pin.
+    case cancelTask(RunningTask, any PinnedJob)
+  }
+
+  // Most locked sections wake at most one task: keep it inline, without an array.
+  private var first: Wakeup?
+  private var rest: [Wakeup] = []
+
+  init() {}
+
+  mutating func append(_ wakeup: Wakeup) {
+    if first == nil {
+      first = wakeup
+    } else {
+      rest.append(wakeup)
+    }
+  }
+
+  /// Runs every wakeup.
+  ///
+  /// Call it with no lock held.
+  func run() {
+    guard let first else { return }
+    Self.run(first)
+    for wakeup in rest { Self.run(wakeup) }
+  }
+
+  private static func run(_ wakeup: Wakeup) {
+    switch wakeup {
+    case .resume(let continuation): continuation.resume()
+    case .resumeCancelled(let continuation): continuation.resume(throwing: CancellationError())
+    case .cancelAwaiters(let job): job.resumeAwaitersCancelled()
+    case .cancelTask(let task, let job):
+      task.cancel()
+      job.unpin()
+    }
+  }
+}
+
+/// A job whose running task can be cancelled from outside its lock.
+///
+/// To cancel the task, a canceller pins the job under the job's lock and takes the task
+/// reference; after cancelling it (with no lock held) it calls ``unpin()``. The job does not end,
+/// and so its task does not go past the job, until every pin is released. This is what keeps a
+/// ``RunningTask`` alive while it is cancelled.
+protocol PinnedJob: AnyObject, Sendable {
+  func unpin()
+}
+
+/// The task running a job, how many cancellers have pinned it, and the job's task waiting
+/// for the last pin to go.
+struct PinState {
+  private(set) var runningTask: RunningTask?
+  private var pins = 0
+  private var endWaiter: UnsafeContinuation<Void, Never>?
+
+  /// Whether a canceller holds a pin now.
+  var isPinned: Bool { pins > 0 }
+
+  /// Records the task that runs the job.
+  mutating func start(in task: RunningTask?) {
+    runningTask = task
+  }
+
+  /// Pins the job and returns its task, to cancel once the lock is released.
+  mutating func pin() -> RunningTask? {
+    guard let runningTask else { return nil }
+    pins += 1
+    return runningTask
+  }
+
+  /// Releases a pin; returns the job's task to resume if it waits for the last one.
+  mutating func unpin() -> UnsafeContinuation<Void, Never>? {
+    pins -= 1
+    guard pins == 0 else { return nil }
+    defer { endWaiter = nil }
+    return endWaiter
+  }
+
+  /// Parks the ending job's task until the last pin is released.
+  mutating func park(_ continuation: UnsafeContinuation<Void, Never>) {
+    endWaiter = continuation
+  }
+
+  /// Forgets the task; called once the job has ended and no pin is held.
+  mutating func clear() {
+    runningTask = nil
+  }
+}
