@@ -68,6 +68,11 @@ package.targets += examples.map { example in
 
 // MARK: - Tools
 
+package.targets += [
+  // Fills documentation regions with real example code and output: `swift run docs-gen`.
+  .executableTarget(name: "docs-gen", path: "Tools/docs-gen", exclude: ["README.md"])
+]
+
 // MARK: - Tests
 
 package.targets += [
