@@ -88,6 +88,23 @@ struct SerialQueueSubmissionTests {
     #expect(try await account.depositAndWait(4, through: queue) == 7)
   }
 
+  @Test("uncontended enqueueAndWait runs without suspending: no other main-actor job slips in")
+  @MainActor
+  func enqueueAndWaitDoesNotHop() async throws {
+    let queue = SerialQueue()
+    var interleaved = false
+    // Queued on the main actor before the call: it can only run if the call suspends.
+    let other = Task { @MainActor in interleaved = true }
+    let value = try await queue.enqueueAndWait {
+      MainActor.assertIsolated()
+      return 42
+    }
+    #expect(value == 42)
+    #expect(!interleaved)
+    await other.value
+    #expect(interleaved)
+  }
+
   @Test("enqueueAndWait returns a non-Sendable result to the caller")
   func nonSendableResult() async throws {
     final class Box {
