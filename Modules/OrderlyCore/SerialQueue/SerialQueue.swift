@@ -246,7 +246,18 @@ public final class SerialQueue: Sendable {
     let frame = JobFrame(owner: self, jobID: node.id, parent: parentFrame)
     let result: Result<Success, any Error>
     do {
-      result = .success(try await JobFrame.$current.withValue(frame) { try await operation() })
+      // The closure captures `isolation` so it runs on the caller's actor: without the capture
+      // it would be nonisolated and every job would hop off the caller's executor and back.
+      result = .success(
+        try await JobFrame.$current.withValue(
+          frame,
+          operation: {
+            _ = isolation
+            return try await operation()
+          },
+          isolation: isolation
+        )
+      )
     } catch {
       result = .failure(error)
     }
@@ -261,11 +272,14 @@ public final class SerialQueue: Sendable {
     isolation: isolated (any Actor)? = #isolation
   ) async throws {
     if node.isGranted { return }
-    try await withTaskCancellationHandler {
-      try await node.suspendUntilGranted()
-    } onCancel: {
-      cancel(node)
-    }
+    try await withTaskCancellationHandler(
+      operation: {
+        _ = isolation  // stay on the caller's actor (see runTurn)
+        try await node.suspendUntilGranted()
+      },
+      onCancel: { cancel(node) },
+      isolation: isolation
+    )
   }
 
   private func finish(_ id: JobID, outcome: JobOutcome) {

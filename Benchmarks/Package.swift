@@ -1,0 +1,51 @@
+// swift-tools-version: 6.1
+// Orderly's benchmarks: a package of its own, so neither the root build nor CI compiles the
+// benchmark dependencies. See docs/benchmarks.md.
+import PackageDescription
+
+let package = Package(
+  name: "OrderlyBenchmarks",
+  platforms: [.macOS(.v15)],
+  dependencies: [
+    .package(name: "Orderly", path: ".."),
+    .package(
+      url: "https://github.com/ordo-one/benchmark",
+      from: "1.38.1",
+      traits: ["MallocInterposer"]
+    ),
+    .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
+  ],
+  targets: [
+    // Each scenario's Orderly side and its baseline, shared by both harnesses.
+    .target(
+      name: "Scenarios",
+      dependencies: [
+        .product(name: "OrderlyCore", package: "Orderly"),
+        .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+      ]
+    ),
+    // A B A B ratios in one process: `swift run -c release --package-path Benchmarks ratios`.
+    .executableTarget(name: "ratios", dependencies: ["Scenarios"]),
+    // package-benchmark suites: `swift package --package-path Benchmarks benchmark`.
+    .executableTarget(
+      name: "OrderlyBenchmarks",
+      dependencies: [
+        "Scenarios",
+        .product(name: "Benchmark", package: "benchmark"),
+      ],
+      path: "Benchmarks/OrderlyBenchmarks",
+      plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    ),
+  ]
+)
+
+for target in package.targets {
+  var settings = target.swiftSettings ?? []
+  settings += [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+  ]
+  target.swiftSettings = settings
+}

@@ -1,0 +1,129 @@
+import Dispatch
+import Synchronization
+
+// The alternatives Orderly is measured against, each named for where it comes from.
+
+/// Seed 000's third serial queue ("SerialQueue3"), rebuilt faithfully as a baseline: an actor
+/// holding `(job, continuation)` pairs typed through `Any`, drained by one `Task`.
+///
+/// The forced cast is the source's own; this is a measuring stick, not library code.
+public actor Seed000SerialQueue {
+  private var isExecuting = false
+  private var taskQueue: [(() async throws -> Any, CheckedContinuation<Any, any Error>)] = []
+
+  public init() {}
+
+  public func enqueue<T>(_ task: @escaping @Sendable () async throws -> T) async throws -> T {
+    let anyResult = try await withCheckedThrowingContinuation { continuation in
+      let wrapped: () async throws -> Any = { try await task() as Any }
+      taskQueue.append((wrapped, continuation))
+      if !isExecuting {
+        isExecuting = true
+        Task { await processQueue() }
+      }
+    }
+    return anyResult as! T
+  }
+
+  private func processQueue() async {
+    while !taskQueue.isEmpty {
+      let (task, continuation) = taskQueue.removeFirst()
+      do {
+        let result = try await task()
+        continuation.resume(returning: result)
+      } catch {
+        continuation.resume(throwing: error)
+      }
+    }
+    isExecuting = false
+  }
+}
+
+/// Seed 002's previous-task chain: each new `Task` awaits the one before it.
+public actor Seed002TaskChain {
+  private var previous: Task<Void, any Error>?
+
+  public init() {}
+
+  public func add(_ job: @escaping @Sendable () async throws -> Void) {
+    previous = Task { [previous] in
+      _ = await previous?.result
+      try await job()
+    }
+  }
+
+  public func waitForLast() async {
+    _ = await previous?.result
+  }
+}
+
+/// Counts events down to zero and resumes one waiter then.
+public final class Countdown: Sendable {
+  private let state: Mutex<(remaining: Int, waiter: CheckedContinuation<Void, Never>?)>
+
+  public init(_ count: Int) {
+    state = Mutex((count, nil))
+  }
+
+  public func tick() {
+    let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+      state.remaining -= 1
+      guard state.remaining == 0 else { return nil }
+      defer { state.waiter = nil }
+      return state.waiter
+    }
+    waiter?.resume()
+  }
+
+  public func wait() async {
+    await withCheckedContinuation { continuation in
+      let done = state.withLock { state -> Bool in
+        if state.remaining <= 0 { return true }
+        state.waiter = continuation
+        return false
+      }
+      if done { continuation.resume() }
+    }
+  }
+}
+
+/// A one-shot latch that many tasks wait on; their continuations sit in a preallocated array,
+/// so waiting adds no allocation of its own to a memory measurement.
+public final class Latch: Sendable {
+  private let state: Mutex<(open: Bool, waiters: [UnsafeContinuation<Void, Never>])>
+
+  public init(capacity: Int) {
+    var waiters: [UnsafeContinuation<Void, Never>] = []
+    waiters.reserveCapacity(capacity)
+    state = Mutex((false, waiters))
+  }
+
+  public var waiterCount: Int { state.withLock { $0.waiters.count } }
+
+  public func wait() async {
+    await withUnsafeContinuation { continuation in
+      let open = state.withLock { state -> Bool in
+        if state.open { return true }
+        state.waiters.append(continuation)
+        return false
+      }
+      if open { continuation.resume() }
+    }
+  }
+
+  public func open() {
+    let waiters = state.withLock { state in
+      state.open = true
+      defer { state.waiters = [] }
+      return state.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+}
+
+/// Waits for every block already sent to a serial `DispatchQueue`.
+public func drain(_ queue: DispatchQueue) async {
+  await withCheckedContinuation { continuation in
+    queue.async { continuation.resume() }
+  }
+}
