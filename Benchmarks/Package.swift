@@ -17,9 +17,12 @@ let package = Package(
   ],
   targets: [
     // Each scenario's Orderly side and its baseline, shared by both harnesses.
+    // malloc's bytes in use, for the memory rows (mallinfo2 is not in the Glibc module).
+    .target(name: "CMallocInfo"),
     .target(
       name: "Scenarios",
       dependencies: [
+        "CMallocInfo",
         .product(name: "OrderlyCore", package: "Orderly"),
         .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
       ]
@@ -39,7 +42,7 @@ let package = Package(
   ]
 )
 
-for target in package.targets {
+for target in package.targets where target.name != "CMallocInfo" {
   var settings = target.swiftSettings ?? []
   settings += [
     .swiftLanguageMode(.v6),

@@ -122,7 +122,7 @@ public final class Latch: Sendable {
 }
 
 /// Waits for every block already sent to a serial `DispatchQueue`.
-public func drain(_ queue: DispatchQueue) async {
+func drain(_ queue: DispatchQueue) async {
   await withCheckedContinuation { continuation in
     queue.async { continuation.resume() }
   }

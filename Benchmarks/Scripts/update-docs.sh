@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Runs the ratios harness and writes docs/benchmarks.md from its output (never edit the table
+# by hand). Arguments go to ratios, e.g. --quick.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+output=$(swift run -c release --package-path Benchmarks ratios "$@" 2>/dev/null)
+status=$?
+if [ -z "$output" ]; then
+  echo "update-docs: ratios printed nothing (exit $status); run it by hand to see why" >&2
+  exit 1
+fi
+
+{
+  cat <<'HEADER'
+# Benchmarks
+
+Orderly against the baselines it replaces, measured by `Benchmarks/`, a package of its own so
+that neither the root build nor CI compiles benchmark dependencies.
+
+## How to run
+
+```
+# Orderly and each baseline alternately (A B A B ...) in one process; exits 1 on a missed target
+swift run -c release --package-path Benchmarks ratios           # full, several minutes
+swift run -c release --package-path Benchmarks ratios --quick   # under a minute
+
+# package-benchmark suites: distributions and malloc counts
+swift package --package-path Benchmarks benchmark
+
+# refresh the table below from a ratios run
+bash Benchmarks/Scripts/update-docs.sh [--quick]
+```
+
+Ratios within one run are what count: machines are shared and absolute times drift. Memory
+is malloc's bytes in use (`mallinfo2`) before and after the jobs are pending.
+
+## Latest run
+
+HEADER
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "- machine: $(uname -srm), $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB"
+  echo "- toolchain: $(swift --version 2>/dev/null | head -n 1)"
+  echo "- command: ratios $*"
+  echo "- exit status: $status"
+  echo
+  echo '```'
+  echo "$output"
+  echo '```'
+} > docs/benchmarks.md
+echo "wrote docs/benchmarks.md (ratios exit status $status)"

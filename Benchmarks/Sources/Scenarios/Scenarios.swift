@@ -1,0 +1,333 @@
+import AsyncAlgorithms
+import Dispatch
+import OrderlyCore
+import Synchronization
+
+/// What a scenario's number means.
+public enum MetricUnit: String, Sendable {
+  case nanosecondsPerJob = "ns/job"
+  case bytesPerJob = "B/job"
+  case seconds = "s"
+}
+
+/// One row of the ratios table: an Orderly workload, what it is compared with, and the target.
+public struct Scenario: Sendable {
+  /// How the Orderly number is judged.
+  public enum Target: Sendable {
+    /// Orderly ÷ baseline must be at most this.
+    case ratio(Double)
+    /// The Orderly number itself must be at most this.
+    case absolute(Double)
+    /// Shown for comparison; no target.
+    case info
+    /// Not measurable yet; the reason is shown.
+    case pending(String)
+  }
+
+  public let name: String
+  public let baselineName: String
+  public let unit: MetricUnit
+  public let target: Target
+  /// Job counts for a full run and a quick one.
+  public let jobs: (full: Int, quick: Int)
+  public let orderly: @Sendable (Int) async throws -> Double
+  public let baseline: (@Sendable (Int) async throws -> Double)?
+}
+
+/// Runs `body` and returns its time per job in nanoseconds.
+func nanosecondsPerJob(_ jobs: Int, _ body: () async throws -> Void) async rethrows -> Double {
+  let clock = ContinuousClock()
+  let start = clock.now
+  try await body()
+  let elapsed = start.duration(to: clock.now)
+  let nanoseconds =
+    Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
+  return nanoseconds / Double(jobs)
+}
+
+/// A queue held busy by a first job until `release` is called.
+func blockedQueue() async -> (SerialQueue, @Sendable () -> Void) {
+  let queue = SerialQueue(name: "blocked")
+  let latch = Latch(capacity: 1)
+  queue.enqueueDetached { await latch.wait() }
+  return (queue, { latch.open() })
+}
+
+/// Gives freshly created tasks time to reach their first suspension before memory is read.
+func settle() async {
+  try? await Task.sleep(for: .milliseconds(300))
+}
+
+public let scenarios: [Scenario] = [
+  Scenario(
+    name: "enqueueDetached fire-and-forget, until drained",
+    baselineName: "DispatchQueue.async (serial)",
+    unit: .nanosecondsPerJob,
+    target: .ratio(1.5),
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = SerialQueue()
+        for _ in 0..<jobs { queue.enqueueDetached {} }
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = DispatchQueue(label: "baseline.serial")
+        for _ in 0..<jobs { queue.async {} }
+        await drain(queue)
+      }
+    }
+  ),
+  Scenario(
+    name: "enqueue fire-and-forget (inherits context)",
+    baselineName: "bare Task {} created and completed",
+    unit: .nanosecondsPerJob,
+    target: .ratio(1.5),
+    jobs: (100_000, 20_000),
+    orderly: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = SerialQueue()
+        for _ in 0..<jobs { queue.enqueue {} }
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let countdown = Countdown(jobs)
+        for _ in 0..<jobs { Task { countdown.tick() } }
+        await countdown.wait()
+      }
+    }
+  ),
+  Scenario(
+    name: "enqueueAndWait round trip, uncontended",
+    baselineName: "seed 000 actor queue (SerialQueue3)",
+    unit: .nanosecondsPerJob,
+    target: .ratio(0.25),
+    jobs: (100_000, 20_000),
+    orderly: { jobs in
+      try await nanosecondsPerJob(jobs) {
+        let queue = SerialQueue()
+        for _ in 0..<jobs { try await queue.enqueueAndWait {} }
+      }
+    },
+    baseline: { jobs in
+      try await nanosecondsPerJob(jobs) {
+        let queue = Seed000SerialQueue()
+        for _ in 0..<jobs { try await queue.enqueue {} }
+      }
+    }
+  ),
+  Scenario(
+    name: "8 producers × enqueueDetached",
+    baselineName: "8 producers × DispatchQueue.async",
+    unit: .nanosecondsPerJob,
+    target: .ratio(2),
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = SerialQueue()
+        await withTaskGroup(of: Void.self) { group in
+          for _ in 0..<8 {
+            group.addTask { for _ in 0..<(jobs / 8) { queue.enqueueDetached {} } }
+          }
+        }
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = DispatchQueue(label: "baseline.serial")
+        await withTaskGroup(of: Void.self) { group in
+          for _ in 0..<8 {
+            group.addTask { for _ in 0..<(jobs / 8) { queue.async {} } }
+          }
+        }
+        await drain(queue)
+      }
+    }
+  ),
+  Scenario(
+    name: "memory per pending job (enqueueDetached)",
+    baselineName: "target: bytes",
+    unit: .bytesPerJob,
+    target: .absolute(200),
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in
+      let (queue, release) = await blockedQueue()
+      let before = allocatedBytes()
+      for _ in 0..<jobs { queue.enqueueDetached {} }
+      let after = allocatedBytes()
+      release()
+      try? await queue.waitUntilIdle()
+      return Double(after - before) / Double(jobs)
+    },
+    baseline: nil
+  ),
+  Scenario(
+    name: "memory per pending job (enqueue)",
+    baselineName: "suspended bare Task",
+    unit: .bytesPerJob,
+    target: .ratio(1.2),
+    jobs: (100_000, 20_000),
+    orderly: { jobs in
+      let (queue, release) = await blockedQueue()
+      let before = allocatedBytes()
+      for _ in 0..<jobs { queue.enqueue {} }
+      await settle()
+      let after = allocatedBytes()
+      release()
+      try? await queue.waitUntilIdle()
+      return Double(after - before) / Double(jobs)
+    },
+    baseline: { jobs in
+      let latch = Latch(capacity: jobs)
+      let countdown = Countdown(jobs)
+      let before = allocatedBytes()
+      for _ in 0..<jobs {
+        Task {
+          await latch.wait()
+          countdown.tick()
+        }
+      }
+      await settle()
+      let after = allocatedBytes()
+      latch.open()
+      await countdown.wait()
+      return Double(after - before) / Double(jobs)
+    }
+  ),
+  Scenario(
+    name: "cancelAll() with pending jobs, every awaiter resumed",
+    baselineName: "target: seconds",
+    unit: .seconds,
+    target: .absolute(0.5),
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in
+      let (queue, release) = await blockedQueue()
+      var handles: [QueuedTask<Void>] = []
+      handles.reserveCapacity(jobs)
+      for _ in 0..<jobs { handles.append(queue.enqueueDetached {}) }
+      // 1,000 tasks are already waiting on jobs spread over the line when cancelAll() runs.
+      let stride = max(1, jobs / 1_000)
+      let waiters = Countdown(jobs / stride)
+      for index in Swift.stride(from: 0, to: jobs, by: stride) {
+        let handle = handles[index]
+        Task {
+          if case .failure(let error) = await handle.result, error is CancellationError {
+            waiters.tick()
+          }
+        }
+      }
+      let clock = ContinuousClock()
+      let start = clock.now
+      queue.cancelAll()
+      await waiters.wait()
+      let elapsed = start.duration(to: clock.now)
+      var resumed = 0
+      for handle in handles {
+        if case .failure(let error) = await handle.result, error is CancellationError { resumed += 1 }
+      }
+      release()
+      guard resumed == jobs else { throw ScenarioFailure("only \(resumed) of \(jobs) cancelled") }
+      return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    },
+    baseline: nil
+  ),
+  Scenario(
+    name: "ConcurrentQueue(limit: 4), no-op jobs",
+    baselineName: "TaskGroup gated by a semaphore",
+    unit: .nanosecondsPerJob,
+    target: .pending("ConcurrentQueue is not built yet"),
+    jobs: (1_000_000, 100_000),
+    orderly: { _ in 0 },
+    baseline: nil
+  ),
+  Scenario(
+    name: "KeyedSerialQueue, 1k keys × 1k jobs",
+    baselineName: "enqueueDetached",
+    unit: .nanosecondsPerJob,
+    target: .pending("KeyedSerialQueue is not built yet"),
+    jobs: (1_000_000, 100_000),
+    orderly: { _ in 0 },
+    baseline: nil
+  ),
+  Scenario(
+    name: "enqueueDetached vs single-consumer AsyncStream",
+    baselineName: "AsyncStream, one consumer",
+    unit: .nanosecondsPerJob,
+    target: .info,
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = SerialQueue()
+        for _ in 0..<jobs { queue.enqueueDetached {} }
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let (stream, continuation) = AsyncStream.makeStream(of: (@Sendable () -> Void).self)
+        let consumer = Task { for await job in stream { job() } }
+        for _ in 0..<jobs { continuation.yield {} }
+        continuation.finish()
+        await consumer.value
+      }
+    }
+  ),
+  Scenario(
+    name: "enqueueDetached vs AsyncChannel pipeline",
+    baselineName: "AsyncChannel (send awaits the consumer)",
+    unit: .nanosecondsPerJob,
+    target: .info,
+    jobs: (100_000, 20_000),
+    orderly: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = SerialQueue()
+        for _ in 0..<jobs { queue.enqueueDetached {} }
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let channel = AsyncChannel<@Sendable () -> Void>()
+        let consumer = Task { for await job in channel { job() } }
+        for _ in 0..<jobs { await channel.send {} }
+        channel.finish()
+        await consumer.value
+      }
+    }
+  ),
+  Scenario(
+    name: "enqueue vs previous-task chaining",
+    baselineName: "seed 002 task chain",
+    unit: .nanosecondsPerJob,
+    target: .info,
+    jobs: (100_000, 20_000),
+    orderly: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = SerialQueue()
+        for _ in 0..<jobs { queue.enqueue {} }
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let chain = Seed002TaskChain()
+        for _ in 0..<jobs { await chain.add {} }
+        await chain.waitForLast()
+      }
+    }
+  ),
+]
+
+/// A scenario that could not check what it measured.
+public struct ScenarioFailure: Error, CustomStringConvertible {
+  public let description: String
+
+  public init(_ description: String) {
+    self.description = description
+  }
+}
