@@ -1,13 +1,18 @@
 // Runs each Orderly scenario and its baseline alternately (A B A B ...) in one process and
 // prints one row per scenario; exits 1 when a target is missed.
 //
-//   swift run -c release --package-path Benchmarks ratios [--quick]
+//   swift run -c release --package-path Benchmarks ratios [--quick] [--only TEXT]
 //
 // Ratios within one run are what count: absolute times drift on a shared machine.
 import Foundation
 import Scenarios
 
-let quick = CommandLine.arguments.contains("--quick")
+let arguments = CommandLine.arguments
+let quick = arguments.contains("--quick")
+// `--only TEXT` runs only the scenarios whose name contains TEXT (for profiling one row).
+let only = arguments.firstIndex(of: "--only").flatMap { index in
+  index + 1 < arguments.count ? arguments[index + 1] : nil
+}
 let rounds = quick ? 3 : 5
 
 func median(_ values: [Double]) -> Double {
@@ -34,7 +39,7 @@ print(
     pad("target", 9), "result",
   ].joined(separator: " | "))
 var missed = 0
-for scenario in scenarios {
+for scenario in scenarios where only.map({ scenario.name.contains($0) }) ?? true {
   let jobs = quick ? scenario.jobs.quick : scenario.jobs.full
   if case .pending(let reason) = scenario.target {
     print(
