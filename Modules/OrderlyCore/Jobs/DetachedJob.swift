@@ -135,9 +135,8 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     if let task { wakeups.append(.cancelTask(task, self)) }
   }
 
-  func unpin() {
-    let ending = state.withLock(announcingTo: self) { $0.pins.unpin() }
-    ending?.resume()
+  func withPins<Result: Sendable>(_ body: (inout PinState) -> Result) -> Result {
+    state.withLock(announcingTo: self) { body(&$0.pins) }
   }
 
   func run(in task: RunningTask?, frame: JobFrame) async -> JobOutcome {
@@ -165,23 +164,8 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
       return (state.awaiters, state.pins.isPinned)
     }
     for awaiter in awaiters { awaiter.resume(returning: result) }
-    if pinned { await waitForUnpin() }
+    if pinned { await parkUntilUnpinned() }
     return JobOutcome(result)
-  }
-
-  /// Waits until no canceller uses the runner's task any more, then forgets it.
-  private func waitForUnpin() async {
-    await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-      let endsNow = state.withLock(announcingTo: self) { state in
-        if state.pins.isPinned {
-          state.pins.park(continuation)
-          return false
-        }
-        return true
-      }
-      if endsNow { continuation.resume() }
-    }
-    state.withLock(announcingTo: self) { $0.pins.clear() }
   }
 
   /// Waits for the job's result.

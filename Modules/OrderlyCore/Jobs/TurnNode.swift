@@ -107,9 +107,8 @@ final class TurnNode: PinnedJob {
     if let task { wakeups.append(.cancelTask(task, self)) }
   }
 
-  func unpin() {
-    let ending = state.withLock(announcingTo: self) { $0.pins.unpin() }
-    ending?.resume()
+  func withPins<Result: Sendable>(_ body: (inout PinState) -> Result) -> Result {
+    state.withLock(announcingTo: self) { body(&$0.pins) }
   }
 
   /// Suspends the calling task until the node is granted.
@@ -154,18 +153,6 @@ final class TurnNode: PinnedJob {
       if !state.pins.isPinned { state.pins.clear() }
       return state.pins.isPinned
     }
-    guard pinned else { return }
-    await withUnsafeContinuation(isolation: isolation) {
-      (continuation: UnsafeContinuation<Void, Never>) in
-      let endsNow = state.withLock(announcingTo: self) { state in
-        if state.pins.isPinned {
-          state.pins.park(continuation)
-          return false
-        }
-        return true
-      }
-      if endsNow { continuation.resume() }
-    }
-    state.withLock(announcingTo: self) { $0.pins.clear() }
+    if pinned { await parkUntilUnpinned() }
   }
 }

@@ -58,7 +58,32 @@ struct Wakeups: Sendable {
 /// and so its task does not go past the job, until every pin is released. This is what keeps a
 /// ``RunningTask`` alive while it is cancelled.
 protocol PinnedJob: AnyObject, Sendable {
-  func unpin()
+  /// Runs `body` on the job's pin state under the job's lock.
+  func withPins<Result: Sendable>(_ body: (inout PinState) -> Result) -> Result
+}
+
+extension PinnedJob {
+  /// Releases a pin, resuming the job's task if it waits for the last one.
+  func unpin() {
+    let ending = withPins { $0.unpin() }
+    ending?.resume()
+  }
+
+  /// Suspends the ending job's task until no canceller holds a pin, then forgets the task.
+  ///
+  /// Only called when the job found itself pinned as it ended: the uncommon path.
+  func parkUntilUnpinned(isolation: isolated (any Actor)? = #isolation) async {
+    await withUnsafeContinuation(isolation: isolation) {
+      (continuation: UnsafeContinuation<Void, Never>) in
+      let endsNow = withPins { pins -> Bool in
+        guard pins.isPinned else { return true }
+        pins.park(continuation)
+        return false
+      }
+      if endsNow { continuation.resume() }
+    }
+    withPins { $0.clear() }
+  }
 }
 
 /// The task running a job, how many cancellers have pinned it, and the job's task waiting
