@@ -36,19 +36,14 @@ protocol RunnableJob: PinnedJob {
 /// ``TurnNode``: the queue's lock may be held while this job's lock is taken, and nothing is
 /// resumed or cancelled under either.
 final class DetachedJob<Success: Sendable>: RunnableJob {
-  private enum Phase {
-    case waiting, granted, running, finished, cancelled
-  }
-
   private typealias Awaiter = UnsafeContinuation<Result<Success, any Error>, Never>
 
   private struct State {
-    var phase: Phase = .waiting
+    var phase = JobPhase.waiting
     var operation: (() async throws -> Success)?
     var result: Result<Success, any Error>?
     var awaiters: [Awaiter] = []
     var pins = PinState()
-    var cancelRequested = false
   }
 
   let name: String?
@@ -88,7 +83,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
 
   /// Whether the job was cancelled: before it ran, or by a request while it ran.
   var isCancelled: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.cancelRequested }
+    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.pins.cancelRequested }
   }
 
   func grant(into wakeups: inout Wakeups) -> Bool {
@@ -119,29 +114,13 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     for awaiter in awaiters { awaiter.resume(returning: .failure(CancellationError())) }
   }
 
-  func cancelRunning(into wakeups: inout Wakeups) {
-    let task = state.withLock(announcingTo: self) { state -> RunningTask? in
-      switch state.phase {
-      case .granted:
-        state.cancelRequested = true
-        return nil
-      case .running:
-        state.cancelRequested = true
-        return state.pins.pin()
-      case .waiting, .finished, .cancelled:
-        return nil
-      }
-    }
-    if let task { wakeups.append(.cancelTask(task, self)) }
-  }
-
-  func withPins<Result: Sendable>(_ body: (inout PinState) -> Result) -> Result {
-    state.withLock(announcingTo: self) { body(&$0.pins) }
+  func withPins<Result: Sendable>(_ body: (JobPhase, inout PinState) -> Result) -> Result {
+    state.withLock(announcingTo: self) { body($0.phase, &$0.pins) }
   }
 
   func run(in task: RunningTask?, frame: JobFrame) async -> JobOutcome {
     let operation = state.withLock(announcingTo: self) { state -> (() async throws -> Success)? in
-      guard state.phase == .granted, !state.cancelRequested else { return nil }
+      guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
       state.phase = .running
       state.pins.start(in: task)
       return state.operation.take()

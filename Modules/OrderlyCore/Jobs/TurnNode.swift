@@ -15,15 +15,10 @@ final class TurnNode: PinnedJob {
     case idleWaiter
   }
 
-  private enum Phase {
-    case waiting, granted, running, finished, cancelled
-  }
-
   private struct State {
-    var phase: Phase = .waiting
+    var phase = JobPhase.waiting
     var continuation: UnsafeContinuation<Void, any Error>?
     var pins = PinState()
-    var cancelRequested = false
   }
 
   let id: JobID
@@ -49,7 +44,7 @@ final class TurnNode: PinnedJob {
 
   /// Whether the node's job was cancelled: before it ran, or after it was given its turn.
   var wasCancelled: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.cancelRequested }
+    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.pins.cancelRequested }
   }
 
   /// Whether the node has its turn already, so the waiting task need not suspend.
@@ -89,26 +84,8 @@ final class TurnNode: PinnedJob {
     return cancelled
   }
 
-  /// Cancels the node's job once it has its turn: before it begins, it will not run; while it
-  /// runs, its task is cancelled (after the locks are released).
-  func cancelRunning(into wakeups: inout Wakeups) {
-    let task = state.withLock(announcingTo: self) { state -> RunningTask? in
-      switch state.phase {
-      case .granted:
-        state.cancelRequested = true
-        return nil
-      case .running:
-        state.cancelRequested = true
-        return state.pins.pin()
-      case .waiting, .finished, .cancelled:
-        return nil
-      }
-    }
-    if let task { wakeups.append(.cancelTask(task, self)) }
-  }
-
-  func withPins<Result: Sendable>(_ body: (inout PinState) -> Result) -> Result {
-    state.withLock(announcingTo: self) { body(&$0.pins) }
+  func withPins<Result: Sendable>(_ body: (JobPhase, inout PinState) -> Result) -> Result {
+    state.withLock(announcingTo: self) { body($0.phase, &$0.pins) }
   }
 
   /// Suspends the calling task until the node is granted.
@@ -139,7 +116,7 @@ final class TurnNode: PinnedJob {
   /// - Returns: `false` if the job was cancelled after it was granted; it must not run.
   func begin(in task: RunningTask?) -> Bool {
     state.withLock(announcingTo: self) { state in
-      guard state.phase == .granted, !state.cancelRequested else { return false }
+      guard state.phase == .granted, !state.pins.cancelRequested else { return false }
       state.phase = .running
       state.pins.start(in: task)
       return true

@@ -58,14 +58,21 @@ struct Wakeups: Sendable {
 /// and so its task does not go past the job, until every pin is released. This is what keeps a
 /// ``RunningTask`` alive while it is cancelled.
 protocol PinnedJob: AnyObject, Sendable {
-  /// Runs `body` on the job's pin state under the job's lock.
-  func withPins<Result: Sendable>(_ body: (inout PinState) -> Result) -> Result
+  /// Runs `body` on the job's phase and pin state under the job's lock.
+  func withPins<Result: Sendable>(_ body: (JobPhase, inout PinState) -> Result) -> Result
 }
 
 extension PinnedJob {
+  /// Cancels the job once it has its turn: before it begins, it will not run; while it runs,
+  /// its task is cancelled (by `wakeups`, after the locks are released).
+  func cancelRunning(into wakeups: inout Wakeups) {
+    let task = withPins { phase, pins in pins.requestCancellation(in: phase) }
+    if let task { wakeups.append(.cancelTask(task, self)) }
+  }
+
   /// Releases a pin, resuming the job's task if it waits for the last one.
   func unpin() {
-    let ending = withPins { $0.unpin() }
+    let ending = withPins { _, pins in pins.unpin() }
     ending?.resume()
   }
 
@@ -75,21 +82,30 @@ extension PinnedJob {
   func parkUntilUnpinned(isolation: isolated (any Actor)? = #isolation) async {
     await withUnsafeContinuation(isolation: isolation) {
       (continuation: UnsafeContinuation<Void, Never>) in
-      let endsNow = withPins { pins -> Bool in
+      let endsNow = withPins { _, pins -> Bool in
         guard pins.isPinned else { return true }
         pins.park(continuation)
         return false
       }
       if endsNow { continuation.resume() }
     }
-    withPins { $0.clear() }
+    withPins { _, pins in pins.clear() }
   }
 }
 
-/// The task running a job, how many cancellers have pinned it, and the job's task waiting
-/// for the last pin to go.
+/// Where a job is in its life.
+///
+/// Both kinds of job move through the same phases.
+enum JobPhase {
+  case waiting, granted, running, finished, cancelled
+}
+
+/// The task running a job, whether its cancellation was requested, how many cancellers have
+/// pinned it, and the job's task waiting for the last pin to go.
 struct PinState {
   private(set) var runningTask: RunningTask?
+  /// Set when the job is cancelled after it was given its turn.
+  private(set) var cancelRequested = false
   private var pins = 0
   private var endWaiter: UnsafeContinuation<Void, Never>?
 
@@ -99,6 +115,21 @@ struct PinState {
   /// Records the task that runs the job.
   mutating func start(in task: RunningTask?) {
     runningTask = task
+  }
+
+  /// Records a cancellation of a job in `phase`: a granted job will not begin; a running job
+  /// is pinned and its task returned, to cancel once the lock is released.
+  mutating func requestCancellation(in phase: JobPhase) -> RunningTask? {
+    switch phase {
+    case .granted:
+      cancelRequested = true
+      return nil
+    case .running:
+      cancelRequested = true
+      return pin()
+    case .waiting, .finished, .cancelled:
+      return nil
+    }
   }
 
   /// Pins the job and returns its task, to cancel once the lock is released.
