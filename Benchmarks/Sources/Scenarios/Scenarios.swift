@@ -58,6 +58,24 @@ func settle() async {
   try? await Task.sleep(for: .milliseconds(300))
 }
 
+/// `jobs` no-op `enqueueDetached` jobs from one producer, until the queue has drained.
+@Sendable func detachedUntilDrained(_ jobs: Int) async -> Double {
+  await nanosecondsPerJob(jobs) {
+    let queue = SerialQueue()
+    for _ in 0..<jobs { queue.enqueueDetached {} }
+    try? await queue.waitUntilIdle()
+  }
+}
+
+/// `jobs` no-op `enqueue` jobs from one producer, until the queue has drained.
+@Sendable func enqueuedUntilDrained(_ jobs: Int) async -> Double {
+  await nanosecondsPerJob(jobs) {
+    let queue = SerialQueue()
+    for _ in 0..<jobs { queue.enqueue {} }
+    try? await queue.waitUntilIdle()
+  }
+}
+
 public let scenarios: [Scenario] = [
   Scenario(
     name: "enqueueDetached fire-and-forget, until drained",
@@ -65,13 +83,7 @@ public let scenarios: [Scenario] = [
     unit: .nanosecondsPerJob,
     target: .ratio(1.5),
     jobs: (1_000_000, 100_000),
-    orderly: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = SerialQueue()
-        for _ in 0..<jobs { queue.enqueueDetached {} }
-        try? await queue.waitUntilIdle()
-      }
-    },
+    orderly: detachedUntilDrained,
     baseline: { jobs in
       await nanosecondsPerJob(jobs) {
         let queue = DispatchQueue(label: "baseline.serial")
@@ -86,13 +98,7 @@ public let scenarios: [Scenario] = [
     unit: .nanosecondsPerJob,
     target: .ratio(1.5),
     jobs: (100_000, 20_000),
-    orderly: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = SerialQueue()
-        for _ in 0..<jobs { queue.enqueue {} }
-        try? await queue.waitUntilIdle()
-      }
-    },
+    orderly: enqueuedUntilDrained,
     baseline: { jobs in
       await nanosecondsPerJob(jobs) {
         let countdown = Countdown(jobs)
@@ -260,13 +266,7 @@ public let scenarios: [Scenario] = [
     unit: .nanosecondsPerJob,
     target: .info,
     jobs: (1_000_000, 100_000),
-    orderly: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = SerialQueue()
-        for _ in 0..<jobs { queue.enqueueDetached {} }
-        try? await queue.waitUntilIdle()
-      }
-    },
+    orderly: detachedUntilDrained,
     baseline: { jobs in
       await nanosecondsPerJob(jobs) {
         let (stream, continuation) = AsyncStream.makeStream(of: (@Sendable () -> Void).self)
@@ -283,13 +283,7 @@ public let scenarios: [Scenario] = [
     unit: .nanosecondsPerJob,
     target: .info,
     jobs: (100_000, 20_000),
-    orderly: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = SerialQueue()
-        for _ in 0..<jobs { queue.enqueueDetached {} }
-        try? await queue.waitUntilIdle()
-      }
-    },
+    orderly: detachedUntilDrained,
     baseline: { jobs in
       await nanosecondsPerJob(jobs) {
         let channel = AsyncChannel<@Sendable () -> Void>()
@@ -306,13 +300,7 @@ public let scenarios: [Scenario] = [
     unit: .nanosecondsPerJob,
     target: .info,
     jobs: (100_000, 20_000),
-    orderly: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = SerialQueue()
-        for _ in 0..<jobs { queue.enqueue {} }
-        try? await queue.waitUntilIdle()
-      }
-    },
+    orderly: enqueuedUntilDrained,
     baseline: { jobs in
       await nanosecondsPerJob(jobs) {
         let chain = Seed002TaskChain()
