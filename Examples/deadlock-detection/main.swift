@@ -10,8 +10,8 @@ do {
     try await queue.enqueueAndWait { 3 }  // would deadlock
   }
   print("  unexpected: got \(count)")
-} catch let error as SerialQueueError {
-  print("  caught SerialQueueError.reentrantWait")
+} catch let error as QueueError {
+  print("  caught QueueError.reentrantWait")
   print("  \(error)")
 }
 

@@ -47,8 +47,8 @@ struct ExamplesTests {
   @Test("deadlock-detection: the nested wait throws at once and the fix runs in order")
   func deadlockDetection() throws {
     let output = try runExample("deadlock-detection")
-    #expect(output.contains("caught SerialQueueError.reentrantWait"))
-    #expect(output.contains("reentrant wait on SerialQueue 'notes'"))
+    #expect(output.contains("caught QueueError.reentrantWait"))
+    #expect(output.contains("reentrant wait on queue 'notes'"))
     #expect(output.contains("still usable afterwards: yes"))
     #expect(output.contains("outer job ran first\n  inner job ran second"))
   }

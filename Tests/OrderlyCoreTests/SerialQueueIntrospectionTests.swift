@@ -41,7 +41,7 @@ struct SerialQueueIntrospectionTests {
       log.record("idle")
     }
     // The waiter takes its place synchronously inside its task; wait until it has.
-    while queue.lineCount < 1 { await Task.yield() }
+    while queue.core.idleWaiterCount < 1 { await Task.yield() }
     queue.enqueueDetached {
       try await laterRelease.wait()
       log.record("later")
@@ -123,14 +123,14 @@ struct SerialQueueIntrospectionTests {
 
 @Suite("SerialQueue lifetime")
 struct SerialQueueLifetimeTests {
-  @Test("dropping the last reference to a queue does not drop its jobs")
+  @Test("dropping the last reference to a queue drops no job; its events end after the last")
   func jobsOutliveQueueReference() async throws {
     let log = OrderedRecorder<Int>()
     let release = Gate()
-    weak var weakQueue: SerialQueue?
+    let events: AsyncStream<QueueEvent>
     do {
       let queue = SerialQueue()
-      weakQueue = queue
+      events = queue.events
       queue.enqueueDetached { try await release.wait() }
       for index in 0..<5 {
         if index.isMultiple(of: 2) {
@@ -140,9 +140,14 @@ struct SerialQueueLifetimeTests {
         }
       }
     }
-    #expect(weakQueue != nil)  // kept alive by its pending jobs
     release.open()
     try await log.waitForCount(5)
     #expect(log.values == [0, 1, 2, 3, 4])
+    var finished = 0
+    for await event in events {
+      if case .finished = event.kind { finished += 1 }
+    }
+    // The sequence ended by itself, once the last job had finished and freed the queue.
+    #expect(finished == 6)
   }
 }

@@ -13,7 +13,7 @@ struct SerialQueueReentrancyTests {
     let inner: @Sendable () async throws -> Int = {
       try await queue.enqueueAndWait { 1 }
     }
-    await #expect(throws: SerialQueueError.reentrantWait(queue: "notes")) {
+    await #expect(throws: QueueError.reentrantWait(queue: "notes")) {
       switch outer {
       case "enqueue": _ = try await queue.enqueue(operation: inner).value
       case "enqueueDetached": _ = try await queue.enqueueDetached(operation: inner).value
@@ -34,13 +34,13 @@ struct SerialQueueReentrancyTests {
       Issue.record("expected reentrantWait")
       return
     }
-    #expect(error as? SerialQueueError == .reentrantWait(queue: "q"))
+    #expect(error as? QueueError == .reentrantWait(queue: "q"))
   }
 
   @Test("waitUntilIdle inside a job fails at once with reentrantWait")
   func waitUntilIdleInside() async throws {
     let queue = SerialQueue(name: "idle")
-    await #expect(throws: SerialQueueError.reentrantWait(queue: "idle")) {
+    await #expect(throws: QueueError.reentrantWait(queue: "idle")) {
       try await queue.enqueueDetached { try await queue.waitUntilIdle() }.value
     }
   }
@@ -75,7 +75,7 @@ struct SerialQueueReentrancyTests {
   func cycleThroughAnotherQueue() async throws {
     let first = SerialQueue(name: "first")
     let second = SerialQueue(name: "second")
-    await #expect(throws: SerialQueueError.reentrantWait(queue: "first")) {
+    await #expect(throws: QueueError.reentrantWait(queue: "first")) {
       try await first.enqueueAndWait {
         try await second.enqueueAndWait {
           try await first.enqueueAndWait { 1 }
@@ -100,7 +100,7 @@ struct SerialQueueReentrancyTests {
 
   @Test("the error says what happened and what to do")
   func errorMessage() {
-    let message = SerialQueueError.reentrantWait(queue: "notes").description
+    let message = QueueError.reentrantWait(queue: "notes").description
     #expect(message.contains("'notes'"))
     #expect(message.contains("deadlock"))
     #expect(message.contains("enqueue("))

@@ -132,7 +132,7 @@ struct SerialQueueSubmissionTests {
 }
 
 @Suite("SerialQueue errors")
-struct SerialQueueErrorTests {
+struct QueueErrorTests {
   @Test(
     "an error thrown by a job reaches its awaiter unchanged and the queue goes on",
     arguments: ["enqueue", "enqueueDetached", "enqueueAndWait"]

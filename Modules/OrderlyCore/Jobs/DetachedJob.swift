@@ -20,7 +20,10 @@ protocol RunnableJob: PinnedJob {
   var id: JobID { get }
   var name: String? { get }
   var priority: TaskPriority? { get }
+  var isBarrier: Bool { get }
   var isCancelledWhileWaiting: Bool { get }
+  /// Numbers the job; called once, under the queue's lock, before it is put in line.
+  func assign(id: JobID)
   func grant(into wakeups: inout Wakeups) -> Bool
   func cancelWaiting(into wakeups: inout Wakeups) -> Bool
   func cancelRunning(into wakeups: inout Wakeups)
@@ -48,6 +51,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
 
   let name: String?
   let priority: TaskPriority?
+  let isBarrier: Bool
   private let state: Mutex<State>
   private let rawID = Atomic<UInt64>(0)
 
@@ -57,10 +61,12 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   init(
     name: String?,
     priority: TaskPriority?,
+    isBarrier: Bool = false,
     operation: sending @escaping () async throws -> Success
   ) {
     self.name = name
     self.priority = priority
+    self.isBarrier = isBarrier
     self.state = Mutex(State(operation: operation))
   }
 

@@ -4,6 +4,11 @@ protocol JobOwner: AnyObject, Sendable {
   func isRunning(_ id: JobID) -> Bool
   /// The error to throw when a job of this queue waits on the same queue.
   var reentrantWaitError: any Error { get }
+  /// Whether waiting for another job of the queue from inside one of its jobs can deadlock.
+  ///
+  /// `true` for queues whose jobs hold their slot until they end; `false` for start-ordered
+  /// queues, whose jobs give their slot back as soon as they begin.
+  var detectsReentrantWaits: Bool { get }
 }
 
 /// The jobs running in the current task, innermost first, recorded in a task-local value.
@@ -25,7 +30,13 @@ final class JobFrame: Sendable {
   }
 
   /// Throws the owner's reentrancy error if the current task is inside a running job of `owner`.
-  static func checkNotInside(_ owner: any JobOwner) throws {
+  ///
+  /// - Parameters:
+  ///   - owner: The queue about to be waited on.
+  ///   - always: Check even if the owner's jobs may wait for each other (a wait for the owner to
+  ///     go idle includes the waiting job itself, so it can never end).
+  static func checkNotInside(_ owner: any JobOwner, always: Bool = false) throws {
+    guard always || owner.detectsReentrantWaits else { return }
     var frame = current
     while let candidate = frame {
       if candidate.owner === owner && owner.isRunning(candidate.jobID) {

@@ -50,9 +50,9 @@ public struct QueuedTask<Success: Sendable>: Sendable, Hashable {
   /// Like `Task.value`, waiting is not cancellable: cancelling the waiting task does not cancel
   /// the job and does not end the wait. Call ``cancel()`` to cancel the job.
   ///
-  /// - Important: Awaiting a job that has not ended from inside a job of the same serial queue can
-  ///   only deadlock, so it throws ``SerialQueueError/reentrantWait(queue:)`` at once.
-  /// - Throws: The job's own error, `CancellationError`, or ``SerialQueueError``.
+  /// - Important: Awaiting a job that has not ended from inside a job of the same serial or concurrent queue can
+  ///   only deadlock, so it throws ``QueueError/reentrantWait(queue:)`` at once.
+  /// - Throws: The job's own error, `CancellationError`, or ``QueueError``.
   public var value: Success {
     get async throws {
       if !isOver { try JobFrame.checkNotInside(owner) }

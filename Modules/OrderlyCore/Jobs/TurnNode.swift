@@ -24,12 +24,15 @@ final class TurnNode: PinnedJob {
   let id: JobID
   let name: String?
   let purpose: Purpose
+  /// Whether the job runs alone, as a barrier of a concurrent queue.
+  let isBarrier: Bool
   private let state = Mutex(State())
 
-  init(id: JobID, name: String?, purpose: Purpose) {
+  init(id: JobID, name: String?, purpose: Purpose, isBarrier: Bool = false) {
     self.id = id
     self.name = name
     self.purpose = purpose
+    self.isBarrier = isBarrier
   }
 
   /// Whether the node left the line cancelled without ever being granted (a tombstone).

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A queue that runs asynchronous jobs one at a time, in the order they were enqueued.
 ///
 /// A job starts only after the previous one has *finished*, across all of the previous job's
@@ -38,7 +36,7 @@ import Synchronization
 /// ## Reentrancy
 ///
 /// A job that waits for work on its own queue could only deadlock, so the queue detects it and
-/// throws ``SerialQueueError/reentrantWait(queue:)`` instead. Enqueuing without waiting from
+/// throws ``QueueError/reentrantWait(queue:)`` instead. Enqueuing without waiting from
 /// inside a job is fine: the new job runs after the current one.
 ///
 /// ## Lifetime
@@ -47,19 +45,15 @@ import Synchronization
 /// in order, as on a `DispatchQueue`, and the queue is freed after the last one ends.
 public final class SerialQueue: Sendable {
   /// The queue's name, used in its events and errors.
-  public let name: String
+  public var name: String { core.name }
 
-  private let state = Mutex(SerialQueueState())
+  let core: JobQueueCore
 
   /// Creates an empty, idle queue.
   ///
   /// - Parameter name: A name for events and error messages.
   public init(name: String = "SerialQueue") {
-    self.name = name
-  }
-
-  deinit {
-    state.withLock(announcingTo: self) { $0.finishSubscribers() }
+    core = JobQueueCore(name: name, limit: 1)
   }
 
   // MARK: - Submitting work
@@ -87,13 +81,7 @@ public final class SerialQueue: Sendable {
     isolation: isolated (any Actor)? = #isolation,
     @_inheritActorContext operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
-    let node = admitTurn(named: name)
-    let task = Task(priority: priority) { [self] () async throws -> Success in
-      // Capturing `isolation` makes this task start on the caller's actor, as `Task {}` does.
-      _ = isolation
-      return try await runTurn(node, in: nil, parentFrame: nil, operation: operation)
-    }
-    return QueuedTask(backing: .attached(task, node), owner: self)
+    core.enqueue(name: name, priority: priority, isolation: isolation, operation: operation)
   }
 
   /// Enqueues a job that runs like `Task.detached { }`, after every job enqueued before it.
@@ -114,15 +102,7 @@ public final class SerialQueue: Sendable {
     priority: TaskPriority? = nil,
     operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
-    // Built outside the lock because `operation` is sent into it; numbered under the lock so
-    // identifiers follow the order of the line.
-    let job = DetachedJob(name: name, priority: priority, operation: operation)
-    let startsNow = state.withLock(announcingTo: self) { state in
-      job.assign(id: state.nextID())
-      return state.admit(.detached(job), queueName: self.name)
-    }
-    if startsNow { startRunner(with: job) }
-    return QueuedTask(backing: .detached(job), owner: self)
+    core.enqueueDetached(name: name, priority: priority, operation: operation)
   }
 
   /// Waits for this job's turn, then runs it in the caller's own task and returns its result.
@@ -133,7 +113,7 @@ public final class SerialQueue: Sendable {
   /// suspending or leaving the caller's thread.
   ///
   /// - Important: Calling this from inside a job of the same queue can only deadlock, so it
-  ///   throws ``SerialQueueError/reentrantWait(queue:)`` at once.
+  ///   throws ``QueueError/reentrantWait(queue:)`` at once.
   ///
   /// - Parameters:
   ///   - name: A name for the job, shown in ``events``.
@@ -141,22 +121,14 @@ public final class SerialQueue: Sendable {
   ///   - operation: The job's work.
   /// - Returns: What `operation` returned.
   /// - Throws: What `operation` threw, unchanged; `CancellationError` if the caller's task was
-  ///   cancelled before the job started (it then never runs); ``SerialQueueError`` on a
-  ///   reentrant wait.
+  ///   cancelled before the job started (it then never runs); ``QueueError`` on a reentrant
+  ///   wait.
   public func enqueueAndWait<Success>(
     name: String? = nil,
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws -> Success
   ) async throws -> Success {
-    try JobFrame.checkNotInside(self)
-    try Task.checkCancellation()
-    let node = admitTurn(named: name)
-    return try await runTurn(
-      node,
-      in: RunningTask.current,
-      parentFrame: JobFrame.current,
-      operation: operation
-    )
+    try await core.enqueueAndWait(name: name, isolation: isolation, operation: operation)
   }
 
   // MARK: - Control and introspection
@@ -168,28 +140,17 @@ public final class SerialQueue: Sendable {
   /// ``enqueueAndWait(name:isolation:operation:)`` that is the caller's task. Jobs enqueued after
   /// this call run as usual.
   public func cancelAll() {
-    let wakeups = state.withLock(announcingTo: self) { state in
-      var wakeups = Wakeups()
-      state.cancelAll(queueName: name, wakeups: &wakeups)
-      return wakeups
-    }
-    wakeups.run()
+    core.cancelAll()
   }
 
   /// The number of jobs waiting for their turn, not counting the running one.
-  public var pendingCount: Int {
-    state.withLock(announcingTo: self) { $0.pendingCount }
-  }
+  public var pendingCount: Int { core.pendingCount }
 
   /// Whether no job is running or waiting.
-  public var isIdle: Bool {
-    state.withLock(announcingTo: self) { $0.isIdle }
-  }
+  public var isIdle: Bool { core.isIdle }
 
-  /// Entries in line, including idle waiters and cancelled entries not yet swept (for tests).
-  var lineCount: Int {
-    state.withLock(announcingTo: self) { $0.line.count }
-  }
+  /// Entries in line, including cancelled entries not yet swept (for tests).
+  var lineCount: Int { core.lineCount }
 
   /// Returns once every job enqueued before this call has ended.
   ///
@@ -197,13 +158,10 @@ public final class SerialQueue: Sendable {
   ///
   /// - Parameter isolation: The caller's isolation; leave the default.
   /// - Throws: `CancellationError` if the waiting task is cancelled (the jobs are not);
-  ///   ``SerialQueueError/reentrantWait(queue:)`` if called from inside a job of this queue, which
+  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue, which
   ///   could only deadlock.
   public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
-    try JobFrame.checkNotInside(self)
-    let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .idleWaiter)
-    guard state.withLock(announcingTo: self, { $0.admitIdleWaiter(node) }) else { return }
-    try await waitForTurn(node)
+    try await core.waitUntilIdle(isolation: isolation)
   }
 
   /// A sequence of everything that happens to this queue's jobs from now on, in order.
@@ -211,147 +169,7 @@ public final class SerialQueue: Sendable {
   /// Each read of this property starts a new, independent listener that receives every event
   /// from that moment; earlier events are not replayed. Events are buffered without limit until
   /// read, so read them as they come or drop the sequence; a dropped listener is forgotten at
-  /// the next event. The sequence ends when the queue is freed. With no listener, the queue
-  /// builds no events at all.
-  public var events: AsyncStream<QueueEvent> {
-    let (stream, continuation) = AsyncStream.makeStream(of: QueueEvent.self)
-    state.withLock(announcingTo: self) { _ = $0.subscribe(continuation) }
-    return stream
-  }
-
-  // MARK: - Running jobs
-
-  private func admitTurn(named name: String?) -> TurnNode {
-    state.withLock(announcingTo: self) { state in
-      let node = TurnNode(id: state.nextID(), name: name, purpose: .job)
-      _ = state.admit(.turn(node), queueName: self.name)
-      return node
-    }
-  }
-
-  /// Waits for the node's turn, runs `operation` in the current task, and passes the turn on.
-  private func runTurn<Success>(
-    _ node: TurnNode,
-    in task: RunningTask?,
-    parentFrame: JobFrame?,
-    isolation: isolated (any Actor)? = #isolation,
-    operation: () async throws -> Success
-  ) async throws -> Success {
-    try await waitForTurn(node)
-    guard !Task.isCancelled, node.begin(in: task ?? RunningTask.current) else {
-      await node.end()
-      finish(node.id, outcome: .cancelled)
-      throw CancellationError()
-    }
-    let frame = JobFrame(owner: self, jobID: node.id, parent: parentFrame)
-    let result: Result<Success, any Error>
-    do {
-      // The closure captures `isolation` so it runs on the caller's actor: without the capture
-      // it would be nonisolated and every job would hop off the caller's executor and back.
-      result = .success(
-        try await JobFrame.$current.withValue(
-          frame,
-          operation: {
-            _ = isolation
-            return try await operation()
-          },
-          isolation: isolation
-        )
-      )
-    } catch {
-      result = .failure(error)
-    }
-    await node.end()
-    finish(node.id, outcome: JobOutcome(result))
-    return try result.get()
-  }
-
-  /// Suspends until the node has its turn; cancelling the waiting task takes it out of line.
-  private func waitForTurn(
-    _ node: TurnNode,
-    isolation: isolated (any Actor)? = #isolation
-  ) async throws {
-    if node.isGranted { return }
-    try await withTaskCancellationHandler(
-      operation: {
-        _ = isolation  // stay on the caller's actor (see runTurn)
-        try await node.suspendUntilGranted()
-      },
-      onCancel: { cancel(node) },
-      isolation: isolation
-    )
-  }
-
-  private func finish(_ id: JobID, outcome: JobOutcome) {
-    let (next, wakeups) = state.withLock(announcingTo: self) { state in
-      var wakeups = Wakeups()
-      let next = state.finish(id, outcome: outcome, queueName: name, wakeups: &wakeups)
-      return (next, wakeups)
-    }
-    wakeups.run()
-    if case .run(let job) = next { startRunner(with: job) }
-  }
-
-  private func startRunner(with job: any RunnableJob) {
-    Task.detached(priority: job.priority) { [self] in
-      await drain(startingWith: job)
-    }
-  }
-
-  /// Runs detached jobs back to back in the current task until the line is empty or the next
-  /// job runs in a task of its own.
-  ///
-  /// The runner hands over to a fresh runner task when the next job wants another priority, or
-  /// when a job it ran was cancelled (which cancelled this task for good).
-  private func drain(startingWith first: any RunnableJob) async {
-    let task = RunningTask.current
-    var job = first
-    while true {
-      let frame = JobFrame(owner: self, jobID: job.id, parent: nil)
-      let outcome = await job.run(in: task, frame: frame)
-      let (next, wakeups) = state.withLock(announcingTo: self) { state in
-        var wakeups = Wakeups()
-        let next = state.finish(job.id, outcome: outcome, queueName: name, wakeups: &wakeups)
-        return (next, wakeups)
-      }
-      wakeups.run()
-      guard case .run(let nextJob) = next else { return }
-      if Task.isCancelled || nextJob.priority != first.priority {
-        startRunner(with: nextJob)
-        return
-      }
-      job = nextJob
-    }
-  }
-}
-
-// MARK: - JobQueueBackend
-
-extension SerialQueue: JobQueueBackend {
-  func isRunning(_ id: JobID) -> Bool {
-    state.withLock(announcingTo: self) { $0.running?.id == id }
-  }
-
-  var reentrantWaitError: any Error {
-    SerialQueueError.reentrantWait(queue: name)
-  }
-
-  func cancel(_ node: TurnNode) {
-    cancel(.turn(node))
-  }
-
-  func cancel(_ job: any RunnableJob) {
-    cancel(.detached(job))
-  }
-
-  private func cancel(_ entry: SerialQueueState.Entry) {
-    let wakeups = state.withLock(announcingTo: self) { state in
-      var wakeups = Wakeups()
-      if !state.cancelWaiting(entry, queueName: name, wakeups: &wakeups) {
-        state.cancelIfRunning(entry.id, wakeups: &wakeups)
-      }
-      return wakeups
-    }
-    wakeups.run()
-  }
+  /// the next event. The sequence ends when the queue and its last job are freed. With no
+  /// listener, the queue builds no events at all.
+  public var events: AsyncStream<QueueEvent> { core.events }
 }

@@ -1,0 +1,326 @@
+import DequeModule
+
+/// A line of jobs and the jobs it lets run, guarded by the owning ``JobQueueCore``'s lock.
+///
+/// The line admits jobs strictly in order: the job at its head starts when one of `limit` slots
+/// is free, and nothing behind it starts before it. A barrier starts only when no job is running
+/// and holds every later job back until it ends. A job started by a line that releases slots at
+/// start (an ``ActorQueue``) gives its slot back as soon as it begins, so the next one may start
+/// while it is still running; the line still tracks it until it ends.
+///
+/// Invariant, re-established by ``advance(wakeups:launches:)`` after every change that can free
+/// a slot: the line is empty, or its head is a live job that cannot start yet. Cancelled entries
+/// stay in the line as tombstones (so cancelling is O(1)) and are skipped when they reach the
+/// head, or swept out once they outnumber the live ones.
+struct JobLineState {
+  enum Entry {
+    case turn(TurnNode)
+    case detached(any RunnableJob)
+
+    var id: JobID {
+      switch self {
+      case .turn(let node): node.id
+      case .detached(let job): job.id
+      }
+    }
+
+    var name: String? {
+      switch self {
+      case .turn(let node): node.name
+      case .detached(let job): job.name
+      }
+    }
+
+    var isBarrier: Bool {
+      switch self {
+      case .turn(let node): node.isBarrier
+      case .detached(let job): job.isBarrier
+      }
+    }
+
+    var isCancelledWhileWaiting: Bool {
+      switch self {
+      case .turn(let node): node.isCancelledWhileWaiting
+      case .detached(let job): job.isCancelledWhileWaiting
+      }
+    }
+
+    func grant(into wakeups: inout Wakeups) -> Bool {
+      switch self {
+      case .turn(let node): node.grant(into: &wakeups)
+      case .detached(let job): job.grant(into: &wakeups)
+      }
+    }
+
+    func cancelWaiting(into wakeups: inout Wakeups) -> Bool {
+      switch self {
+      case .turn(let node): node.cancelWaiting(into: &wakeups)
+      case .detached(let job): job.cancelWaiting(into: &wakeups)
+      }
+    }
+
+    func cancelRunning(into wakeups: inout Wakeups) {
+      switch self {
+      case .turn(let node): node.cancelRunning(into: &wakeups)
+      case .detached(let job): job.cancelRunning(into: &wakeups)
+      }
+    }
+  }
+
+  /// A `waitUntilIdle` caller and how many jobs enqueued before it have not ended yet.
+  private struct IdleWaiter {
+    let node: TurnNode
+    /// The last job identifier handed out when the waiter arrived.
+    let mark: UInt64
+    var remaining: Int
+  }
+
+  /// The queue's name, for events.
+  let queueName: String
+  /// Where events go.
+  let events: EventHub
+
+  private(set) var line = Deque<Entry>()
+  /// Running jobs that hold one of the slots.
+  private(set) var running: [Entry] = []
+  /// Running jobs that gave their slot back when they began (start-ordered lines).
+  private(set) var released: [Entry] = []
+  /// How many jobs may hold a slot at once; 0 pauses the line.
+  private(set) var limit: Int
+  private var barrierRunning = false
+  /// Live jobs in the line (not tombstones).
+  private(set) var pendingCount = 0
+  private var tombstones = 0
+  private var lastID: UInt64 = 0
+  private var idleWaiters: [IdleWaiter] = []
+
+  init(queueName: String, events: EventHub, limit: Int) {
+    self.queueName = queueName
+    self.events = events
+    self.limit = limit
+  }
+
+  /// Whether no job is running or waiting.
+  var isIdle: Bool { running.isEmpty && released.isEmpty && pendingCount == 0 }
+
+  /// The number of jobs running now.
+  var runningCount: Int { running.count + released.count }
+
+  mutating func nextID() -> JobID {
+    lastID += 1
+    return JobID(rawValue: lastID)
+  }
+
+  /// Whether `entry`, at the head of the line, may start now.
+  private func canStart(_ entry: Entry) -> Bool {
+    running.count < limit && !barrierRunning && (!entry.isBarrier || running.isEmpty)
+  }
+
+  /// Puts a job in line, or starts it at once if it may.
+  ///
+  /// - Returns: `true` if the job has its turn now.
+  mutating func admit(_ entry: Entry) -> Bool {
+    emit(.enqueued, for: entry)
+    // By the invariant, a non-empty line has a head that cannot start: the new entry waits.
+    if line.isEmpty && canStart(entry) {
+      // Nobody waits on a new entry yet, so granting it has nothing to wake.
+      var nothingToWake = Wakeups()
+      _ = entry.grant(into: &nothingToWake)
+      start(entry)
+      return true
+    }
+    line.append(entry)
+    pendingCount += 1
+    return false
+  }
+
+  private mutating func start(_ entry: Entry) {
+    running.append(entry)
+    if entry.isBarrier { barrierRunning = true }
+    emit(.started, for: entry)
+  }
+
+  /// Starts every job at the head of the line that may start now.
+  ///
+  /// Jobs that run in their own task are resumed through `wakeups`; detached jobs are added to
+  /// `launches`, for the caller to run.
+  mutating func advance(wakeups: inout Wakeups, launches: inout Launches) {
+    while let head = line.first {
+      if !canStart(head) {
+        // A cancelled head must not block the live jobs behind it.
+        guard head.isCancelledWhileWaiting else { return }
+        line.removeFirst()
+        tombstones -= 1
+        continue
+      }
+      line.removeFirst()
+      guard head.grant(into: &wakeups) else {
+        tombstones -= 1
+        continue
+      }
+      pendingCount -= 1
+      start(head)
+      if case .detached(let job) = head { launches.append(job) }
+    }
+  }
+
+  /// Ends a running job and starts what may start next.
+  mutating func finish(
+    _ id: JobID,
+    outcome: JobOutcome,
+    wakeups: inout Wakeups,
+    launches: inout Launches
+  ) {
+    let finished: Entry
+    if let index = running.firstIndex(where: { $0.id == id }) {
+      finished = running.remove(at: index)
+      if finished.isBarrier { barrierRunning = false }
+    } else if let index = released.firstIndex(where: { $0.id == id }) {
+      finished = released.remove(at: index)
+    } else {
+      return
+    }
+    switch outcome {
+    case .succeeded: emit(.finished, for: finished)
+    case .failed(let error): emit(.failed(error), for: finished)
+    case .cancelled: emit(.cancelled, for: finished)
+    }
+    jobEnded(id, wakeups: &wakeups)
+    advance(wakeups: &wakeups, launches: &launches)
+  }
+
+  /// Gives a running job's slot back while it goes on running (start-ordered lines).
+  mutating func release(_ id: JobID, wakeups: inout Wakeups, launches: inout Launches) {
+    guard let index = running.firstIndex(where: { $0.id == id }) else { return }
+    let entry = running.remove(at: index)
+    if entry.isBarrier { barrierRunning = false }
+    released.append(entry)
+    advance(wakeups: &wakeups, launches: &launches)
+  }
+
+  /// Changes how many jobs may hold a slot at once, starting waiting jobs if it grew.
+  ///
+  /// Lowering it stops nothing that runs; jobs wait until fewer than `limit` run.
+  mutating func setLimit(_ newLimit: Int, wakeups: inout Wakeups, launches: inout Launches) {
+    limit = newLimit
+    advance(wakeups: &wakeups, launches: &launches)
+  }
+
+  /// Cancels a waiting entry in O(1): it stays in line as a tombstone.
+  ///
+  /// - Returns: `true` if the entry was waiting and is now cancelled.
+  mutating func cancelWaiting(
+    _ entry: Entry,
+    wakeups: inout Wakeups,
+    launches: inout Launches
+  ) -> Bool {
+    guard entry.cancelWaiting(into: &wakeups) else { return false }
+    tombstones += 1
+    pendingCount -= 1
+    emit(.cancelled, for: entry)
+    jobEnded(entry.id, wakeups: &wakeups)
+    sweepTombstonesIfNeeded()
+    // A cancelled barrier at the head may have been holding back jobs that can start now.
+    advance(wakeups: &wakeups, launches: &launches)
+    return true
+  }
+
+  /// Drops tombstones once they outnumber live entries, so cancelled jobs never pile up.
+  ///
+  /// Each sweep is O(n) and follows at least n/2 cancellations: amortized O(1) per cancel.
+  private mutating func sweepTombstonesIfNeeded() {
+    guard tombstones > 64, tombstones * 2 > line.count else { return }
+    line.removeAll { $0.isCancelledWhileWaiting }
+    tombstones = 0
+  }
+
+  /// Cancels every waiting entry and requests cancellation of the running ones.
+  mutating func cancelAll(wakeups: inout Wakeups) {
+    for entry in running { entry.cancelRunning(into: &wakeups) }
+    for entry in released { entry.cancelRunning(into: &wakeups) }
+    let cancelled = line
+    line = []
+    pendingCount = 0
+    tombstones = 0
+    for entry in cancelled where entry.cancelWaiting(into: &wakeups) {
+      emit(.cancelled, for: entry)
+      jobEnded(entry.id, wakeups: &wakeups)
+    }
+  }
+
+  /// Requests cancellation of the entry if it is running.
+  func cancelIfRunning(_ id: JobID, wakeups: inout Wakeups) {
+    if let entry = running.first(where: { $0.id == id }) ?? released.first(where: { $0.id == id })
+    {
+      entry.cancelRunning(into: &wakeups)
+    }
+  }
+
+  /// Whether the job with this identifier is running.
+  func isRunning(_ id: JobID) -> Bool {
+    running.contains { $0.id == id } || released.contains { $0.id == id }
+  }
+
+  // MARK: Idle waiters
+
+  /// Registers a `waitUntilIdle` caller, to be resumed once every job enqueued so far has ended.
+  ///
+  /// - Returns: `false` if no job is running or waiting, so there is nothing to wait for.
+  mutating func admitIdleWaiter(_ node: TurnNode) -> Bool {
+    let outstanding = runningCount + pendingCount
+    guard outstanding > 0 else { return false }
+    idleWaiters.append(IdleWaiter(node: node, mark: lastID, remaining: outstanding))
+    return true
+  }
+
+  /// The number of `waitUntilIdle` callers waiting (for tests).
+  var idleWaiterCount: Int { idleWaiters.count }
+
+  /// Takes a cancelled `waitUntilIdle` caller out of the waiters.
+  mutating func cancelIdleWaiter(_ node: TurnNode, wakeups: inout Wakeups) {
+    guard node.cancelWaiting(into: &wakeups) else { return }
+    idleWaiters.removeAll { $0.node === node }
+  }
+
+  /// Counts a job as ended for every waiter that arrived after it was enqueued.
+  ///
+  /// With no waiter this is one branch.
+  private mutating func jobEnded(_ id: JobID, wakeups: inout Wakeups) {
+    guard !idleWaiters.isEmpty else { return }
+    var index = 0
+    while index < idleWaiters.count {
+      if idleWaiters[index].mark >= id.rawValue {
+        idleWaiters[index].remaining -= 1
+        if idleWaiters[index].remaining == 0 {
+          _ = idleWaiters[index].node.grant(into: &wakeups)
+          idleWaiters.remove(at: index)
+          continue
+        }
+      }
+      index += 1
+    }
+  }
+
+  // MARK: Events
+
+  /// Delivers an event about `entry` to the queue's listeners.
+  func emit(_ kind: QueueEvent.Kind, for entry: Entry) {
+    events.emit(kind, jobID: entry.id, jobName: entry.name, queueName: queueName)
+  }
+}
+
+/// Detached jobs given their turn in one locked section, for the caller to run once unlocked.
+///
+/// Usually at most one: kept inline, without an array.
+struct Launches {
+  private(set) var first: (any RunnableJob)?
+  private(set) var rest: [any RunnableJob] = []
+
+  mutating func append(_ job: any RunnableJob) {
+    if first == nil {
+      first = job
+    } else {
+      rest.append(job)
+    }
+  }
+}

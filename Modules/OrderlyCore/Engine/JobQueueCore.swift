@@ -1,0 +1,339 @@
+import Synchronization
+
+/// The engine behind every Orderly queue: a ``JobLineState`` under a lock, and the code that
+/// runs its jobs.
+///
+/// The public queues are thin layers over it: ``SerialQueue`` is a core with one slot,
+/// ``ConcurrentQueue`` one with `limit` slots, ``ActorQueue`` and ``MainActorQueue`` a core with
+/// one slot released when a job begins, and ``KeyedSerialQueue`` one core per busy key. Jobs and
+/// their handles keep the core alive, so dropping the public queue drops no job.
+final class JobQueueCore: Sendable {
+  /// When a running job gives its slot back.
+  enum SlotRelease: Sendable {
+    /// When it ends: the queue orders both starts and ends.
+    case atEnd
+    /// When it begins: the queue orders starts only, and jobs overlap across suspensions.
+    case atStart
+  }
+
+  let name: String
+  let slotRelease: SlotRelease
+  /// Where the queue's events go; shared by every line of a keyed queue.
+  let hub: EventHub
+  private let state: Mutex<JobLineState>
+  /// Told, with no lock held, when the last job ends (a keyed queue then frees the key's line).
+  private let idleHandler: (@Sendable (JobQueueCore) -> Void)?
+
+  init(
+    name: String,
+    limit: Int,
+    slotRelease: SlotRelease = .atEnd,
+    events: EventHub = EventHub(),
+    idleHandler: (@Sendable (JobQueueCore) -> Void)? = nil
+  ) {
+    self.name = name
+    self.slotRelease = slotRelease
+    self.idleHandler = idleHandler
+    self.hub = events
+    self.state = Mutex(JobLineState(queueName: name, events: events, limit: limit))
+  }
+
+  // MARK: - Submitting work
+
+  /// Enqueues a job that runs in a new task, like `Task { }` (see `SerialQueue.enqueue`).
+  func enqueue<Success: Sendable>(
+    name: String?,
+    priority: TaskPriority?,
+    isBarrier: Bool = false,
+    isolation: isolated (any Actor)?,
+    operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    let node = admitTurn(named: name, isBarrier: isBarrier)
+    return makeTask(for: node, priority: priority, isolation: isolation, operation: operation)
+  }
+
+  /// Starts the task of an admitted `enqueue` job.
+  func makeTask<Success: Sendable>(
+    for node: TurnNode,
+    priority: TaskPriority?,
+    isolation: isolated (any Actor)?,
+    operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    let task = Task(priority: priority) { [self] () async throws -> Success in
+      // Capturing `isolation` makes this task start on the caller's actor, as `Task {}` does.
+      _ = isolation
+      return try await runTurn(node, in: nil, parentFrame: nil, operation: operation)
+    }
+    return QueuedTask(backing: .attached(task, node), owner: self)
+  }
+
+  /// Enqueues a job run by the queue's runner task, like `Task.detached { }`.
+  func enqueueDetached<Success: Sendable>(
+    name: String?,
+    priority: TaskPriority?,
+    isBarrier: Bool = false,
+    operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    // Built outside the lock because `operation` is sent into it.
+    let job = DetachedJob(
+      name: name,
+      priority: priority,
+      isBarrier: isBarrier,
+      operation: operation
+    )
+    if admit(job) { startRunner(with: job) }
+    return QueuedTask(backing: .detached(job), owner: self)
+  }
+
+  /// Waits for the job's turn, then runs it in the caller's task.
+  func enqueueAndWait<Success>(
+    name: String?,
+    isBarrier: Bool = false,
+    isolation: isolated (any Actor)?,
+    operation: () async throws -> Success
+  ) async throws -> Success {
+    try JobFrame.checkNotInside(self)
+    try Task.checkCancellation()
+    let node = admitTurn(named: name, isBarrier: isBarrier)
+    return try await runTurn(
+      node,
+      in: RunningTask.current,
+      parentFrame: JobFrame.current,
+      operation: operation
+    )
+  }
+
+  /// Numbers a job that runs in a task of its own and puts it in line.
+  func admitTurn(named name: String?, isBarrier: Bool = false) -> TurnNode {
+    state.withLock(announcingTo: self) { state in
+      let node = TurnNode(id: state.nextID(), name: name, purpose: .job, isBarrier: isBarrier)
+      _ = state.admit(.turn(node))
+      return node
+    }
+  }
+
+  /// Numbers a detached job and puts it in line.
+  ///
+  /// - Returns: `true` if the job has its turn now and needs a runner.
+  func admit(_ job: any RunnableJob) -> Bool {
+    state.withLock(announcingTo: self) { state in
+      // Numbered under the lock so identifiers follow the order of the line.
+      job.assign(id: state.nextID())
+      return state.admit(.detached(job))
+    }
+  }
+
+  // MARK: - Control and introspection
+
+  /// Cancels every running and pending job (see `SerialQueue.cancelAll`).
+  func cancelAll() {
+    _ = update { state, wakeups, _ in state.cancelAll(wakeups: &wakeups) }
+  }
+
+  var pendingCount: Int {
+    state.withLock(announcingTo: self) { $0.pendingCount }
+  }
+
+  var runningCount: Int {
+    state.withLock(announcingTo: self) { $0.runningCount }
+  }
+
+  var isIdle: Bool {
+    state.withLock(announcingTo: self) { $0.isIdle }
+  }
+
+  /// Entries in line, including cancelled entries not yet swept (for tests).
+  var lineCount: Int {
+    state.withLock(announcingTo: self) { $0.line.count }
+  }
+
+  /// The number of `waitUntilIdle` callers waiting (for tests).
+  var idleWaiterCount: Int {
+    state.withLock(announcingTo: self) { $0.idleWaiterCount }
+  }
+
+  var limit: Int {
+    state.withLock(announcingTo: self) { $0.limit }
+  }
+
+  func setLimit(_ limit: Int) {
+    let launches = update { state, wakeups, launches in
+      state.setLimit(limit, wakeups: &wakeups, launches: &launches)
+    }
+    startRunners(for: launches)
+  }
+
+  /// Returns once every job enqueued before the call has ended (see `SerialQueue`).
+  func waitUntilIdle(isolation: isolated (any Actor)?) async throws {
+    // The waiting job would be one of the jobs waited for: it could never return.
+    try JobFrame.checkNotInside(self, always: true)
+    let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .idleWaiter)
+    guard state.withLock(announcingTo: self, { $0.admitIdleWaiter(node) }) else { return }
+    try await waitForTurn(node)
+  }
+
+  /// A new listener for the queue's events.
+  var events: AsyncStream<QueueEvent> {
+    hub.subscribe()
+  }
+
+  // MARK: - Running jobs
+
+  /// Waits for the node's turn, runs `operation` in the current task, and passes the turn on.
+  func runTurn<Success>(
+    _ node: TurnNode,
+    in task: RunningTask?,
+    parentFrame: JobFrame?,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws -> Success
+  ) async throws -> Success {
+    try await waitForTurn(node)
+    guard !Task.isCancelled, node.begin(in: task ?? RunningTask.current) else {
+      await node.end()
+      finish(node.id, outcome: .cancelled)
+      throw CancellationError()
+    }
+    if slotRelease == .atStart { release(node.id) }
+    let frame = JobFrame(owner: self, jobID: node.id, parent: parentFrame)
+    let result: Result<Success, any Error>
+    do {
+      // The closure captures `isolation` so it runs on the caller's actor: without the capture
+      // it would be nonisolated and every job would hop off the caller's executor and back.
+      result = .success(
+        try await JobFrame.$current.withValue(
+          frame,
+          operation: {
+            _ = isolation
+            return try await operation()
+          },
+          isolation: isolation
+        )
+      )
+    } catch {
+      result = .failure(error)
+    }
+    await node.end()
+    finish(node.id, outcome: JobOutcome(result))
+    return try result.get()
+  }
+
+  /// Suspends until the node has its turn; cancelling the waiting task takes it out of line.
+  private func waitForTurn(
+    _ node: TurnNode,
+    isolation: isolated (any Actor)? = #isolation
+  ) async throws {
+    if node.isGranted { return }
+    try await withTaskCancellationHandler(
+      operation: {
+        _ = isolation  // stay on the caller's actor (see runTurn)
+        try await node.suspendUntilGranted()
+      },
+      onCancel: { cancel(node) },
+      isolation: isolation
+    )
+  }
+
+  private func finish(_ id: JobID, outcome: JobOutcome) {
+    let launches = update { state, wakeups, launches in
+      state.finish(id, outcome: outcome, wakeups: &wakeups, launches: &launches)
+    }
+    startRunners(for: launches)
+  }
+
+  private func release(_ id: JobID) {
+    let launches = update { state, wakeups, launches in
+      state.release(id, wakeups: &wakeups, launches: &launches)
+    }
+    startRunners(for: launches)
+  }
+
+  /// Changes the state under the lock, then runs the wakeups with no lock held, tells the idle
+  /// handler if the last job ended, and returns the detached jobs that now need a runner.
+  private func update(
+    _ body: (inout JobLineState, inout Wakeups, inout Launches) -> Void
+  ) -> Launches {
+    let hasIdleHandler = idleHandler != nil
+    let (wakeups, launches, becameIdle) = state.withLock(announcingTo: self) { state in
+      var wakeups = Wakeups()
+      var launches = Launches()
+      body(&state, &wakeups, &launches)
+      return (wakeups, launches, hasIdleHandler && state.isIdle)
+    }
+    wakeups.run()
+    if becameIdle { idleHandler?(self) }
+    return launches
+  }
+
+  private func startRunners(for launches: Launches) {
+    guard let first = launches.first else { return }
+    startRunner(with: first)
+    for job in launches.rest { startRunner(with: job) }
+  }
+
+  /// Starts a runner task for a detached job that has its turn.
+  func startRunner(with job: any RunnableJob) {
+    Task.detached(priority: job.priority) { [self] in
+      await drain(startingWith: job)
+    }
+  }
+
+  /// Runs detached jobs back to back in the current task until no detached job is left to
+  /// start here.
+  ///
+  /// The runner hands over to a fresh runner task when the next job wants another priority, or
+  /// when a job it ran was cancelled (which cancelled this task for good). Jobs beyond the first
+  /// that become startable at once (after a barrier, say) get runners of their own.
+  private func drain(startingWith first: any RunnableJob) async {
+    let task = RunningTask.current
+    var job = first
+    while true {
+      let frame = JobFrame(owner: self, jobID: job.id, parent: nil)
+      let outcome = await job.run(in: task, frame: frame)
+      let launches = update { state, wakeups, launches in
+        state.finish(job.id, outcome: outcome, wakeups: &wakeups, launches: &launches)
+      }
+      for extra in launches.rest { startRunner(with: extra) }
+      guard let nextJob = launches.first else { return }
+      if Task.isCancelled || nextJob.priority != first.priority {
+        startRunner(with: nextJob)
+        return
+      }
+      job = nextJob
+    }
+  }
+}
+
+// MARK: - JobQueueBackend
+
+extension JobQueueCore: JobQueueBackend {
+  func isRunning(_ id: JobID) -> Bool {
+    state.withLock(announcingTo: self) { $0.isRunning(id) }
+  }
+
+  var reentrantWaitError: any Error {
+    QueueError.reentrantWait(queue: name)
+  }
+
+  var detectsReentrantWaits: Bool { slotRelease == .atEnd }
+
+  func cancel(_ node: TurnNode) {
+    if node.purpose == .idleWaiter {
+      _ = update { state, wakeups, _ in state.cancelIdleWaiter(node, wakeups: &wakeups) }
+    } else {
+      cancel(.turn(node))
+    }
+  }
+
+  func cancel(_ job: any RunnableJob) {
+    cancel(.detached(job))
+  }
+
+  private func cancel(_ entry: JobLineState.Entry) {
+    let launches = update { state, wakeups, launches in
+      if !state.cancelWaiting(entry, wakeups: &wakeups, launches: &launches) {
+        state.cancelIfRunning(entry.id, wakeups: &wakeups)
+      }
+    }
+    startRunners(for: launches)
+  }
+}
