@@ -250,10 +250,8 @@ struct JobLineState {
 
   /// Requests cancellation of the entry if it is running.
   func cancelIfRunning(_ id: JobID, wakeups: inout Wakeups) {
-    if let entry = running.first(where: { $0.id == id }) ?? released.first(where: { $0.id == id })
-    {
-      entry.cancelRunning(into: &wakeups)
-    }
+    let entry = running.first { $0.id == id } ?? released.first { $0.id == id }
+    entry?.cancelRunning(into: &wakeups)
   }
 
   /// Whether the job with this identifier is running.

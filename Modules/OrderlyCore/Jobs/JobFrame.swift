@@ -35,6 +35,7 @@ final class JobFrame: Sendable {
   ///   - owner: The queue about to be waited on.
   ///   - always: Check even if the owner's jobs may wait for each other (a wait for the owner to
   ///     go idle includes the waiting job itself, so it can never end).
+  /// - Throws: The owner's `reentrantWaitError`.
   static func checkNotInside(_ owner: any JobOwner, always: Bool = false) throws {
     guard always || owner.detectsReentrantWaits else { return }
     var frame = current
