@@ -2,11 +2,11 @@ import OrderlyCore
 import OrderlyTestSupport
 import Testing
 
-@Suite("SerialQueue cancellation")
+@Suite("SerialQueue and ConcurrentQueue(limit: 1): cancellation")
 struct SerialQueueCancellationTests {
   /// A queue held busy by a job waiting at `release`, once that job is known to be running.
-  private func busyQueue(release: Gate) async throws -> SerialQueue {
-    let queue = SerialQueue(name: "busy")
+  private func busyQueue(_ kind: QueueKind, release: Gate) async throws -> TestQueue {
+    let queue = kind.make(name: "busy")
     let started = Gate()
     queue.enqueueDetached {
       started.open()
@@ -18,11 +18,12 @@ struct SerialQueueCancellationTests {
 
   @Test(
     "cancelling a pending job's handle: it never runs and its awaiter resumes at once",
-    arguments: [false, true]
+    arguments: QueueKind.allCases,
+    [false, true]
   )
-  func cancelPendingHandle(detached: Bool) async throws {
+  func cancelPendingHandle(kind: QueueKind, detached: Bool) async throws {
     let release = Gate()
-    let queue = try await busyQueue(release: release)
+    let queue = try await busyQueue(kind, release: release)
     let ran = OrderedRecorder<Int>()
     let job = detached ? queue.enqueueDetached { ran.record(1) } : queue.enqueue { ran.record(1) }
     let after = queue.enqueue { ran.record(2) }
@@ -37,10 +38,13 @@ struct SerialQueueCancellationTests {
     #expect(ran.values == [2])
   }
 
-  @Test("cancelling the task awaiting enqueueAndWait before its turn: it never runs")
-  func cancelPendingEnqueueAndWait() async throws {
+  @Test(
+    "cancelling the task awaiting enqueueAndWait before its turn: it never runs",
+    arguments: QueueKind.allCases
+  )
+  func cancelPendingEnqueueAndWait(kind: QueueKind) async throws {
     let release = Gate()
-    let queue = try await busyQueue(release: release)
+    let queue = try await busyQueue(kind, release: release)
     let ran = OrderedRecorder<Int>()
     var events = queue.events.makeAsyncIterator()
     let caller = Task { try await queue.enqueueAndWait { ran.record(1) } }
@@ -54,9 +58,12 @@ struct SerialQueueCancellationTests {
     #expect(ran.values.isEmpty)
   }
 
-  @Test("an already-cancelled caller of enqueueAndWait does not run its job")
-  func alreadyCancelledCaller() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "an already-cancelled caller of enqueueAndWait does not run its job",
+    arguments: QueueKind.allCases
+  )
+  func alreadyCancelledCaller(kind: QueueKind) async throws {
+    let queue = kind.make()
     let ran = OrderedRecorder<Int>()
     let caller = Task {
       withUnsafeCurrentTask { $0?.cancel() }
@@ -69,10 +76,11 @@ struct SerialQueueCancellationTests {
 
   @Test(
     "a running job sees Task.isCancelled when its handle is cancelled",
-    arguments: [false, true]
+    arguments: QueueKind.allCases,
+    [false, true]
   )
-  func runningJobSeesCancellation(detached: Bool) async throws {
-    let queue = SerialQueue()
+  func runningJobSeesCancellation(kind: QueueKind, detached: Bool) async throws {
+    let queue = kind.make()
     let started = Gate()
     let operation: @Sendable () async throws -> Bool = {
       started.open()
@@ -86,9 +94,12 @@ struct SerialQueueCancellationTests {
     #expect(try await job.value)
   }
 
-  @Test("the caller's cancellation reaches a running enqueueAndWait job")
-  func enqueueAndWaitSeesCallerCancellation() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "the caller's cancellation reaches a running enqueueAndWait job",
+    arguments: QueueKind.allCases
+  )
+  func enqueueAndWaitSeesCallerCancellation(kind: QueueKind) async throws {
+    let queue = kind.make()
     let started = Gate()
     let caller = Task {
       try await queue.enqueueAndWait {
@@ -102,9 +113,12 @@ struct SerialQueueCancellationTests {
     #expect(try await caller.value)
   }
 
-  @Test("cancelAll cancels the running job and every pending one; the queue stays usable")
-  func cancelAll() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "cancelAll cancels the running job and every pending one; the queue stays usable",
+    arguments: QueueKind.allCases
+  )
+  func cancelAll(kind: QueueKind) async throws {
+    let queue = kind.make()
     let started = Gate()
     let running = queue.enqueueDetached {
       started.open()
@@ -126,9 +140,12 @@ struct SerialQueueCancellationTests {
     #expect(try await queue.enqueueDetached { 100 }.value == 100)
   }
 
-  @Test("after a running detached job is cancelled, later detached jobs are not")
-  func runnerRecoversFromCancellation() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "after a running detached job is cancelled, later detached jobs are not",
+    arguments: QueueKind.allCases
+  )
+  func runnerRecoversFromCancellation(kind: QueueKind) async throws {
+    let queue = kind.make()
     let started = Gate()
     let first = queue.enqueueDetached {
       started.open()
@@ -140,10 +157,13 @@ struct SerialQueueCancellationTests {
     #expect(try await second.value == false)
   }
 
-  @Test("many cancelled pending jobs are swept from the line and the queue goes on")
-  func cancelManyPending() async throws {
+  @Test(
+    "many cancelled pending jobs are swept from the line and the queue goes on",
+    arguments: QueueKind.allCases
+  )
+  func cancelManyPending(kind: QueueKind) async throws {
     let release = Gate()
-    let queue = try await busyQueue(release: release)
+    let queue = try await busyQueue(kind, release: release)
     let ran = OrderedRecorder<Int>()
     let jobs = (0..<1_000).map { index in queue.enqueueDetached { ran.record(index) } }
     for (index, job) in jobs.enumerated() where index % 10 != 0 { job.cancel() }
@@ -153,9 +173,9 @@ struct SerialQueueCancellationTests {
     #expect(ran.values == Array(stride(from: 0, to: 1_000, by: 10)))
   }
 
-  @Test("cancelling a job that has ended does nothing")
-  func cancelAfterEnd() async throws {
-    let queue = SerialQueue()
+  @Test("cancelling a job that has ended does nothing", arguments: QueueKind.allCases)
+  func cancelAfterEnd(kind: QueueKind) async throws {
+    let queue = kind.make()
     let job = queue.enqueue { 5 }
     #expect(try await job.value == 5)
     job.cancel()

@@ -3,11 +3,11 @@ import Testing
 
 @testable import OrderlyCore
 
-@Suite("SerialQueue introspection")
+@Suite("SerialQueue and ConcurrentQueue(limit: 1): introspection")
 struct SerialQueueIntrospectionTests {
-  @Test("name, pendingCount and isIdle follow the line")
-  func counts() async throws {
-    let queue = SerialQueue(name: "inbox")
+  @Test("name, pendingCount and isIdle follow the line", arguments: QueueKind.allCases)
+  func counts(kind: QueueKind) async throws {
+    let queue = kind.make(name: "inbox")
     #expect(queue.name == "inbox")
     #expect(queue.isIdle && queue.pendingCount == 0)
     let release = Gate()
@@ -26,9 +26,12 @@ struct SerialQueueIntrospectionTests {
     #expect(queue.isIdle && queue.pendingCount == 0)
   }
 
-  @Test("waitUntilIdle returns once earlier jobs end; later jobs do not delay it")
-  func waitUntilIdleScope() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "waitUntilIdle returns once earlier jobs end; later jobs do not delay it",
+    arguments: QueueKind.allCases
+  )
+  func waitUntilIdleScope(kind: QueueKind) async throws {
+    let queue = kind.make()
     let log = OrderedRecorder<String>()
     let firstRelease = Gate()
     let laterRelease = Gate()
@@ -54,9 +57,12 @@ struct SerialQueueIntrospectionTests {
     #expect(log.values == ["first", "idle", "later"])
   }
 
-  @Test("waitUntilIdle on an idle queue returns at once; a cancelled waiter leaves at once")
-  func waitUntilIdleEdges() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "waitUntilIdle on an idle queue returns at once; a cancelled waiter leaves at once",
+    arguments: QueueKind.allCases
+  )
+  func waitUntilIdleEdges(kind: QueueKind) async throws {
+    let queue = kind.make()
     try await queue.waitUntilIdle()
     let started = Gate()
     queue.enqueueDetached {
@@ -71,9 +77,12 @@ struct SerialQueueIntrospectionTests {
     try await queue.waitUntilIdle()
   }
 
-  @Test("events report every step of every job, in order, with names and rising timestamps")
-  func eventsInOrder() async throws {
-    let queue = SerialQueue(name: "events")
+  @Test(
+    "events report every step of every job, in order, with names and rising timestamps",
+    arguments: QueueKind.allCases
+  )
+  func eventsInOrder(kind: QueueKind) async throws {
+    let queue = kind.make(name: "events")
     var iterator = queue.events.makeAsyncIterator()
     let release = Gate()
     queue.enqueueDetached(name: "a") { try await release.wait() }
@@ -103,9 +112,12 @@ struct SerialQueueIntrospectionTests {
     )
   }
 
-  @Test("two listeners each get every event; a dropped listener stops receiving")
-  func independentListeners() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "two listeners each get every event; a dropped listener stops receiving",
+    arguments: QueueKind.allCases
+  )
+  func independentListeners(kind: QueueKind) async throws {
+    let queue = kind.make()
     var first = queue.events.makeAsyncIterator()
     do {
       let dropped = queue.events
@@ -121,15 +133,18 @@ struct SerialQueueIntrospectionTests {
   }
 }
 
-@Suite("SerialQueue lifetime")
+@Suite("SerialQueue and ConcurrentQueue(limit: 1): lifetime")
 struct SerialQueueLifetimeTests {
-  @Test("dropping the last reference to a queue drops no job; its events end after the last")
-  func jobsOutliveQueueReference() async throws {
+  @Test(
+    "dropping the last reference to a queue drops no job; its events end after the last",
+    arguments: QueueKind.allCases
+  )
+  func jobsOutliveQueueReference(kind: QueueKind) async throws {
     let log = OrderedRecorder<Int>()
     let release = Gate()
     let events: AsyncStream<QueueEvent>
     do {
-      let queue = SerialQueue()
+      let queue = kind.make()
       events = queue.events
       queue.enqueueDetached { try await release.wait() }
       for index in 0..<5 {

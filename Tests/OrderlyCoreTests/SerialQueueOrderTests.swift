@@ -2,15 +2,18 @@ import OrderlyCore
 import OrderlyTestSupport
 import Testing
 
-@Suite("SerialQueue order")
+@Suite("SerialQueue and ConcurrentQueue(limit: 1): order")
 struct SerialQueueOrderTests {
-  @Test("jobs start in enqueue order and each ends before the next starts, across suspensions")
-  func startAndEndInOrder() async throws {
+  @Test(
+    "jobs start in enqueue order and each ends before the next starts, across suspensions",
+    arguments: QueueKind.allCases
+  )
+  func startAndEndInOrder(kind: QueueKind) async throws {
     struct Step: Equatable {
       let job: Int
       let isStart: Bool
     }
-    let queue = SerialQueue(name: "order")
+    let queue = kind.make(name: "order")
     let log = OrderedRecorder<Step>()
     for index in 0..<60 {
       let job: @Sendable () async -> Void = {
@@ -31,9 +34,12 @@ struct SerialQueueOrderTests {
     #expect(log.values == expected)
   }
 
-  @Test("concurrent enqueueAndWait callers run in the order their calls took their place")
-  func enqueueAndWaitOrder() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "concurrent enqueueAndWait callers run in the order their calls took their place",
+    arguments: QueueKind.allCases
+  )
+  func enqueueAndWaitOrder(kind: QueueKind) async throws {
+    let queue = kind.make()
     let events = queue.events
     let ran = OrderedRecorder<String>()
     try await withThrowingTaskGroup(of: Void.self) { group in
@@ -62,9 +68,12 @@ struct SerialQueueOrderTests {
     #expect(ran.values == enqueued)
   }
 
-  @Test("the next job waits until the running job has finished, not just suspended")
-  func nextWaitsForFinish() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "the next job waits until the running job has finished, not just suspended",
+    arguments: QueueKind.allCases
+  )
+  func nextWaitsForFinish(kind: QueueKind) async throws {
+    let queue = kind.make()
     let started = Gate()
     let release = Gate()
     let log = OrderedRecorder<Int>()
@@ -83,10 +92,13 @@ struct SerialQueueOrderTests {
     #expect(log.values == [1, 2, 3])
   }
 
-  @Test("calls from one synchronous producer keep program order for every submission kind")
+  @Test(
+    "calls from one synchronous producer keep program order for every submission kind",
+    arguments: QueueKind.allCases
+  )
   @MainActor
-  func programOrderFromMainActor() async throws {
-    let queue = SerialQueue()
+  func programOrderFromMainActor(kind: QueueKind) async throws {
+    let queue = kind.make()
     let log = OrderedRecorder<Int>()
     var handles: [QueuedTask<Void>] = []
     for index in 0..<200 {
@@ -100,9 +112,9 @@ struct SerialQueueOrderTests {
     #expect(log.values == Array(0..<200))
   }
 
-  @Test("job identifiers follow the order of the line")
-  func identifiersFollowLine() async throws {
-    let queue = SerialQueue()
+  @Test("job identifiers follow the order of the line", arguments: QueueKind.allCases)
+  func identifiersFollowLine(kind: QueueKind) async throws {
+    let queue = kind.make()
     let first = queue.enqueue { 1 }
     let second = queue.enqueueDetached { 2 }
     let third = queue.enqueue { 3 }

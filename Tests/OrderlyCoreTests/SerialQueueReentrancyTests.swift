@@ -2,14 +2,15 @@ import OrderlyCore
 import OrderlyTestSupport
 import Testing
 
-@Suite("SerialQueue reentrancy")
+@Suite("SerialQueue and ConcurrentQueue(limit: 1): reentrancy")
 struct SerialQueueReentrancyTests {
   @Test(
     "enqueueAndWait inside a job of the same queue fails at once with reentrantWait",
-    arguments: ["enqueue", "enqueueDetached", "enqueueAndWait"]
+    arguments: QueueKind.allCases,
+    ["enqueue", "enqueueDetached", "enqueueAndWait"]
   )
-  func nestedEnqueueAndWait(outer: String) async throws {
-    let queue = SerialQueue(name: "notes")
+  func nestedEnqueueAndWait(kind: QueueKind, outer: String) async throws {
+    let queue = kind.make(name: "notes")
     let inner: @Sendable () async throws -> Int = {
       try await queue.enqueueAndWait { 1 }
     }
@@ -23,9 +24,12 @@ struct SerialQueueReentrancyTests {
     #expect(try await queue.enqueueAndWait { 2 } == 2)
   }
 
-  @Test("awaiting a later job's value inside a job fails at once with reentrantWait")
-  func awaitingLaterJob() async throws {
-    let queue = SerialQueue(name: "q")
+  @Test(
+    "awaiting a later job's value inside a job fails at once with reentrantWait",
+    arguments: QueueKind.allCases
+  )
+  func awaitingLaterJob(kind: QueueKind) async throws {
+    let queue = kind.make(name: "q")
     let outcome = try await queue.enqueueAndWait { () async -> Result<Int, any Error> in
       let later = queue.enqueue { 1 }
       return await later.result
@@ -37,17 +41,23 @@ struct SerialQueueReentrancyTests {
     #expect(error as? QueueError == .reentrantWait(queue: "q"))
   }
 
-  @Test("waitUntilIdle inside a job fails at once with reentrantWait")
-  func waitUntilIdleInside() async throws {
-    let queue = SerialQueue(name: "idle")
+  @Test(
+    "waitUntilIdle inside a job fails at once with reentrantWait",
+    arguments: QueueKind.allCases
+  )
+  func waitUntilIdleInside(kind: QueueKind) async throws {
+    let queue = kind.make(name: "idle")
     await #expect(throws: QueueError.reentrantWait(queue: "idle")) {
       try await queue.enqueueDetached { try await queue.waitUntilIdle() }.value
     }
   }
 
-  @Test("fire-and-forget enqueue inside a job runs after the current job")
-  func enqueueInsideJob() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "fire-and-forget enqueue inside a job runs after the current job",
+    arguments: QueueKind.allCases
+  )
+  func enqueueInsideJob(kind: QueueKind) async throws {
+    let queue = kind.make()
     let log = OrderedRecorder<String>()
     let inner = try await queue.enqueueAndWait {
       let inner = queue.enqueue { log.record("inner") }
@@ -59,10 +69,13 @@ struct SerialQueueReentrancyTests {
     #expect(log.values == ["outer", "inner"])
   }
 
-  @Test("a job may await an earlier job that has ended, and work on another queue")
-  func legitimateWaits() async throws {
-    let queue = SerialQueue()
-    let other = SerialQueue()
+  @Test(
+    "a job may await an earlier job that has ended, and work on another queue",
+    arguments: QueueKind.allCases
+  )
+  func legitimateWaits(kind: QueueKind) async throws {
+    let queue = kind.make()
+    let other = kind.make()
     let earlier = queue.enqueue { 1 }
     let total = try await queue.enqueueAndWait {
       let fromOther = try await other.enqueueAndWait { 2 }
@@ -71,10 +84,13 @@ struct SerialQueueReentrancyTests {
     #expect(total == 3)
   }
 
-  @Test("a cycle through another queue back to the first is detected")
-  func cycleThroughAnotherQueue() async throws {
-    let first = SerialQueue(name: "first")
-    let second = SerialQueue(name: "second")
+  @Test(
+    "a cycle through another queue back to the first is detected",
+    arguments: QueueKind.allCases
+  )
+  func cycleThroughAnotherQueue(kind: QueueKind) async throws {
+    let first = kind.make(name: "first")
+    let second = kind.make(name: "second")
     await #expect(throws: QueueError.reentrantWait(queue: "first")) {
       try await first.enqueueAndWait {
         try await second.enqueueAndWait {
@@ -84,9 +100,12 @@ struct SerialQueueReentrancyTests {
     }
   }
 
-  @Test("a task started from an ended job is not mistaken for a reentrant wait")
-  func staleContext() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "a task started from an ended job is not mistaken for a reentrant wait",
+    arguments: QueueKind.allCases
+  )
+  func staleContext(kind: QueueKind) async throws {
+    let queue = kind.make()
     let proceed = Gate()
     let escaped = try await queue.enqueueAndWait {
       Task {

@@ -5,15 +5,18 @@ import Testing
 
 @Suite("SerialQueue stress", .timeLimit(.minutes(5)))
 struct SerialQueueStressTests {
-  @Test("16 producers × 10,000 jobs: every producer's order kept, nothing lost, no overlap")
-  func manyProducers() async throws {
+  @Test(
+    "16 producers × 10,000 jobs: every producer's order kept, nothing lost, no overlap",
+    arguments: QueueKind.allCases
+  )
+  func manyProducers(kind: QueueKind) async throws {
     struct Entry {
       let producer: Int
       let sequence: Int
     }
     let producers = 16
     let jobsPerProducer = 10_000
-    let queue = SerialQueue(name: "stress")
+    let queue = kind.make(name: "stress")
     let log = OrderedRecorder<Entry>()
     let overlap = OrderedRecorder<Int>()
     let active = ActiveCounter()
@@ -49,11 +52,14 @@ struct SerialQueueStressTests {
     #expect(next.allSatisfy { $0 == jobsPerProducer })
   }
 
-  @Test("1,000 rounds of random cancellation: no hang, every awaiter resumed, order kept")
-  func randomCancellation() async throws {
+  @Test(
+    "1,000 rounds of random cancellation: no hang, every awaiter resumed, order kept",
+    arguments: QueueKind.allCases
+  )
+  func randomCancellation(kind: QueueKind) async throws {
     var generator = SeededGenerator(seed: 0x0DE7_1EE7)
     for round in 0..<1_000 {
-      let queue = SerialQueue(name: "round \(round)")
+      let queue = kind.make(name: "round \(round)")
       let log = OrderedRecorder<Int>()
       let count = Int.random(in: 2...12, using: &generator)
       var handles: [QueuedTask<Int>] = []

@@ -7,7 +7,7 @@ import Testing
 actor Account {
   private(set) var balance = 0
 
-  func deposit(_ amount: Int, through queue: SerialQueue) -> QueuedTask<Int> {
+  func deposit(_ amount: Int, through queue: TestQueue) -> QueuedTask<Int> {
     queue.enqueue {
       self.assertIsolated()
       self.balance += amount
@@ -15,7 +15,7 @@ actor Account {
     }
   }
 
-  func depositAndWait(_ amount: Int, through queue: SerialQueue) async throws -> Int {
+  func depositAndWait(_ amount: Int, through queue: TestQueue) async throws -> Int {
     try await queue.enqueueAndWait {
       self.assertIsolated()
       self.balance += amount
@@ -24,11 +24,11 @@ actor Account {
   }
 }
 
-@Suite("SerialQueue submission")
+@Suite("SerialQueue and ConcurrentQueue(limit: 1): submission")
 struct SerialQueueSubmissionTests {
-  @Test("enqueue inherits the caller's actor isolation")
-  func enqueueInheritsActor() async throws {
-    let queue = SerialQueue()
+  @Test("enqueue inherits the caller's actor isolation", arguments: QueueKind.allCases)
+  func enqueueInheritsActor(kind: QueueKind) async throws {
+    let queue = kind.make()
     let account = Account()
     let first = await account.deposit(5, through: queue)
     let second = await account.deposit(7, through: queue)
@@ -36,10 +36,10 @@ struct SerialQueueSubmissionTests {
     #expect(try await second.value == 12)
   }
 
-  @Test("enqueue from the main actor runs the job on the main actor")
+  @Test("enqueue from the main actor runs the job on the main actor", arguments: QueueKind.allCases)
   @MainActor
-  func enqueueInheritsMainActor() async throws {
-    let queue = SerialQueue()
+  func enqueueInheritsMainActor(kind: QueueKind) async throws {
+    let queue = kind.make()
     var counter = 0
     let job = queue.enqueue {
       MainActor.assertIsolated()
@@ -49,9 +49,12 @@ struct SerialQueueSubmissionTests {
     #expect(try await job.value == 1)
   }
 
-  @Test("enqueue inherits task-local values and priority; enqueueDetached inherits neither")
-  func inheritance() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "enqueue inherits task-local values and priority; enqueueDetached inherits neither",
+    arguments: QueueKind.allCases
+  )
+  func inheritance(kind: QueueKind) async throws {
+    let queue = kind.make()
     let (attached, detached) = await Task(priority: .high) {
       Trace.$label.withValue("outer") {
         (
@@ -67,18 +70,21 @@ struct SerialQueueSubmissionTests {
     #expect(detachedLabel == nil)
   }
 
-  @Test("enqueueDetached honours an explicit priority")
-  func detachedPriority() async throws {
-    let queue = SerialQueue()
+  @Test("enqueueDetached honours an explicit priority", arguments: QueueKind.allCases)
+  func detachedPriority(kind: QueueKind) async throws {
+    let queue = kind.make()
     let low = queue.enqueueDetached(priority: .low) { Task.currentPriority }
     let high = queue.enqueueDetached(priority: .high) { Task.currentPriority }
     #expect(try await low.value == .low)
     #expect(try await high.value >= .high)
   }
 
-  @Test("enqueueAndWait runs in the caller's task: its task-local values and isolation")
-  func enqueueAndWaitInCallersTask() async throws {
-    let queue = SerialQueue()
+  @Test(
+    "enqueueAndWait runs in the caller's task: its task-local values and isolation",
+    arguments: QueueKind.allCases
+  )
+  func enqueueAndWaitInCallersTask(kind: QueueKind) async throws {
+    let queue = kind.make()
     let label = try await Trace.$label.withValue("caller") {
       try await queue.enqueueAndWait { Trace.label }
     }
@@ -88,10 +94,13 @@ struct SerialQueueSubmissionTests {
     #expect(try await account.depositAndWait(4, through: queue) == 7)
   }
 
-  @Test("uncontended enqueueAndWait runs without suspending: no other main-actor job slips in")
+  @Test(
+    "uncontended enqueueAndWait runs without suspending: no other main-actor job slips in",
+    arguments: QueueKind.allCases
+  )
   @MainActor
-  func enqueueAndWaitDoesNotHop() async throws {
-    let queue = SerialQueue()
+  func enqueueAndWaitDoesNotHop(kind: QueueKind) async throws {
+    let queue = kind.make()
     var interleaved = false
     // Queued on the main actor before the call: it can only run if the call suspends.
     let other = Task { @MainActor in interleaved = true }
@@ -105,20 +114,20 @@ struct SerialQueueSubmissionTests {
     #expect(interleaved)
   }
 
-  @Test("enqueueAndWait returns a non-Sendable result to the caller")
-  func nonSendableResult() async throws {
+  @Test("enqueueAndWait returns a non-Sendable result to the caller", arguments: QueueKind.allCases)
+  func nonSendableResult(kind: QueueKind) async throws {
     final class Box {
       var value = 1
     }
-    let queue = SerialQueue()
+    let queue = kind.make()
     let box = try await queue.enqueueAndWait { Box() }
     box.value += 1
     #expect(box.value == 2)
   }
 
-  @Test("a handle is Hashable by job and reports its name")
-  func handleIdentity() async throws {
-    let queue = SerialQueue()
+  @Test("a handle is Hashable by job and reports its name", arguments: QueueKind.allCases)
+  func handleIdentity(kind: QueueKind) async throws {
+    let queue = kind.make()
     let first = queue.enqueue(name: "first") { 1 }
     let second = queue.enqueueDetached(name: "second") { 2 }
     #expect(first == first)
@@ -131,17 +140,18 @@ struct SerialQueueSubmissionTests {
   }
 }
 
-@Suite("SerialQueue errors")
+@Suite("SerialQueue and ConcurrentQueue(limit: 1): errors")
 struct QueueErrorTests {
   @Test(
     "an error thrown by a job reaches its awaiter unchanged and the queue goes on",
-    arguments: ["enqueue", "enqueueDetached", "enqueueAndWait"]
+    arguments: QueueKind.allCases,
+    ["enqueue", "enqueueDetached", "enqueueAndWait"]
   )
-  func errorsReachAwaiter(kind: String) async throws {
-    let queue = SerialQueue()
+  func errorsReachAwaiter(kind: QueueKind, submission: String) async throws {
+    let queue = kind.make()
     let failing: @Sendable () async throws -> Int = { throw TestError(code: 42) }
     await #expect(throws: TestError(code: 42)) {
-      switch kind {
+      switch submission {
       case "enqueue": _ = try await queue.enqueue(operation: failing).value
       case "enqueueDetached": _ = try await queue.enqueueDetached(operation: failing).value
       default: _ = try await queue.enqueueAndWait(operation: failing)
@@ -151,9 +161,9 @@ struct QueueErrorTests {
     #expect(try await queue.enqueueDetached { 8 }.value == 8)
   }
 
-  @Test("a failed job's result is the same error value")
-  func resultCarriesError() async throws {
-    let queue = SerialQueue()
+  @Test("a failed job's result is the same error value", arguments: QueueKind.allCases)
+  func resultCarriesError(kind: QueueKind) async throws {
+    let queue = kind.make()
     let job = queue.enqueueDetached { () throws -> Int in throw TestError(code: 3) }
     guard case .failure(let error) = await job.result else {
       Issue.record("expected a failure")

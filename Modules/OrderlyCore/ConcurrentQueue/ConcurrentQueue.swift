@@ -1,0 +1,231 @@
+/// A queue that admits jobs in the order they were enqueued and runs up to `limit` of them at
+/// once, with barriers that run alone.
+///
+/// Jobs *start* in enqueue order (FIFO admission): a job starts when fewer than ``limit`` jobs
+/// run and every job enqueued before it has started. They may *end* in any order. A barrier,
+/// enqueued with ``enqueueBarrier(name:priority:isolation:operation:)``, waits for the running
+/// jobs to end, runs alone, and then lets the line go on. With `limit: 1` the queue behaves
+/// exactly like a ``SerialQueue``: the same engine runs both.
+///
+/// ```swift
+/// let downloads = ConcurrentQueue(name: "downloads", limit: 4)
+/// for url in urls {
+///   downloads.enqueue { try await fetch(url) }   // at most 4 at once, started in order
+/// }
+/// downloads.enqueueBarrier { try await index.rebuild() }  // after those, alone
+/// try await downloads.waitUntilIdle()
+/// ```
+///
+/// Submission, cancellation and events work as on ``SerialQueue``: ``enqueue(name:priority:isolation:operation:)``
+/// runs a job like `Task { }`, ``enqueueDetached(name:priority:operation:)`` like
+/// `Task.detached { }` without a task per job, and ``enqueueAndWait(name:isolation:operation:)``
+/// in the caller's task. A pending job that is cancelled leaves the line at once and its awaiter
+/// resumes with `CancellationError`; a running job sees `Task.isCancelled`.
+///
+/// ## Limit
+///
+/// Change the limit while the queue runs with ``setLimit(_:)``. Raising it starts waiting jobs
+/// at once; lowering it stops nothing that runs, and the next job starts once fewer than the new
+/// limit run. A limit of 0 pauses the queue: jobs wait until it is raised.
+///
+/// ## Reentrancy
+///
+/// A job that waits for work on its own queue may deadlock (when every slot is held by such a
+/// job, or behind a barrier), so it throws ``QueueError/reentrantWait(queue:)`` at once, for any
+/// limit, as on a ``SerialQueue``. Enqueuing without waiting from inside a job is fine.
+///
+/// ## Lifetime
+///
+/// Dropping the last reference to a queue drops no job: enqueued jobs still run, in order.
+public final class ConcurrentQueue: Sendable {
+  /// The queue's name, used in its events and errors.
+  public var name: String { core.name }
+
+  let core: JobQueueCore
+
+  /// Creates an empty, idle queue.
+  ///
+  /// - Precondition: `limit` is 0 or more. A negative limit is a programming error that stops
+  ///   the program with a message saying so.
+  /// - Parameters:
+  ///   - name: A name for events and error messages.
+  ///   - limit: How many jobs may run at once; 1 makes a serial queue, 0 a paused one.
+  public init(name: String = "ConcurrentQueue", limit: Int) {
+    Self.checkLimit(limit)
+    core = JobQueueCore(name: name, limit: limit)
+  }
+
+  /// How many jobs may run at once.
+  public var limit: Int { core.limit }
+
+  /// Changes how many jobs may run at once, while the queue runs.
+  ///
+  /// Raising the limit starts waiting jobs at once, in order. Lowering it cancels and pauses
+  /// nothing that runs: the next job starts once fewer than `newLimit` jobs run. A limit of 0
+  /// pauses the queue.
+  ///
+  /// - Precondition: `newLimit` is 0 or more.
+  /// - Parameter newLimit: The new limit.
+  public func setLimit(_ newLimit: Int) {
+    Self.checkLimit(newLimit)
+    core.setLimit(newLimit)
+  }
+
+  private static func checkLimit(_ limit: Int) {
+    precondition(
+      limit >= 0,
+      "ConcurrentQueue limit must be 0 or more (0 pauses the queue, 1 makes it serial); got \(limit)"
+    )
+  }
+
+  // MARK: - Submitting work
+
+  /// Enqueues a job that runs like `Task { }`, once every earlier job has started and a slot
+  /// is free.
+  ///
+  /// Callable from synchronous code. The job runs in a new task that inherits the caller's
+  /// priority, task-local values and actor isolation, as `Task { }` does.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority of the job's task; `nil` inherits the caller's.
+  ///   - isolation: The actor the job runs on; leave the default, the caller's isolation.
+  ///   - operation: The job's work.
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  public func enqueue<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    @_inheritActorContext operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    core.enqueue(name: name, priority: priority, isolation: isolation, operation: operation)
+  }
+
+  /// Enqueues a job that runs like `Task.detached { }`, once every earlier job has started and a
+  /// slot is free.
+  ///
+  /// No task is created per job: runner tasks, one per busy slot, run detached jobs back to back.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority to run the job at; `nil` for the default.
+  ///   - operation: The job's work.
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  public func enqueueDetached<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    core.enqueueDetached(name: name, priority: priority, operation: operation)
+  }
+
+  /// Waits for this job's turn and a free slot, then runs it in the caller's task.
+  ///
+  /// - Important: Calling this from inside a job of the same queue throws
+  ///   ``QueueError/reentrantWait(queue:)`` at once (see Reentrancy above).
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - isolation: The caller's isolation; leave the default.
+  ///   - operation: The job's work.
+  /// - Returns: What `operation` returned.
+  /// - Throws: What `operation` threw, unchanged; `CancellationError` if the caller's task was
+  ///   cancelled before the job started; ``QueueError`` on a reentrant wait.
+  public func enqueueAndWait<Success>(
+    name: String? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws -> Success
+  ) async throws -> Success {
+    try await core.enqueueAndWait(name: name, isolation: isolation, operation: operation)
+  }
+
+  /// Enqueues a barrier: a job that waits for every running job to end, runs alone, and then
+  /// lets the jobs behind it start.
+  ///
+  /// Like ``enqueue(name:priority:isolation:operation:)``, it runs in a new task that inherits
+  /// the caller's context. Jobs enqueued after the barrier do not start before it ends, even if
+  /// slots are free.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the barrier, shown in ``events``.
+  ///   - priority: The priority of its task; `nil` inherits the caller's.
+  ///   - isolation: The actor it runs on; leave the default, the caller's isolation.
+  ///   - operation: The barrier's work.
+  /// - Returns: A handle to await or cancel the barrier. A barrier cancelled before it starts
+  ///   leaves the line and the jobs behind it go on.
+  @discardableResult
+  public func enqueueBarrier<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    @_inheritActorContext operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    core.enqueue(
+      name: name,
+      priority: priority,
+      isBarrier: true,
+      isolation: isolation,
+      operation: operation
+    )
+  }
+
+  /// Enqueues a barrier and runs it in the caller's task once it has the queue to itself.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the barrier, shown in ``events``.
+  ///   - isolation: The caller's isolation; leave the default.
+  ///   - operation: The barrier's work.
+  /// - Returns: What `operation` returned.
+  /// - Throws: What `operation` threw; `CancellationError` if the caller's task was cancelled
+  ///   before the barrier started; ``QueueError`` when called from inside a job of this queue.
+  public func enqueueBarrierAndWait<Success>(
+    name: String? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws -> Success
+  ) async throws -> Success {
+    try await core.enqueueAndWait(
+      name: name,
+      isBarrier: true,
+      isolation: isolation,
+      operation: operation
+    )
+  }
+
+  // MARK: - Control and introspection
+
+  /// Cancels every running job and every pending one; the queue stays usable.
+  ///
+  /// Pending jobs leave the line at once and their awaiters resume with `CancellationError`;
+  /// running jobs see `Task.isCancelled`. Jobs enqueued after this call run as usual.
+  public func cancelAll() {
+    core.cancelAll()
+  }
+
+  /// The number of jobs waiting to start.
+  public var pendingCount: Int { core.pendingCount }
+
+  /// The number of jobs running now.
+  public var runningCount: Int { core.runningCount }
+
+  /// Whether no job is running or waiting.
+  public var isIdle: Bool { core.isIdle }
+
+  /// Returns once every job enqueued before this call has ended.
+  ///
+  /// Jobs enqueued after the call do not delay it. It returns at once when the queue is idle.
+  ///
+  /// - Parameter isolation: The caller's isolation; leave the default.
+  /// - Throws: `CancellationError` if the waiting task is cancelled (the jobs are not);
+  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue.
+  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
+    try await core.waitUntilIdle(isolation: isolation)
+  }
+
+  /// A sequence of everything that happens to this queue's jobs from now on, in order.
+  ///
+  /// The same as ``SerialQueue/events``: one independent listener per read, buffered without
+  /// limit, ended when the queue and its last job are freed.
+  public var events: AsyncStream<QueueEvent> { core.events }
+}
