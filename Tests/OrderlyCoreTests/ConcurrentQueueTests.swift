@@ -199,7 +199,9 @@ struct ConcurrentQueueTests {
   func cancelAll() async throws {
     let queue = ConcurrentQueue(limit: 2)
     let running = (0..<2).map { _ in queue.enqueue { try await Gate().wait() } }
-    let pending = (0..<3).map { _ in queue.enqueueDetached { () -> Void in Issue.record("a pending job ran") } }
+    let pending = (0..<3).map { _ in
+      queue.enqueueDetached { () -> Void in Issue.record("a pending job ran") }
+    }
     while queue.runningCount < 2 { await Task.yield() }
     queue.cancelAll()
     for job in running + pending { #expect(await endsCancelled(job)) }
