@@ -3,7 +3,7 @@ import OrderlyTestSupport
 import Synchronization
 import Testing
 
-@Suite("SerialQueue stress", .timeLimit(.minutes(5)))
+@Suite("SerialQueue and ConcurrentQueue(limit: 1): stress", .timeLimit(.minutes(5)))
 struct SerialQueueStressTests {
   @Test(
     "16 producers × 10,000 jobs: every producer's order kept, nothing lost, no overlap",

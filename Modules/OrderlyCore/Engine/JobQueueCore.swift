@@ -167,7 +167,7 @@ final class JobQueueCore: Sendable {
   func waitUntilIdle(isolation: isolated (any Actor)?) async throws {
     // The waiting job would be one of the jobs waited for: it could never return.
     try JobFrame.checkNotInside(self, always: true)
-    let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .idleWaiter)
+    let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .waiter)
     guard state.withLock(announcingTo: self, { $0.admitIdleWaiter(node) }) else { return }
     try await waitForTurn(node)
   }
@@ -317,7 +317,7 @@ extension JobQueueCore: JobQueueBackend {
   var detectsReentrantWaits: Bool { slotRelease == .atEnd }
 
   func cancel(_ node: TurnNode) {
-    if node.purpose == .idleWaiter {
+    if node.purpose == .waiter {
       _ = update { state, wakeups, _ in state.cancelIdleWaiter(node, wakeups: &wakeups) }
     } else {
       cancel(.turn(node))

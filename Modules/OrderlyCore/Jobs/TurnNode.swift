@@ -11,8 +11,9 @@ final class TurnNode: PinnedJob {
   enum Purpose: Sendable {
     /// A job: it holds the queue while it runs and calls `finish` when it ends.
     case job
-    /// A `waitUntilIdle` waiter: it is resumed when its turn comes and holds nothing.
-    case idleWaiter
+    /// A waiter (for `waitUntilIdle`, or a semaphore's permit): it is resumed when its turn
+    /// comes and holds no place in a queue.
+    case waiter
   }
 
   private struct State {

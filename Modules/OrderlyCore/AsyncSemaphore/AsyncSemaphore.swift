@@ -1,0 +1,128 @@
+import DequeModule
+import Synchronization
+
+/// A counting semaphore for Swift concurrency: tasks wait for a permit without blocking a thread,
+/// in strict first-come, first-served order.
+///
+/// ```swift
+/// let connections = AsyncSemaphore(value: 4)
+/// let page = try await connections.withPermit { try await fetch(url) }  // at most 4 at once
+/// ```
+///
+/// ## Fairness
+///
+/// Waiters get permits in the order they called ``wait(isolation:)``. A released permit goes
+/// straight to the first waiter; a task arriving later cannot take it first, even if it arrives
+/// between the release and the waiter's resumption.
+///
+/// ## Cancellation
+///
+/// A task cancelled while it waits leaves the line at once and ``wait(isolation:)`` throws
+/// `CancellationError` without taking a permit. A task cancelled before it calls `wait` throws
+/// at once too. A task that was given a permit before it was cancelled keeps it, and must
+/// ``signal()`` it back (``withPermit(isolation:operation:)`` does).
+public final class AsyncSemaphore: Sendable {
+  private struct State {
+    var permits: Int
+    var waiters = Deque<TurnNode>()
+    /// Cancelled waiters still in `waiters`, skipped when they reach the head.
+    var tombstones = 0
+  }
+
+  private let state: Mutex<State>
+
+  /// Creates a semaphore with `value` permits.
+  ///
+  /// - Precondition: `value` is 0 or more; a negative value stops the program with a message
+  ///   saying so.
+  /// - Parameter value: The number of permits available at first; 0 makes every `wait` wait
+  ///   for a `signal`.
+  public init(value: Int) {
+    precondition(value >= 0, "AsyncSemaphore value must be 0 or more; got \(value)")
+    state = Mutex(State(permits: value))
+  }
+
+  /// Permits available now, without waiting.
+  public var availablePermits: Int {
+    state.withLock(announcingTo: self) { $0.permits }
+  }
+
+  /// Tasks waiting for a permit now.
+  public var waiterCount: Int {
+    state.withLock(announcingTo: self) { $0.waiters.count - $0.tombstones }
+  }
+
+  /// Takes a permit, waiting in line for one if none is available.
+  ///
+  /// - Parameter isolation: The caller's isolation; leave the default.
+  /// - Throws: `CancellationError` if the task is cancelled before or while it waits; it then
+  ///   holds no permit and must not call ``signal()`` for this wait.
+  public func wait(isolation: isolated (any Actor)? = #isolation) async throws {
+    try Task.checkCancellation()
+    let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .waiter)
+    let mustWait = state.withLock(announcingTo: self) { state -> Bool in
+      // Permits are only ever left over when nobody waits, so taking one cannot jump the line.
+      if state.permits > 0 {
+        state.permits -= 1
+        return false
+      }
+      state.waiters.append(node)
+      return true
+    }
+    guard mustWait else { return }
+    try await withTaskCancellationHandler(
+      operation: {
+        _ = isolation  // stay on the caller's actor
+        try await node.suspendUntilGranted()
+      },
+      onCancel: { leaveLine(node) },
+      isolation: isolation
+    )
+  }
+
+  /// Returns a permit: the first waiter gets it, or it becomes available.
+  public func signal() {
+    let wakeups = state.withLock(announcingTo: self) { state in
+      var wakeups = Wakeups()
+      while let node = state.waiters.popFirst() {
+        if node.grant(into: &wakeups) { return wakeups }
+        state.tombstones -= 1
+      }
+      state.permits += 1
+      return wakeups
+    }
+    wakeups.run()
+  }
+
+  /// Runs `operation` holding a permit, and returns the permit when it ends, however it ends.
+  ///
+  /// - Parameters:
+  ///   - isolation: The caller's isolation; leave the default.
+  ///   - operation: The work to run under the permit.
+  /// - Returns: What `operation` returned.
+  /// - Throws: `CancellationError` if the task is cancelled before it gets a permit (the
+  ///   operation then does not run); otherwise what `operation` threw.
+  public func withPermit<Result>(
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws -> Result
+  ) async throws -> Result {
+    try await wait()
+    defer { signal() }
+    return try await operation()
+  }
+
+  private func leaveLine(_ node: TurnNode) {
+    let wakeups = state.withLock(announcingTo: self) { state in
+      var wakeups = Wakeups()
+      guard node.cancelWaiting(into: &wakeups) else { return wakeups }
+      state.tombstones += 1
+      // Sweeping is O(n) and follows n/2 cancellations: amortized O(1) per cancel.
+      if state.tombstones > 64, state.tombstones * 2 > state.waiters.count {
+        state.waiters.removeAll { $0.isCancelledWhileWaiting }
+        state.tombstones = 0
+      }
+      return wakeups
+    }
+    wakeups.run()
+  }
+}
