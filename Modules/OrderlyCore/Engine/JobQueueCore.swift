@@ -167,8 +167,21 @@ final class JobQueueCore: Sendable {
   func waitUntilIdle(isolation: isolated (any Actor)?) async throws {
     // The waiting job would be one of the jobs waited for: it could never return.
     try JobFrame.checkNotInside(self, always: true)
+    guard let node = admitIdleWaiter() else { return }
+    try await waitForIdle(node)
+  }
+
+  /// Registers a waiter for every job enqueued so far to end.
+  ///
+  /// - Returns: The waiter to pass to ``waitForIdle(_:isolation:)``, or `nil` if the queue is
+  ///   idle.
+  func admitIdleWaiter() -> TurnNode? {
     let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .waiter)
-    guard state.withLock(announcingTo: self, { $0.admitIdleWaiter(node) }) else { return }
+    return state.withLock(announcingTo: self) { $0.admitIdleWaiter(node) } ? node : nil
+  }
+
+  /// Suspends until the jobs an idle waiter counts have ended; cancelling the task removes it.
+  func waitForIdle(_ node: TurnNode, isolation: isolated (any Actor)? = #isolation) async throws {
     try await waitForTurn(node)
   }
 

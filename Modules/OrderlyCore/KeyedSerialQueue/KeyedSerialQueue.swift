@@ -1,0 +1,248 @@
+import Synchronization
+
+/// A serial line per key: jobs for one key run one at a time in enqueue order, jobs for
+/// different keys run concurrently, optionally under a global limit.
+///
+/// Use it where each entity needs its own ``SerialQueue`` (saves to one document, messages to
+/// one chat, requests for one account) without creating and keeping a queue per entity.
+///
+/// ```swift
+/// let saves = KeyedSerialQueue<Document.ID>(name: "saves", limit: 8)
+/// saves.enqueue(forKey: document.id) { try await store.save(document) }  // in order per id
+/// ```
+///
+/// Each key's line has the guarantees of a ``SerialQueue``: FIFO, each job ends before the next
+/// of the same key starts, cancellation of pending jobs in O(1), and a job that waits on its own
+/// key's line throws ``QueueError/reentrantWait(queue:)``.
+///
+/// ## Storage
+///
+/// A key's line exists only while it has a job running or waiting; it is freed when its last
+/// job ends. A million distinct keys used one after another never hold more than the lines busy
+/// at the time.
+///
+/// ## Global limit
+///
+/// With a `limit`, at most that many jobs run at once across all keys, admitted first come,
+/// first served by an ``AsyncSemaphore``. A job that has its key's turn but waits for a global
+/// slot already holds its key's line (its `started` event is sent when it gets its key's turn).
+/// A job that waits on another key's line while holding a global slot can deadlock if every
+/// slot is held that way: avoid waiting across keys under a limit.
+public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
+  /// The queue's name; a key's line reports events as `name[key]`.
+  public let name: String
+  /// How many jobs may run at once across all keys, or `nil` for no limit.
+  public let limit: Int?
+
+  private let lines = Mutex<[Key: JobQueueCore]>([:])
+  private let hub = EventHub()
+  private let permits: AsyncSemaphore?
+
+  /// Creates an empty queue.
+  ///
+  /// - Precondition: `limit`, if given, is 1 or more.
+  /// - Parameters:
+  ///   - name: A name for events and error messages.
+  ///   - limit: How many jobs may run at once across all keys; `nil` for no limit.
+  public init(name: String = "KeyedSerialQueue", limit: Int? = nil) {
+    if let limit {
+      precondition(limit >= 1, "KeyedSerialQueue limit must be 1 or more, or nil; got \(limit)")
+    }
+    self.name = name
+    self.limit = limit
+    self.permits = limit.map { AsyncSemaphore(value: $0) }
+  }
+
+  // MARK: - Submitting work
+
+  /// Enqueues a job for `key` that runs like `Task { }`, after every job enqueued for the same
+  /// key before it has ended.
+  ///
+  /// - Parameters:
+  ///   - key: The line to join.
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority of the job's task; `nil` inherits the caller's.
+  ///   - isolation: The actor the job runs on; leave the default, the caller's isolation.
+  ///   - operation: The job's work.
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  public func enqueue<Success: Sendable>(
+    forKey key: Key,
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    @_inheritActorContext operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    let (core, node) = admitTurn(forKey: key, named: name)
+    if let permits {
+      return core.makeTask(for: node, priority: priority, isolation: isolation) {
+        _ = isolation
+        return try await permits.withPermit(operation: operation)
+      }
+    }
+    return core.makeTask(for: node, priority: priority, isolation: isolation, operation: operation)
+  }
+
+  /// Enqueues a job for `key` that runs like `Task.detached { }`, after every job enqueued for
+  /// the same key before it has ended.
+  ///
+  /// No task is created per job: each busy key's runner task runs its detached jobs back to
+  /// back.
+  ///
+  /// - Parameters:
+  ///   - key: The line to join.
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority to run the job at; `nil` for the default.
+  ///   - operation: The job's work.
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  public func enqueueDetached<Success: Sendable>(
+    forKey key: Key,
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    operation: sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    let job: DetachedJob<Success>
+    if let permits {
+      job = DetachedJob(name: name, priority: priority) {
+        try await permits.withPermit(operation: operation)
+      }
+    } else {
+      job = DetachedJob(name: name, priority: priority, operation: operation)
+    }
+    let (core, startsNow) = lines.withLock(announcingTo: self) { lines in
+      let core = line(forKey: key, in: &lines)
+      return (core, core.admit(job))
+    }
+    if startsNow { core.startRunner(with: job) }
+    return QueuedTask(backing: .detached(job), owner: core)
+  }
+
+  /// Waits for this job's turn on `key`'s line, then runs it in the caller's task.
+  ///
+  /// - Parameters:
+  ///   - key: The line to join.
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - isolation: The caller's isolation; leave the default.
+  ///   - operation: The job's work.
+  /// - Returns: What `operation` returned.
+  /// - Throws: What `operation` threw; `CancellationError` if the caller's task was cancelled
+  ///   before the job started; ``QueueError/reentrantWait(queue:)`` if called from inside a job
+  ///   of the same key.
+  public func enqueueAndWait<Success>(
+    forKey key: Key,
+    name: String? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws -> Success
+  ) async throws -> Success {
+    if let core = lines.withLock(announcingTo: self, { $0[key] }) {
+      try JobFrame.checkNotInside(core)
+    }
+    try Task.checkCancellation()
+    let (core, node) = admitTurn(forKey: key, named: name)
+    return try await core.runTurn(
+      node,
+      in: RunningTask.current,
+      parentFrame: JobFrame.current
+    ) {
+      _ = isolation
+      if let permits { return try await permits.withPermit(operation: operation) }
+      return try await operation()
+    }
+  }
+
+  private func admitTurn(forKey key: Key, named name: String?) -> (JobQueueCore, TurnNode) {
+    lines.withLock(announcingTo: self) { lines in
+      let core = line(forKey: key, in: &lines)
+      return (core, core.admitTurn(named: name))
+    }
+  }
+
+  /// The key's line, created if the key has none.
+  ///
+  /// Called under the lock.
+  private func line(forKey key: Key, in lines: inout [Key: JobQueueCore]) -> JobQueueCore {
+    if let core = lines[key] { return core }
+    let core = JobQueueCore(
+      name: "\(name)[\(key)]",
+      limit: 1,
+      events: hub,
+      idleHandler: { [weak self] core in self?.freeLine(forKey: key, ifIdle: core) }
+    )
+    lines[key] = core
+    return core
+  }
+
+  /// Forgets a key's line once its last job has ended, unless a job joined it meanwhile.
+  private func freeLine(forKey key: Key, ifIdle core: JobQueueCore) {
+    lines.withLock(announcingTo: self) { lines in
+      if lines[key] === core, core.isIdle { lines[key] = nil }
+    }
+  }
+
+  // MARK: - Control and introspection
+
+  /// Cancels every running and pending job of every key; the queue stays usable.
+  public func cancelAll() {
+    for core in lines.withLock(announcingTo: self, { Array($0.values) }) { core.cancelAll() }
+  }
+
+  /// Cancels the running and pending jobs of one key.
+  ///
+  /// - Parameter key: The key whose jobs to cancel.
+  public func cancelAll(forKey key: Key) {
+    lines.withLock(announcingTo: self) { $0[key] }?.cancelAll()
+  }
+
+  /// The number of jobs waiting for their turn on `key`'s line.
+  ///
+  /// - Parameter key: The key to look at.
+  /// - Returns: The pending count; 0 if the key has no line.
+  public func pendingCount(forKey key: Key) -> Int {
+    lines.withLock(announcingTo: self) { $0[key] }?.pendingCount ?? 0
+  }
+
+  /// Whether a job for `key` is running or waiting.
+  ///
+  /// - Parameter key: The key to look at.
+  /// - Returns: `true` while the key has a line.
+  public func isBusy(forKey key: Key) -> Bool {
+    !(lines.withLock(announcingTo: self) { $0[key] }?.isIdle ?? true)
+  }
+
+  /// The number of keys with a job running or waiting; each has one line in memory.
+  public var busyKeyCount: Int {
+    lines.withLock(announcingTo: self) { $0.count }
+  }
+
+  /// Whether no job of any key is running or waiting.
+  public var isIdle: Bool { busyKeyCount == 0 }
+
+  /// Returns once every job enqueued before this call, for any key, has ended.
+  ///
+  /// - Parameter isolation: The caller's isolation; leave the default.
+  /// - Throws: `CancellationError` if the waiting task is cancelled (the jobs are not);
+  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue.
+  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
+    let cores = lines.withLock(announcingTo: self) { Array($0.values) }
+    for core in cores { try JobFrame.checkNotInside(core, always: true) }
+    // Registered in one locked section, so jobs enqueued after this call delay no waiter.
+    let waiters = lines.withLock(announcingTo: self) { lines in
+      lines.values.compactMap { core in core.admitIdleWaiter().map { (core, $0) } }
+    }
+    for (index, (core, node)) in waiters.enumerated() {
+      do {
+        try await core.waitForIdle(node)
+      } catch {
+        for (otherCore, otherNode) in waiters[(index + 1)...] { otherCore.cancel(otherNode) }
+        throw error
+      }
+    }
+  }
+
+  /// A sequence of everything that happens to this queue's jobs, for every key, from now on.
+  ///
+  /// Events of one key arrive in the order they happened; a key's line reports as
+  /// `name[key]` in ``QueueEvent/queueName``. Otherwise as ``SerialQueue/events``.
+  public var events: AsyncStream<QueueEvent> { hub.subscribe() }
+}
