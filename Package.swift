@@ -9,7 +9,8 @@ let package = Package(
     .library(name: "OrderlyTestSupport", targets: ["OrderlyTestSupport"]),
   ],
   dependencies: [
-    .package(url: "https://github.com/apple/swift-collections", from: "1.6.0")
+    .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
+    .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
   ],
   targets: []
 )
@@ -53,6 +54,16 @@ let examples: [(name: String, dependencies: [Target.Dependency])] = [
   ("serial-queue", ["OrderlyCore", "OrderlyExampleSupport"]),
   ("deadlock-detection", ["OrderlyCore"]),
   ("task-chaining", ["OrderlyExampleSupport"]),
+  ("fifo-vs-actor-queue", ["OrderlyCore"]),
+  ("main-actor-queue", ["OrderlyCore"]),
+  ("bounded-concurrency", ["OrderlyCore"]),
+  (
+    "async-channel-pipeline",
+    ["OrderlyCore", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")]
+  ),
+  ("keyed-serial-queue", ["OrderlyCore"]),
+  ("barrier", ["OrderlyCore"]),
+  ("cancellation", ["OrderlyCore"]),
 ]
 
 // A hyphenated target name builds a module with underscores (`serial_queue`); the executable

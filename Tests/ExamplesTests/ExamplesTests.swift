@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @Suite("Examples", .serialized)
@@ -59,6 +60,102 @@ struct ExamplesTests {
     #expect(timeline(of: output).prefix(14) == sequentialTimeline[...])
     #expect(output.contains("Verdict: in order"))
     #expect(output.contains("task 9 threw, nobody heard, task 10 ran (1 entry)"))
+  }
+
+  @Test("fifo-vs-actor-queue: both queues keep the counter in order; starts vs ends differ")
+  func fifoVersusActorQueue() throws {
+    let output = try runExample("fifo-vs-actor-queue")
+    #expect(output.contains("ActorQueue<Counter>:      100 calls, in order"))
+    #expect(output.contains("SerialQueue (FIFO):       100 calls, in order"))
+    #expect(output.contains("Task {} to the actor:     100 calls, "))
+    #expect(
+      output.contains("ActorQueue:  job 1 starts, job 2 starts, job 2 ends, job 1 ends")
+    )
+    #expect(
+      output.contains("SerialQueue: job 1 starts, job 1 ends, job 2 starts, job 2 ends")
+    )
+  }
+
+  @Test("main-actor-queue: messages shown in arrival order; a job may wait on its own queue")
+  func mainActorQueue() throws {
+    let output = try runExample("main-actor-queue")
+    #expect(
+      output.contains(
+        "MainActorQueue shows:           1 2 3 4 5 6 7 8 9 10 11 12 ...\n    in order"
+      )
+    )
+    #expect(
+      output.contains(
+        "job 1 starts\n  job 2 runs\n  job 1 waits on its own queue: no deadlock\n  job 1 ends"
+      )
+    )
+  }
+
+  @Test("bounded-concurrency: at most 4 at once both ways; the queue starts in order")
+  func boundedConcurrency() throws {
+    let output = try runExample("bounded-concurrency")
+    #expect(output.components(separatedBy: "downloaded 78 KiB; at most 4 at once").count == 3)
+    #expect(
+      output.contains(
+        "ConcurrentQueue(limit: 4):\n  downloaded 78 KiB; at most 4 at once\n  start order: in order"
+      )
+    )
+    #expect(output.contains("results, in enqueue order: 1K 2K 3K 4K 5K 6K 7K 8K 9K 10K 11K 12K"))
+    #expect(output.contains("serial: limit 1"))
+  }
+
+  @Test("async-channel-pipeline: both pipelines save in order; the cancelled file is skipped")
+  func asyncChannelPipeline() throws {
+    let output = try runExample("async-channel-pipeline")
+    let all = "saved in order: 0.jpg 1.jpg 2.jpg 3.jpg 4.jpg 5.jpg 6.jpg 7.jpg"
+    #expect(output.contains("AsyncChannel + for await (seed 002):\n  \(all)"))
+    #expect(
+      output.contains("SerialQueue:\n  saved in order: 0.jpg 1.jpg 2.jpg 3.jpg 4.jpg 6.jpg 7.jpg")
+    )
+    #expect(output.contains("files on disk: 7"))
+  }
+
+  @Test("keyed-serial-queue: every document ends at its latest version; lines are freed")
+  func keyedSerialQueue() throws {
+    let output = try runExample("keyed-serial-queue")
+    let queued = try #require(output.components(separatedBy: "KeyedSerialQueue<String>").last)
+    for document in ["notes.md", "todo.txt", "plan.key"] {
+      #expect(queued.contains("\(document): saved version 3\n"))
+    }
+    #expect(!queued.contains("stale"))
+    #expect(queued.contains("lines in use afterwards: 0"))
+  }
+
+  @Test("barrier: reads before see version 1, after see version 2; the refresh ran alone")
+  func barrier() throws {
+    let output = try runExample("barrier")
+    for read in 1...3 { #expect(output.contains("read \(read): version 1, pear 1.2")) }
+    for read in 4...6 { #expect(output.contains("read \(read): version 2, pear 2.4")) }
+    #expect(output.contains("Reads inside at once, at most: 3"))
+    #expect(output.contains("Reads the refresh found inside: 0"))
+  }
+
+  @Test("cancellation: every case resumes its awaiter with what the contract says")
+  func cancellation() throws {
+    let output = try runExample("cancellation")
+    let expected = [
+      "its awaiter threw CancellationError at once, while the queue is still busy",
+      "its awaiter returned stopped early: Task.isCancelled was true",
+      "running job's awaiter threw CancellationError",
+      "the queue stays usable: returned next job ran",
+      "the caller threw CancellationError; the job never ran",
+      "the caller threw CancellationError",
+      "the waiter threw CancellationError; the jobs go on",
+      "the barrier's awaiter threw CancellationError",
+      "did not wait for the reader: returned the job behind it ran",
+      "it threw CancellationError and took no permit: 0 waiting",
+      "a later signal is kept for the next waiter: 1 available",
+      "the next job started anyway: returned 0",
+    ]
+    for line in expected { #expect(output.contains(line), "missing: \(line)") }
+    #expect(
+      output.components(separatedBy: "pending job's awaiter threw CancellationError").count == 3
+    )
   }
 
   private func checkEveryTaskRunsOnce(_ output: String) throws {

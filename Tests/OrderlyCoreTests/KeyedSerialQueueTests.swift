@@ -174,13 +174,13 @@ final class RunningPerKey: Sendable {
 
   /// Counts a job in and returns how many jobs of the key run now, itself included.
   func enter(_ key: Int) -> Int {
-    counts.withLock { counts in
+    counts.withLock(announcingTo: self) { counts in
       counts[key, default: 0] += 1
       return counts[key, default: 0]
     }
   }
 
   func leave(_ key: Int) {
-    counts.withLock { $0[key, default: 0] -= 1 }
+    counts.withLock(announcingTo: self) { $0[key, default: 0] -= 1 }
   }
 }

@@ -107,14 +107,14 @@ final class ActiveCounter: Sendable {
   private let balance = Mutex(0)
 
   func enter() -> Int {
-    balance.withLock { value in
+    balance.withLock(announcingTo: self) { value in
       value += 1
       return value
     }
   }
 
   func leave() {
-    balance.withLock { $0 -= 1 }
+    balance.withLock(announcingTo: self) { $0 -= 1 }
   }
 }
 

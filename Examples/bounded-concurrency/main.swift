@@ -1,0 +1,74 @@
+// Seed 002's download manager with a concurrency cap: a task group that waits for one download
+// to end before adding another once four are running. Then the same cap with a
+// ConcurrentQueue(limit: 4), enqueued from synchronous code. Downloads are fake: each sleeps a
+// fixed time and returns a size, so nothing touches the network.
+import OrderlyCore
+import Synchronization
+
+/// Counts downloads in flight, the most seen at once, and the order they started in.
+final class Tracker: Sendable {
+  private let state = Mutex((current: 0, peak: 0, starts: [Int]()))
+
+  func begin(_ file: Int) {
+    state.withLock { state in
+      state.current += 1
+      state.peak = max(state.peak, state.current)
+      state.starts.append(file)
+    }
+  }
+
+  func end() { state.withLock { $0.current -= 1 } }
+
+  var peak: Int { state.withLock { $0.peak } }
+  var starts: [Int] { state.withLock { $0.starts } }
+}
+
+/// A fake download: file n takes 10 + (n * 7 % 5) * 4 milliseconds and "returns" n KiB.
+func download(_ file: Int, tracker: Tracker) async throws -> Int {
+  tracker.begin(file)
+  defer { tracker.end() }
+  try await Task.sleep(for: .milliseconds(10 + (file * 7 % 5) * 4))
+  return file * 1024
+}
+
+let files = Array(1...12)
+let maxConcurrency = 4
+
+print("12 downloads, at most \(maxConcurrency) at once.")
+print("")
+print("Task group with a counter (seed 002):")
+let groupTracker = Tracker()
+var total = 0
+try await withThrowingTaskGroup(of: Int.self) { group in
+  var count = 0
+  for file in files {
+    count += 1
+    if count > maxConcurrency, let size = try await group.next() { total += size }
+    group.addTask { try await download(file, tracker: groupTracker) }
+  }
+  for try await size in group { total += size }
+}
+print("  downloaded \(total / 1024) KiB; at most \(groupTracker.peak) at once")
+print(
+  "  start order: \(groupTracker.starts == files ? "in order" : "not guaranteed: \(groupTracker.starts)")"
+)
+print("  (needs an async context that owns the group; results come back in completion order)")
+
+print("")
+print("ConcurrentQueue(limit: \(maxConcurrency)):")
+let queueTracker = Tracker()
+let downloads = ConcurrentQueue(name: "downloads", limit: maxConcurrency)
+// Enqueued from synchronous code; each handle carries its own typed result.
+let handles = files.map { file in
+  downloads.enqueue { try await download(file, tracker: queueTracker) }
+}
+var sizes: [Int] = []
+for handle in handles { sizes.append(try await handle.value) }
+print("  downloaded \(sizes.reduce(0, +) / 1024) KiB; at most \(queueTracker.peak) at once")
+print(
+  "  start order: \(queueTracker.starts == files ? "in order" : "out of order: \(queueTracker.starts)")"
+)
+print("  results, in enqueue order: \(sizes.map { "\($0 / 1024)K" }.joined(separator: " "))")
+
+downloads.setLimit(1)
+print("  after setLimit(1) the same queue is serial: limit \(downloads.limit)")
