@@ -127,3 +127,39 @@ func drain(_ queue: DispatchQueue) async {
     queue.async { continuation.resume() }
   }
 }
+
+/// The usual hand-written async semaphore: a count and a FIFO of continuations under a lock.
+///
+/// No cancellation support, as in most copies of the pattern; it only gates a `TaskGroup` here.
+public final class BaselineSemaphore: Sendable {
+  private let state: Mutex<(permits: Int, waiters: [UnsafeContinuation<Void, Never>])>
+
+  public init(value: Int) {
+    state = Mutex((value, []))
+  }
+
+  public func wait() async {
+    await withUnsafeContinuation { continuation in
+      let ready = state.withLock { state -> Bool in
+        if state.permits > 0 {
+          state.permits -= 1
+          return true
+        }
+        state.waiters.append(continuation)
+        return false
+      }
+      if ready { continuation.resume() }
+    }
+  }
+
+  public func signal() {
+    let waiter = state.withLock { state -> UnsafeContinuation<Void, Never>? in
+      if state.waiters.isEmpty {
+        state.permits += 1
+        return nil
+      }
+      return state.waiters.removeFirst()
+    }
+    waiter?.resume()
+  }
+}

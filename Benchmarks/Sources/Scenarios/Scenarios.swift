@@ -246,18 +246,60 @@ public let scenarios: [Scenario] = [
     name: "ConcurrentQueue(limit: 4), no-op jobs",
     baselineName: "TaskGroup gated by a semaphore",
     unit: .nanosecondsPerJob,
-    target: .pending("ConcurrentQueue is not built yet"),
+    target: .ratio(1),
     jobs: (1_000_000, 100_000),
-    orderly: { _ in 0 },
-    baseline: nil
+    orderly: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = ConcurrentQueue(limit: 4)
+        for _ in 0..<jobs { queue.enqueueDetached {} }
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let semaphore = BaselineSemaphore(value: 4)
+        await withTaskGroup(of: Void.self) { group in
+          for _ in 0..<jobs {
+            await semaphore.wait()
+            group.addTask { semaphore.signal() }
+          }
+        }
+      }
+    }
   ),
   Scenario(
     name: "KeyedSerialQueue, 1k keys × 1k jobs",
-    baselineName: "enqueueDetached",
+    baselineName: "SerialQueue.enqueueDetached",
     unit: .nanosecondsPerJob,
-    target: .pending("KeyedSerialQueue is not built yet"),
+    target: .ratio(2),
     jobs: (1_000_000, 100_000),
-    orderly: { _ in 0 },
+    orderly: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = KeyedSerialQueue<Int>()
+        for index in 0..<jobs { queue.enqueueDetached(forKey: index % 1_000) {} }
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: detachedUntilDrained
+  ),
+  Scenario(
+    name: "KeyedSerialQueue memory kept after distinct keys, one after another",
+    baselineName: "target: bytes per key",
+    unit: .bytesPerJob,
+    target: .absolute(1),
+    jobs: (1_000_000, 100_000),
+    orderly: { keys in
+      let queue = KeyedSerialQueue<Int>()
+      // Warm up so the first line's one-time allocations are not counted.
+      try await queue.enqueueAndWait(forKey: -1) {}
+      let before = allocatedBytes()
+      for key in 0..<keys { try await queue.enqueueAndWait(forKey: key) {} }
+      let after = allocatedBytes()
+      guard queue.busyKeyCount == 0 else {
+        throw ScenarioFailure("\(queue.busyKeyCount) key lines still held")
+      }
+      return Double(max(0, after - before)) / Double(keys)
+    },
     baseline: nil
   ),
   Scenario(
