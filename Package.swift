@@ -7,10 +7,13 @@ let package = Package(
   products: [
     .library(name: "OrderlyCore", targets: ["OrderlyCore"]),
     .library(name: "OrderlyTestSupport", targets: ["OrderlyTestSupport"]),
+    .library(name: "OrderlyRepository", targets: ["OrderlyRepository"]),
+    .library(name: "OrderlySQLite", targets: ["OrderlySQLite"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
+    .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
   ],
   targets: []
 )
@@ -32,6 +35,18 @@ package.targets += [
     name: "OrderlyTestSupport",
     dependencies: ["OrderlyCore"],
     path: "Modules/OrderlyTestSupport"
+  ),
+  // The repository layer of seed 000: notes domain, serialized repository, in-memory service.
+  .target(
+    name: "OrderlyRepository",
+    dependencies: ["OrderlyCore"],
+    path: "Modules/OrderlyRepository"
+  ),
+  // NotesService on SQLite through GRDB, kept apart so OrderlyRepository users never build GRDB.
+  .target(
+    name: "OrderlySQLite",
+    dependencies: ["OrderlyRepository", .product(name: "GRDB", package: "GRDB.swift")],
+    path: "Modules/OrderlySQLite"
   ),
   // Helper for the examples: the seed's seven-task notes scenario and its log. No product.
   .target(
@@ -87,6 +102,15 @@ package.targets += [
 // MARK: - Tests
 
 package.targets += [
+  // Writes a note to an SQLite file, says so, and waits to be killed: for the durability test.
+  .executableTarget(
+    name: "notes-sqlite-probe",
+    dependencies: ["OrderlySQLite"],
+    path: "Tests/Probes/notes-sqlite-probe"
+  )
+]
+
+package.targets += [
   .testTarget(
     name: "OrderlyCoreTests",
     dependencies: ["OrderlyCore", "OrderlyTestSupport"]
@@ -94,6 +118,17 @@ package.targets += [
   .testTarget(
     name: "OrderlyTestSupportTests",
     dependencies: ["OrderlyTestSupport"]
+  ),
+  .testTarget(
+    name: "OrderlyRepositoryTests",
+    dependencies: ["OrderlyRepository", "OrderlyTestSupport"]
+  ),
+  .testTarget(
+    name: "OrderlySQLiteTests",
+    // The probe is a child process the durability test kills; depending on it builds it first.
+    dependencies: [
+      "OrderlySQLite", "notes-sqlite-probe", .product(name: "GRDB", package: "GRDB.swift"),
+    ]
   ),
   .testTarget(
     name: "ExamplesTests",
