@@ -79,6 +79,8 @@ let examples: [(name: String, dependencies: [Target.Dependency])] = [
   ("keyed-serial-queue", ["OrderlyCore"]),
   ("barrier", ["OrderlyCore"]),
   ("cancellation", ["OrderlyCore"]),
+  ("notes-repository", ["OrderlyRepository"]),
+  ("notes-sqlite", ["OrderlyRepository", "OrderlySQLite"]),
 ]
 
 // A hyphenated target name builds a module with underscores (`serial_queue`); the executable

@@ -123,3 +123,39 @@ public final class ActivityLog: Sendable {
     }
   }
 }
+
+/// Whether the calls in a log ended in the order they were made.
+public enum OrderVerdict: Sendable, Equatable, CustomStringConvertible {
+  /// Every call ended after every call made before it.
+  case inOrder
+  /// The first call found to end before an earlier call had ended.
+  case outOfOrder(finished: Int, before: Int)
+
+  /// `in order`, or `out of order: task 3 finished before task 2`.
+  public var description: String {
+    switch self {
+    case .inOrder: "in order"
+    case .outOfOrder(let finished, let before):
+      "out of order: task \(finished) finished before task \(before)"
+    }
+  }
+}
+
+extension ActivityLog {
+  /// Whether the logged calls ended in call-number order.
+  ///
+  /// A call "ends" with its finish or error entry. The log is out of order at the first end of a
+  /// call while a lower-numbered call in the log has not ended yet.
+  public var verdict: OrderVerdict {
+    let entries = entries
+    let calls = Set(entries.map(\.call))
+    var ended: Set<Int> = []
+    for entry in entries where entry.kind != .start {
+      if let earlier = calls.filter({ $0 < entry.call && !ended.contains($0) }).min() {
+        return .outOfOrder(finished: entry.call, before: earlier)
+      }
+      ended.insert(entry.call)
+    }
+    return .inOrder
+  }
+}

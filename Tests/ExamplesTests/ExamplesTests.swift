@@ -158,6 +158,36 @@ struct ExamplesTests {
     )
   }
 
+  @Test("notes-repository: straight at the service out of order; through the repository in order")
+  func notesRepository() throws {
+    let output = try runExample("notes-repository")
+    let parts = output.components(separatedBy: "Through NotesRepository")
+    #expect(parts.count == 2)
+    #expect(parts[0].contains("Verdict: out of order: task "))
+    let repositoryLog = parts[1].split(separator: "\n").filter {
+      $0.hasPrefix("  start") || $0.hasPrefix("  finish") || $0.hasPrefix("  error")
+    }
+    let calls = repositoryLog.map { Int($0.split(separator: " ")[1]) ?? 0 }
+    #expect(calls == (1...7).flatMap { [$0, $0] })
+    #expect(parts[1].contains("error 5 updateNote: injected failure: call 1 of updateNote"))
+    #expect(parts[1].contains("Verdict: in order"))
+  }
+
+  @Test("notes-sqlite: calls in order, notes persist across reopening, a bad file is refused")
+  func notesSQLite() throws {
+    let output = try runExample("notes-sqlite")
+    #expect(output.contains("error 6 updateNote: no note with id 2\nVerdict: in order"))
+    #expect(
+      output.contains(
+        "  note 1: groceries (milk, eggs, bread)\n  note 3: call the plumber\n"
+      )
+    )
+    #expect(
+      output.contains("shopping.txt is not an Orderly notes database: it is not an SQLite file")
+    )
+    #expect(output.contains("its contents afterwards: milk"))
+  }
+
   private func checkEveryTaskRunsOnce(_ output: String) throws {
     let events = timeline(of: output)
     #expect(events.count == 14)

@@ -237,6 +237,31 @@ struct ActivityLogTests {
   }
 }
 
+@Suite("OrderVerdict")
+struct OrderVerdictTests {
+  private func log(_ lines: [(Int, ActivityEntry.Kind)]) -> ActivityLog {
+    let log = ActivityLog()
+    for (call, kind) in lines {
+      log.write(ActivityEntry(call: call, operation: .fetchNotes, kind: kind))
+    }
+    return log
+  }
+
+  @Test("calls ending in call order are in order, even when they overlap")
+  func inOrder() {
+    #expect(log([(1, .start), (2, .start), (1, .finish("")), (2, .error(""))]).verdict == .inOrder)
+    #expect(ActivityLog().verdict == .inOrder)
+  }
+
+  @Test("the first call ending before an earlier one is named")
+  func outOfOrder() {
+    let verdict = log([(1, .start), (2, .start), (3, .start), (3, .finish("")), (1, .finish(""))])
+      .verdict
+    #expect(verdict == .outOfOrder(finished: 3, before: 1))
+    #expect(verdict.description == "out of order: task 3 finished before task 1")
+  }
+}
+
 struct TestFailure: Error, CustomStringConvertible {
   var description: String { "boom" }
 }

@@ -1,0 +1,51 @@
+// NotesRepository on an SQLite file (OrderlySQLite, through GRDB): calls fired as separate
+// Task {} run in call order and are written to disk; the file is then reopened by a new service,
+// as a new run of the app would, and the notes are still there.
+import Foundation
+import OrderlyRepository
+import OrderlySQLite
+
+let folder = FileManager.default.temporaryDirectory
+  .appendingPathComponent("orderly-notes-sqlite-\(ProcessInfo.processInfo.processIdentifier)")
+try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(at: folder) }
+let path = folder.appendingPathComponent("notes.sqlite").path
+
+print("First run: a new database at <temporary folder>/notes.sqlite")
+do {
+  let repository = NotesRepository(service: try SQLiteNotesService(path: path))
+  // Each Task runs on the main actor until its call has a place in line, so the calls are
+  // numbered in the order written.
+  let tasks: [Task<Void, any Error>] = [
+    Task { try await repository.create(title: "groceries", body: "milk, eggs") },
+    Task { try await repository.create(title: "ideas") },
+    Task { try await repository.create(title: "call the plumber") },
+    Task { try await repository.update(id: 1, title: "groceries", body: "milk, eggs, bread") },
+    Task { try await repository.delete(id: 2) },
+    Task { try await repository.update(id: 2, title: "gone already") },
+  ]
+  for task in tasks { _ = await task.result }
+  for entry in repository.log.entries { print("  \(entry)") }
+  print("Verdict: \(repository.log.verdict)")
+}
+
+print("")
+print("Second run: the same file, opened by a new service")
+let reopened = NotesRepository(service: try SQLiteNotesService(path: path))
+for note in try await reopened.notes() {
+  print("  note \(note.id): \(note.title)\(note.body.isEmpty ? "" : " (\(note.body))")")
+}
+
+print("")
+print("A file that is not a notes database is refused, and left as it was:")
+let text = folder.appendingPathComponent("shopping.txt")
+try Data("milk\n".utf8).write(to: text)
+do {
+  _ = try SQLiteNotesService(path: text.path)
+} catch {
+  print("  " + error.description.replacingOccurrences(of: folder.path, with: "<temporary folder>"))
+}
+print(
+  "  its contents afterwards: \(String(decoding: try Data(contentsOf: text), as: UTF8.self))",
+  terminator: ""
+)
