@@ -2,7 +2,7 @@ public import OrderlyCore
 import Synchronization
 
 /// The notes of seed 000, behind a repository that runs every call through one
-/// ``OrderlyCore/SerialQueue``.
+/// `SerialQueue`.
 ///
 /// Calls made concurrently, say one `Task {}` per tap, start and finish in the order they were
 /// made: each call takes its place in line when it is made, and runs only after the previous call

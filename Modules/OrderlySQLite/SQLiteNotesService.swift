@@ -2,7 +2,7 @@ import Foundation
 import GRDB
 public import OrderlyRepository
 
-/// A ``OrderlyRepository/NotesService`` on an SQLite file (or in memory), through GRDB.
+/// A `NotesService` on an SQLite file (or in memory), through GRDB.
 ///
 /// The schema is created and upgraded by GRDB's `DatabaseMigrator`. A file database runs in WAL
 /// mode with `synchronous = FULL`: once a write has returned, it is on disk, and survives the
@@ -189,7 +189,7 @@ public final class SQLiteNotesService: NotesService {
   ///   - title: The new title.
   ///   - body: The new text.
   /// - Returns: The changed note.
-  /// - Throws: ``OrderlyRepository/NoteNotFound``; a GRDB `DatabaseError` if SQLite fails.
+  /// - Throws: `NoteNotFound`; a GRDB `DatabaseError` if SQLite fails.
   public func updateNote(id: Note.ID, title: String, body: String) async throws -> Note {
     let date = Date()
     return try await database.write { db in
@@ -209,7 +209,7 @@ public final class SQLiteNotesService: NotesService {
   /// Durable once it returns.
   ///
   /// - Parameter id: The note's identifier.
-  /// - Throws: ``OrderlyRepository/NoteNotFound``; a GRDB `DatabaseError` if SQLite fails.
+  /// - Throws: `NoteNotFound`; a GRDB `DatabaseError` if SQLite fails.
   public func deleteNote(id: Note.ID) async throws {
     try await database.write { db in
       try db.execute(sql: "DELETE FROM note WHERE id = ?", arguments: [id])
