@@ -9,11 +9,13 @@ let package = Package(
     .library(name: "OrderlyTestSupport", targets: ["OrderlyTestSupport"]),
     .library(name: "OrderlyRepository", targets: ["OrderlyRepository"]),
     .library(name: "OrderlySQLite", targets: ["OrderlySQLite"]),
+    .executable(name: "orderly", targets: ["OrderlyCLI"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
   ],
   targets: []
 )
@@ -47,6 +49,15 @@ package.targets += [
     name: "OrderlySQLite",
     dependencies: ["OrderlyRepository", .product(name: "GRDB", package: "GRDB.swift")],
     path: "Modules/OrderlySQLite"
+  ),
+  // The `orderly` command: `orderly demo` and `orderly shell`. Thin: the logic is in the modules.
+  .executableTarget(
+    name: "OrderlyCLI",
+    dependencies: [
+      "OrderlyCore", "OrderlyRepository", "OrderlySQLite",
+      .product(name: "ArgumentParser", package: "swift-argument-parser"),
+    ],
+    path: "Modules/OrderlyCLI"
   ),
   // Helper for the examples: the seed's seven-task notes scenario and its log. No product.
   .target(
@@ -131,6 +142,11 @@ package.targets += [
     dependencies: [
       "OrderlySQLite", "notes-sqlite-probe", .product(name: "GRDB", package: "GRDB.swift"),
     ]
+  ),
+  .testTarget(
+    name: "OrderlyCLITests",
+    // Runs the built `orderly` binary; depending on its target builds it first.
+    dependencies: ["OrderlyCLI"]
   ),
   .testTarget(
     name: "ExamplesTests",

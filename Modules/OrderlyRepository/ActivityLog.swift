@@ -19,6 +19,8 @@ public struct ActivityEntry: Sendable, Equatable, CustomStringConvertible {
   public let operation: NotesOperation
   /// What happened.
   public let kind: Kind
+  /// When it happened, measured from the log's start, if the log keeps time.
+  public let elapsed: Duration?
 
   /// Creates an entry.
   ///
@@ -26,10 +28,12 @@ public struct ActivityEntry: Sendable, Equatable, CustomStringConvertible {
   ///   - call: The call's number.
   ///   - operation: The call's operation.
   ///   - kind: What happened.
-  public init(call: Int, operation: NotesOperation, kind: Kind) {
+  ///   - elapsed: When it happened, from the log's start; `nil` if unknown.
+  public init(call: Int, operation: NotesOperation, kind: Kind, elapsed: Duration? = nil) {
     self.call = call
     self.operation = operation
     self.kind = kind
+    self.elapsed = elapsed
   }
 
   /// A line such as `finish 4 fetchNotes: 3 notes`.
@@ -54,9 +58,20 @@ public final class ActivityLog: Sendable {
   }
 
   private let state = Mutex(State())
+  private let elapsed: (@Sendable () -> Duration)?
 
-  /// Creates an empty log.
-  public init() {}
+  /// Creates an empty log that does not keep time.
+  public init() {
+    elapsed = nil
+  }
+
+  /// Creates an empty log that stamps each entry with the time since now on `clock`.
+  ///
+  /// - Parameter clock: The clock to measure with.
+  public init<C: Clock>(clock: C) where C.Duration == Duration {
+    let origin = clock.now
+    elapsed = { origin.duration(to: clock.now) }
+  }
 
   deinit {
     state.withLock(announcingTo: self) { state in
@@ -82,10 +97,19 @@ public final class ActivityLog: Sendable {
     return stream
   }
 
-  /// Writes an entry.
+  /// Writes an entry, stamping it with the log's time if it keeps time and the entry has none.
   ///
   /// - Parameter entry: The entry to append.
   public func write(_ entry: ActivityEntry) {
+    var entry = entry
+    if entry.elapsed == nil, let elapsed {
+      entry = ActivityEntry(
+        call: entry.call,
+        operation: entry.operation,
+        kind: entry.kind,
+        elapsed: elapsed()
+      )
+    }
     state.withLock(announcingTo: self) { state in
       state.entries.append(entry)
       for (token, follower) in state.followers {
@@ -147,7 +171,11 @@ extension ActivityLog {
   /// A call "ends" with its finish or error entry. The log is out of order at the first end of a
   /// call while a lower-numbered call in the log has not ended yet.
   public var verdict: OrderVerdict {
-    let entries = entries
+    Self.verdict(of: entries)
+  }
+
+  /// The verdict on a list of entries (see ``verdict``).
+  static func verdict(of entries: [ActivityEntry]) -> OrderVerdict {
     let calls = Set(entries.map(\.call))
     var ended: Set<Int> = []
     for entry in entries where entry.kind != .start {

@@ -94,7 +94,10 @@ struct ExamplesTests {
   @Test("bounded-concurrency: at most 4 at once both ways; the queue starts in order")
   func boundedConcurrency() throws {
     let output = try runExample("bounded-concurrency")
-    #expect(output.components(separatedBy: "downloaded 78 KiB; at most 4 at once").count == 3)
+    // The group's peak depends on timing; the cap must hold.
+    let group = try #require(output.components(separatedBy: "Task group").last)
+    let peaks = ["1", "2", "3", "4"].map { "downloaded 78 KiB; at most \($0) at once" }
+    #expect(peaks.contains { group.contains($0) })
     #expect(
       output.contains(
         "ConcurrentQueue(limit: 4):\n  downloaded 78 KiB; at most 4 at once\n  start order: in order"

@@ -26,7 +26,7 @@ private let seedNotes = [
 ]
 
 /// Advances `clock` whenever a call sleeps on it, until `task` ends.
-private func drive(_ clock: ManualClock, until task: Task<Void, Never>) async throws {
+func drive(_ clock: ManualClock, until task: Task<Void, Never>) async throws {
   let done = Gate()
   let watcher = Task {
     await task.value
