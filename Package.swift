@@ -9,6 +9,7 @@ let package = Package(
     .library(name: "OrderlyTestSupport", targets: ["OrderlyTestSupport"]),
     .library(name: "OrderlyRepository", targets: ["OrderlyRepository"]),
     .library(name: "OrderlySQLite", targets: ["OrderlySQLite"]),
+    .library(name: "OrderlyLaunch", targets: ["OrderlyLaunch"]),
     .executable(name: "orderly", targets: ["OrderlyCLI"]),
   ],
   dependencies: [
@@ -49,6 +50,12 @@ package.targets += [
     name: "OrderlySQLite",
     dependencies: ["OrderlyRepository", .product(name: "GRDB", package: "GRDB.swift")],
     path: "Modules/OrderlySQLite"
+  ),
+  // Seed 001's launch sequencer: steps run one at a time on the main actor, with timeouts.
+  .target(
+    name: "OrderlyLaunch",
+    dependencies: ["OrderlyCore"],
+    path: "Modules/OrderlyLaunch"
   ),
   // The `orderly` command: `orderly demo` and `orderly shell`. Thin: the logic is in the modules.
   .executableTarget(
@@ -142,6 +149,10 @@ package.targets += [
     dependencies: [
       "OrderlySQLite", "notes-sqlite-probe", .product(name: "GRDB", package: "GRDB.swift"),
     ]
+  ),
+  .testTarget(
+    name: "OrderlyLaunchTests",
+    dependencies: ["OrderlyLaunch", "OrderlyTestSupport"]
   ),
   .testTarget(
     name: "OrderlyCLITests",
