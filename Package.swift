@@ -99,6 +99,8 @@ let examples: [(name: String, dependencies: [Target.Dependency])] = [
   ("cancellation", ["OrderlyCore"]),
   ("notes-repository", ["OrderlyRepository"]),
   ("notes-sqlite", ["OrderlyRepository", "OrderlySQLite"]),
+  ("launch-sequence", ["OrderlyLaunch"]),
+  ("launch-step-signal", ["OrderlyLaunch"]),
 ]
 
 // A hyphenated target name builds a module with underscores (`serial_queue`); the executable

@@ -2,7 +2,7 @@ internal import OrderlyCore
 import Synchronization
 
 /// A one-shot signal that bridges a delegate or callback into a launch step: the step awaits
-/// ``wait()``, the callback calls ``fire(_:)``.
+/// ``wait(isolation:)``, the callback calls ``fire(_:)``.
 ///
 /// ```swift
 /// let unlocked = LaunchSignal<Void>()

@@ -191,6 +191,40 @@ struct ExamplesTests {
     #expect(output.contains("its contents afterwards: milk"))
   }
 
+  @Test("launch-sequence: no duplicates, a skipped, a timed-out and a cancelled step")
+  func launchSequence() throws {
+    let output = try runExample("launch-sequence")
+    #expect(
+      output.components(separatedBy: "already pending or running, not queued").count == 6
+    )
+    let history = try #require(output.components(separatedBy: "History:\n").last)
+    #expect(
+      history == """
+          AppUpgradeNudgeStep: completed
+          PasscodeStep: completed
+          RemoveLaunchScreenStep: completed
+          DeepLinkStep: skipped
+          WhatsNewStep: timed out
+          AppUpgradeNudgeStep: completed
+          PasscodeStep: cancelled
+
+        """
+    )
+    #expect(output.contains("cancelAll(): idle at once: true"))
+    #expect(output.contains("[modal] passcode prompt dismissed (cancelled)"))
+    #expect(!output.contains("opening notes://"))
+  }
+
+  @Test("launch-step-signal: unlocked by the callback, dismissed when cancelled, edge cases")
+  func launchStepSignal() throws {
+    let output = try runExample("launch-step-signal")
+    #expect(output.contains("    unlocked\n   PasscodeStep: completed"))
+    #expect(output.contains("passcode prompt dismissed\n   PasscodeStep: cancelled"))
+    #expect(output.contains("wait() after fire: fired before anyone waited"))
+    #expect(output.contains("a second fire is ignored: fire returned false"))
+    #expect(output.contains("a cancelled waiter: threw CancellationError"))
+  }
+
   private func checkEveryTaskRunsOnce(_ output: String) throws {
     let events = timeline(of: output)
     #expect(events.count == 14)
