@@ -58,16 +58,23 @@ print("")
 print("ConcurrentQueue(limit: \(maxConcurrency)):")
 let queueTracker = Tracker()
 let downloads = ConcurrentQueue(name: "downloads", limit: maxConcurrency)
+let events = downloads.events
 // Enqueued from synchronous code; each handle carries its own typed result.
 let handles = files.map { file in
-  downloads.enqueue { try await download(file, tracker: queueTracker) }
+  downloads.enqueue(name: "\(file)") { try await download(file, tracker: queueTracker) }
 }
 var sizes: [Int] = []
 for handle in handles { sizes.append(try await handle.value) }
 print("  downloaded \(sizes.reduce(0, +) / 1024) KiB; at most \(queueTracker.peak) at once")
-print(
-  "  start order: \(queueTracker.starts == files ? "in order" : "out of order: \(queueTracker.starts)")"
-)
+// The queue gives slots in enqueue order; its `started` events say so.
+var admitted: [Int] = []
+for await event in events {
+  if case .started = event.kind, let name = event.jobName, let file = Int(name) {
+    admitted.append(file)
+  }
+  if admitted.count == files.count { break }
+}
+print("  admission order: \(admitted == files ? "in order" : "out of order: \(admitted)")")
 print("  results, in enqueue order: \(sizes.map { "\($0 / 1024)K" }.joined(separator: " "))")
 
 downloads.setLimit(1)

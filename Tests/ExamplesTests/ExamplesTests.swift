@@ -100,7 +100,7 @@ struct ExamplesTests {
     #expect(peaks.contains { group.contains($0) })
     #expect(
       output.contains(
-        "ConcurrentQueue(limit: 4):\n  downloaded 78 KiB; at most 4 at once\n  start order: in order"
+        "ConcurrentQueue(limit: 4):\n  downloaded 78 KiB; at most 4 at once\n  admission order: in order"
       )
     )
     #expect(output.contains("results, in enqueue order: 1K 2K 3K 4K 5K 6K 7K 8K 9K 10K 11K 12K"))

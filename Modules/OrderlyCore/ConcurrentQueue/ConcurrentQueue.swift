@@ -1,8 +1,10 @@
 /// A queue that admits jobs in the order they were enqueued and runs up to `limit` of them at
 /// once, with barriers that run alone.
 ///
-/// Jobs *start* in enqueue order (FIFO admission): a job starts when fewer than ``limit`` jobs
-/// run and every job enqueued before it has started. They may *end* in any order. A barrier,
+/// Jobs are *admitted* in enqueue order (FIFO admission): a job is given a slot when fewer than
+/// ``limit`` jobs run and every job enqueued before it has been given one. Admitted jobs run
+/// concurrently, so the first lines of two jobs admitted one after the other may execute in
+/// either order, and jobs may *end* in any order. A barrier,
 /// enqueued with ``enqueueBarrier(name:priority:isolation:operation:)``, waits for the running
 /// jobs to end, runs alone, and then lets the line go on. With `limit: 1` the queue behaves
 /// exactly like a ``SerialQueue``: the same engine runs both.
