@@ -10,6 +10,7 @@ let package = Package(
     .library(name: "OrderlyRepository", targets: ["OrderlyRepository"]),
     .library(name: "OrderlySQLite", targets: ["OrderlySQLite"]),
     .library(name: "OrderlyLaunch", targets: ["OrderlyLaunch"]),
+    .library(name: "OrderlyTaskStore", targets: ["OrderlyTaskStore"]),
     .executable(name: "orderly", targets: ["OrderlyCLI"]),
   ],
   dependencies: [
@@ -56,6 +57,12 @@ package.targets += [
     name: "OrderlyLaunch",
     dependencies: ["OrderlyCore"],
     path: "Modules/OrderlyLaunch"
+  ),
+  // Seed 004's keyed task store, with a policy for every collision of keys.
+  .target(
+    name: "OrderlyTaskStore",
+    dependencies: ["OrderlyCore"],
+    path: "Modules/OrderlyTaskStore"
   ),
   // The `orderly` command: `orderly demo` and `orderly shell`. Thin: the logic is in the modules.
   .executableTarget(
@@ -155,6 +162,10 @@ package.targets += [
   .testTarget(
     name: "OrderlyLaunchTests",
     dependencies: ["OrderlyLaunch", "OrderlyTestSupport"]
+  ),
+  .testTarget(
+    name: "OrderlyTaskStoreTests",
+    dependencies: ["OrderlyTaskStore", "OrderlyTestSupport"]
   ),
   .testTarget(
     name: "OrderlyCLITests",

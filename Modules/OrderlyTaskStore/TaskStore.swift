@@ -1,0 +1,355 @@
+public import Observation
+
+/// Something that happened in a ``TaskStore``, in order.
+public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, CustomStringConvertible {
+  /// A task started running.
+  case started(key: Key, task: UInt64)
+  /// A task is waiting for its turn under its policy.
+  case waiting(key: Key, task: UInt64)
+  /// A task ended.
+  case ended(key: Key, task: UInt64, outcome: TaskOutcomeKind)
+  /// A call was answered with the handle of a running task.
+  case joined(key: Key, task: UInt64)
+
+  /// A line such as `started doThing #3`.
+  public var description: String {
+    switch self {
+    case .started(let key, let task): "started \(key) #\(task)"
+    case .waiting(let key, let task): "waiting \(key) #\(task)"
+    case .ended(let key, let task, let outcome): "ended \(key) #\(task): \(outcome)"
+    case .joined(let key, let task): "joined \(key) #\(task)"
+    }
+  }
+}
+
+/// Runs asynchronous work under keys, so UI code never juggles `Task` handles, with a policy for
+/// what happens when a key already has a task (seed 004, finished).
+///
+/// ```swift
+/// @MainActor @Observable final class Model {
+///   enum TaskKey { case search, save }
+///   private let tasks = TaskStore<TaskKey>()
+///
+///   var isSearching: Bool { tasks.isRunning(forKey: .search) }
+///
+///   func queryChanged(_ text: String) {
+///     tasks.addTask(forKey: .search, policy: .cancelPrevious) { try await self.search(text) }
+///   }
+/// }
+/// ```
+///
+/// ## Isolation
+///
+/// A store is used from one actor: the main actor, or any actor that owns it. Every method takes
+/// the caller's actor as a non-optional `isolated` parameter that defaults to `#isolation`, and
+/// its tasks run on that actor, as `Task {}` does. Seed 004's footnote warns that its store could
+/// be called from nonisolated code and race; here such a call does not compile (`#isolation` is
+/// `nil` there, and `nil` is not an actor). The store is not `Sendable`, so it cannot be handed to
+/// a second actor either.
+///
+/// ## Identity
+///
+/// Every task has its own identity: a task that ends only ever removes itself, so an older task
+/// of a key never clears the state of a newer one (the seed's bug).
+///
+/// ## Lifetime
+///
+/// Releasing the store cancels every task it holds; waiting tasks never run, and their awaiters
+/// resume with `CancellationError` at once.
+@Observable
+public final class TaskStore<Key: Hashable & Sendable> {
+  /// A key's counters and last result.
+  public struct KeyState: Sendable, Equatable {
+    /// How many tasks of the key have started running.
+    public var performedCount = 0
+    /// How the last task of the key to end ended.
+    public var lastOutcome: TaskOutcomeKind?
+  }
+
+  private enum Requirement {
+    /// Starts only when no task of the key runs.
+    case exclusive
+    /// Starts when fewer than this many tasks of the key run.
+    case below(Int)
+  }
+
+  private struct Waiting {
+    let box: any AnyTaskBox
+    let priority: TaskPriority?
+    let requirement: Requirement
+    let run: () async -> Void
+  }
+
+  private struct Line {
+    var running: [any AnyTaskBox] = []
+    var waiting: [Waiting] = []
+
+    var liveWaitingCount: Int { waiting.count { !$0.box.isResolved } }
+  }
+
+  private var lines: [Key: Line] = [:]
+  private var states: [Key: KeyState] = [:]
+  @ObservationIgnored private var lastID: UInt64 = 0
+  @ObservationIgnored private var listeners:
+    [UInt64: AsyncStream<TaskStoreEvent<Key>>.Continuation] =
+      [:]
+  @ObservationIgnored private var lastListener: UInt64 = 0
+
+  /// Creates an empty store.
+  public init() {}
+
+  deinit {
+    for line in lines.values {
+      for box in line.running { box.cancel() }
+      for waiting in line.waiting { waiting.box.cancel() }
+    }
+    for listener in listeners.values { listener.finish() }
+  }
+
+  // MARK: - Adding tasks
+
+  /// Runs `operation` under `key`, as `policy` says when the key already has a task.
+  ///
+  /// The task runs on the caller's actor, with the caller's task-local values and, unless
+  /// `priority` is given, its priority, like `Task {}`.
+  ///
+  /// - Parameters:
+  ///   - key: The key to run the task under.
+  ///   - policy: What to do if the key already has a task; ``TaskStorePolicy/cancelPrevious`` by
+  ///     default.
+  ///   - priority: The task's priority; `nil` inherits the caller's.
+  ///   - isolation: The caller's actor; leave the default. Calling from nonisolated code does not
+  ///     compile.
+  ///   - operation: The task's work.
+  /// - Returns: A handle to the task (for ``TaskStorePolicy/joinExisting``, possibly the handle of
+  ///   the running task).
+  @discardableResult
+  public func addTask<Success: Sendable>(
+    forKey key: Key,
+    policy: TaskStorePolicy = .cancelPrevious,
+    priority: TaskPriority? = nil,
+    isolation: isolated any Actor = #isolation,
+    @_inheritActorContext operation: sending @escaping () async throws -> Success
+  ) -> TaskStoreTask<Success> {
+    var line = lines[key] ?? Line()
+    line.running.removeAll { $0.isResolved }
+
+    if case .joinExisting = policy,
+      let existing = line.running.last(where: { $0 is TaskBox<Success> }) as? TaskBox<Success>
+    {
+      emit(.joined(key: key, task: existing.id))
+      return TaskStoreTask(box: existing)
+    }
+
+    lastID += 1
+    let box = TaskBox<Success>(id: lastID)
+    let handle = TaskStoreTask(box: box)
+    let run: () async -> Void = {
+      _ = isolation
+      guard box.begin() else { return }
+      do {
+        box.resolve(.succeeded(try await operation()))
+      } catch is CancellationError {
+        box.resolve(.cancelled)
+      } catch {
+        box.resolve(.failed(error))
+      }
+    }
+    let busy = !line.running.isEmpty || line.liveWaitingCount > 0
+    let requirement: Requirement?  // nil: start now
+    switch policy {
+    case .cancelPrevious:
+      cancel(&line)
+      requirement = nil
+    case .cancelPreviousAndWait:
+      cancel(&line)
+      requirement = line.running.isEmpty ? nil : .exclusive
+    case .enqueue:
+      requirement = busy ? .exclusive : nil
+    case .concurrent(let limit):
+      if let limit {
+        let limit = max(1, limit)
+        let full = line.running.count >= limit || line.liveWaitingCount > 0
+        requirement = full ? .below(limit) : nil
+      } else {
+        requirement = nil
+      }
+    case .dropNew:
+      if busy {
+        lines[key] = line
+        box.drop(.dropped(key: "\(key)", policy: policy))
+        end(box.id, key: key, outcome: .dropped)
+        return handle
+      }
+      requirement = nil
+    case .keepLatest:
+      for waiting in line.waiting where !waiting.box.isResolved {
+        waiting.box.drop(.dropped(key: "\(key)", policy: policy))
+        end(waiting.box.id, key: key, outcome: .dropped)
+      }
+      line.waiting = []
+      requirement = line.running.isEmpty ? nil : .exclusive
+    case .joinExisting:
+      requirement = nil
+    }
+
+    if let requirement {
+      line.waiting.append(
+        Waiting(box: box, priority: priority, requirement: requirement, run: run)
+      )
+      lines[key] = line
+      emit(.waiting(key: key, task: box.id))
+    } else {
+      lines[key] = line
+      start(box, key: key, priority: priority, run: run)
+    }
+    return handle
+  }
+
+  private func start(
+    _ box: any AnyTaskBox,
+    key: Key,
+    priority: TaskPriority?,
+    run: @escaping () async -> Void,
+    isolation: isolated any Actor = #isolation
+  ) {
+    lines[key, default: Line()].running.append(box)
+    states[key, default: KeyState()].performedCount += 1
+    emit(.started(key: key, task: box.id))
+    let task = Task(priority: priority) { [weak self] in
+      _ = isolation  // run on the store's actor
+      await run()
+      self?.finished(box, key: key)
+    }
+    box.attach(task)
+  }
+
+  /// A running task ended: forget it (only it), record its outcome, start what may start now.
+  private func finished(_ box: any AnyTaskBox, key: Key, isolation: isolated any Actor = #isolation)
+  {
+    guard var line = lines[key] else { return }
+    line.running.removeAll { $0 === box }
+    lines[key] = line
+    end(box.id, key: key, outcome: box.outcomeKind ?? .cancelled)
+    advance(key)
+  }
+
+  /// Starts the waiting tasks of `key` whose turn has come, in order.
+  private func advance(_ key: Key, isolation: isolated any Actor = #isolation) {
+    guard var line = lines[key] else { return }
+    while let head = line.waiting.first {
+      if head.box.isResolved {
+        line.waiting.removeFirst()
+        end(head.box.id, key: key, outcome: .cancelled)
+        continue
+      }
+      let running = line.running.count
+      let mayStart =
+        switch head.requirement {
+        case .exclusive: running == 0
+        case .below(let limit): running < limit
+        }
+      guard mayStart else { break }
+      line.waiting.removeFirst()
+      lines[key] = line
+      start(head.box, key: key, priority: head.priority, run: head.run)
+      line = lines[key] ?? Line()
+    }
+    lines[key] = line.running.isEmpty && line.waiting.isEmpty ? nil : line
+  }
+
+  private func end(_ id: UInt64, key: Key, outcome: TaskOutcomeKind) {
+    states[key, default: KeyState()].lastOutcome = outcome
+    emit(.ended(key: key, task: id, outcome: outcome))
+  }
+
+  /// Cancels every task of a line: running ones see cancellation, waiting ones end at once.
+  private func cancel(_ line: inout Line) {
+    for box in line.running { box.cancel() }
+    for waiting in line.waiting { waiting.box.cancel() }
+  }
+
+  // MARK: - Cancelling
+
+  /// Cancels every task of `key`, running or waiting.
+  ///
+  /// - Parameters:
+  ///   - key: The key whose tasks to cancel.
+  ///   - isolation: The caller's actor; leave the default.
+  public func cancelTask(forKey key: Key, isolation: isolated any Actor = #isolation) {
+    guard var line = lines[key] else { return }
+    cancel(&line)
+    lines[key] = line
+    advance(key)
+  }
+
+  /// Cancels every task of every key.
+  ///
+  /// - Parameter isolation: The caller's actor; leave the default.
+  public func cancelAll(isolation: isolated any Actor = #isolation) {
+    for key in Array(lines.keys) { cancelTask(forKey: key) }
+  }
+
+  // MARK: - State
+
+  /// Whether a task of `key` is running.
+  ///
+  /// Observable: a view that reads it updates when it changes.
+  ///
+  /// - Parameters:
+  ///   - key: The key to look at.
+  ///   - isolation: The caller's actor; leave the default.
+  /// - Returns: `true` while a task of the key runs.
+  public func isRunning(forKey key: Key, isolation: isolated any Actor = #isolation) -> Bool {
+    runningCount(forKey: key) > 0
+  }
+
+  /// How many tasks of `key` run now.
+  ///
+  /// - Parameters:
+  ///   - key: The key to look at.
+  ///   - isolation: The caller's actor; leave the default.
+  /// - Returns: The number of running tasks.
+  public func runningCount(forKey key: Key, isolation: isolated any Actor = #isolation) -> Int {
+    lines[key]?.running.count { !$0.isResolved } ?? 0
+  }
+
+  /// How many tasks of `key` wait for their turn.
+  ///
+  /// - Parameters:
+  ///   - key: The key to look at.
+  ///   - isolation: The caller's actor; leave the default.
+  /// - Returns: The number of waiting tasks, not counting those cancelled while waiting.
+  public func queuedCount(forKey key: Key, isolation: isolated any Actor = #isolation) -> Int {
+    lines[key]?.liveWaitingCount ?? 0
+  }
+
+  /// The counters and last outcome of `key`.
+  ///
+  /// - Parameters:
+  ///   - key: The key to look at.
+  ///   - isolation: The caller's actor; leave the default.
+  /// - Returns: The key's state; zero and `nil` for a key never used.
+  public func state(forKey key: Key, isolation: isolated any Actor = #isolation) -> KeyState {
+    states[key] ?? KeyState()
+  }
+
+  /// Everything that happens from now on, in order; ends when the store is freed.
+  ///
+  /// - Parameter isolation: The caller's actor; leave the default.
+  /// - Returns: A new, independent listener.
+  public func events(isolation: isolated any Actor = #isolation) -> AsyncStream<
+    TaskStoreEvent<Key>
+  > {
+    let (stream, continuation) = AsyncStream.makeStream(of: TaskStoreEvent<Key>.self)
+    lastListener += 1
+    listeners[lastListener] = continuation
+    return stream
+  }
+
+  private func emit(_ event: TaskStoreEvent<Key>) {
+    for (token, listener) in listeners {
+      if case .terminated = listener.yield(event) { listeners[token] = nil }
+    }
+  }
+}

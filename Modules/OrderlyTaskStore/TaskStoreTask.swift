@@ -1,0 +1,149 @@
+internal import OrderlyCore
+import Synchronization
+
+/// A handle to one task of a ``TaskStore``: await its value or outcome, or cancel it.
+///
+/// Handles are `Sendable`: await or cancel from anywhere. Two handles are equal when they refer
+/// to the same task (a ``TaskStorePolicy/joinExisting`` call returns an equal handle).
+public struct TaskStoreTask<Success: Sendable>: Sendable, Hashable {
+  let box: TaskBox<Success>
+
+  /// The task's value.
+  ///
+  /// - Throws: What the operation threw; `CancellationError` if the task was cancelled (before
+  ///   it started, or it threw `CancellationError`); ``TaskStoreError/dropped(key:policy:)`` if
+  ///   its policy dropped it.
+  public var value: Success {
+    get async throws {
+      switch await box.outcome() {
+      case .succeeded(let value): return value
+      case .failed(let error): throw error
+      case .cancelled: throw CancellationError()
+      case .dropped: throw box.droppedError ?? CancellationError()
+      }
+    }
+  }
+
+  /// How the task ended, once it has.
+  public var outcome: TaskOutcome<Success> {
+    get async { await box.outcome() }
+  }
+
+  /// Cancels the task.
+  ///
+  /// A task still waiting never runs and its awaiters resume at once with `CancellationError`;
+  /// a running task sees `Task.isCancelled`. Does nothing once the task has ended.
+  public func cancel() {
+    box.cancel()
+  }
+
+  /// Whether ``cancel()`` was called or the store cancelled the task.
+  public var isCancelled: Bool { box.isCancelled }
+
+  /// Whether two handles refer to the same task.
+  public static func == (lhs: Self, rhs: Self) -> Bool { lhs.box === rhs.box }
+
+  /// Hashes the task's identity.
+  public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(box)) }
+}
+
+/// The type-erased face of a task's box, for the store's bookkeeping.
+protocol AnyTaskBox: AnyObject, Sendable {
+  var id: UInt64 { get }
+  var isResolved: Bool { get }
+  /// How the task ended, once it has.
+  var outcomeKind: TaskOutcomeKind? { get }
+  func cancel()
+  func drop(_ error: TaskStoreError)
+  func attach(_ task: Task<Void, Never>)
+}
+
+/// A task's state, result and awaiters, shared by its handles and the store.
+///
+/// Phases: waiting, running (``begin()``), resolved. A waiting task cancelled or dropped is
+/// resolved at once, so its awaiters never wait for its turn.
+final class TaskBox<Success: Sendable>: AnyTaskBox {
+  private struct State {
+    var outcome: TaskOutcome<Success>?
+    var awaiters: [UnsafeContinuation<TaskOutcome<Success>, Never>] = []
+    var task: Task<Void, Never>?
+    var started = false
+    var cancelled = false
+    var dropped: TaskStoreError?
+  }
+
+  let id: UInt64
+  private let state = Mutex(State())
+
+  init(id: UInt64) {
+    self.id = id
+  }
+
+  var isResolved: Bool { state.withLock(announcingTo: self) { $0.outcome != nil } }
+  var isCancelled: Bool { state.withLock(announcingTo: self) { $0.cancelled } }
+  var outcomeKind: TaskOutcomeKind? { state.withLock(announcingTo: self) { $0.outcome?.kind } }
+  var droppedError: TaskStoreError? { state.withLock(announcingTo: self) { $0.dropped } }
+
+  /// Records the task that will run the operation; cancels it at once if cancel came first.
+  func attach(_ task: Task<Void, Never>) {
+    let cancelNow = state.withLock(announcingTo: self) { state -> Bool in
+      state.task = task
+      return state.cancelled
+    }
+    if cancelNow { task.cancel() }
+  }
+
+  /// Marks the task as running.
+  ///
+  /// - Returns: `false` if it was cancelled or dropped while waiting; it must not run.
+  func begin() -> Bool {
+    state.withLock(announcingTo: self) { state in
+      guard state.outcome == nil, !state.cancelled else { return false }
+      state.started = true
+      return true
+    }
+  }
+
+  /// Delivers the outcome to every awaiter; only the first outcome counts.
+  @discardableResult
+  func resolve(_ outcome: TaskOutcome<Success>) -> Bool {
+    let awaiters = state.withLock(announcingTo: self) {
+      state -> [UnsafeContinuation<TaskOutcome<Success>, Never>]? in
+      guard state.outcome == nil else { return nil }
+      state.outcome = outcome
+      state.task = nil
+      defer { state.awaiters = [] }
+      return state.awaiters
+    }
+    guard let awaiters else { return false }
+    for awaiter in awaiters { awaiter.resume(returning: outcome) }
+    return true
+  }
+
+  func cancel() {
+    let (task, resolveNow) = state.withLock(announcingTo: self) {
+      state -> (Task<Void, Never>?, Bool) in
+      guard state.outcome == nil else { return (nil, false) }
+      state.cancelled = true
+      return (state.task, !state.started)
+    }
+    task?.cancel()
+    if resolveNow { resolve(.cancelled) }
+  }
+
+  func drop(_ error: TaskStoreError) {
+    state.withLock(announcingTo: self) { $0.dropped = error }
+    resolve(.dropped)
+  }
+
+  func outcome() async -> TaskOutcome<Success> {
+    await withUnsafeContinuation { continuation in
+      let ready = state.withLock(announcingTo: self) { state -> TaskOutcome<Success>? in
+        if let outcome = state.outcome { return outcome }
+        state.awaiters.append(continuation)
+        return nil
+      }
+      if let ready { continuation.resume(returning: ready) }
+    }
+  }
+}
