@@ -108,6 +108,8 @@ let examples: [(name: String, dependencies: [Target.Dependency])] = [
   ("notes-sqlite", ["OrderlyRepository", "OrderlySQLite"]),
   ("launch-sequence", ["OrderlyLaunch"]),
   ("launch-step-signal", ["OrderlyLaunch"]),
+  ("task-store-policies", ["OrderlyTaskStore", "OrderlyTestSupport"]),
+  ("task-store-model", ["OrderlyTaskStore", "OrderlyCore"]),
 ]
 
 // A hyphenated target name builds a module with underscores (`serial_queue`); the executable

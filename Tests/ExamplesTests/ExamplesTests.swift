@@ -225,6 +225,44 @@ struct ExamplesTests {
     #expect(output.contains("a cancelled waiter: threw CancellationError"))
   }
 
+  @Test("task-store-policies: each policy treats the same three taps as documented")
+  func taskStorePolicies() throws {
+    let output = try runExample("task-store-policies")
+    func outcomes(_ policy: String) -> [String] {
+      guard let section = output.components(separatedBy: "\n.\(policy)\n").last else { return [] }
+      return section.split(separator: "\n").prefix(3).map {
+        String($0.split(separator: "│").last ?? "").trimmingCharacters(in: .whitespaces)
+      }
+    }
+    #expect(outcomes("cancelPrevious") == ["cancelled", "cancelled", "saved"])
+    #expect(outcomes("cancelPreviousAndWait") == ["cancelled", "cancelled", "saved"])
+    #expect(outcomes("enqueue") == ["saved", "saved", "saved"])
+    #expect(outcomes("concurrent(limit: 2)") == ["saved", "saved", "saved"])
+    #expect(outcomes("dropNew") == ["saved", "dropped", "dropped"])
+    #expect(outcomes("keepLatest") == ["saved", "dropped", "saved"])
+    #expect(
+      outcomes("joinExisting") == [
+        "saved", "joined tap 1: got its result", "joined tap 1: got its result",
+      ]
+    )
+    // Overlap: cancelPrevious starts tap 2 while tap 1 rolls back; cancelPreviousAndWait waits.
+    #expect(output.contains(".cancelPrevious\n  tap 1 │██░✗"))
+    #expect(output.contains("  tap 2 │  ██░✗"))
+    #expect(output.contains("  tap 2 │  ·█░✗"))
+  }
+
+  @Test("task-store-model: the buttons follow isRunning; cancel stops the late answer")
+  func taskStoreModel() throws {
+    let output = try runExample("task-store-model")
+    #expect(
+      output.contains("Tap Do thing:\n  changed                    [Do thing] (disabled)  [Cancel]")
+    )
+    #expect(
+      output.contains("The server answers:\n  changed                    [Do thing]  text: \"!\"")
+    )
+    #expect(output.contains("Final text: \"!\""))
+  }
+
   private func checkEveryTaskRunsOnce(_ output: String) throws {
     let events = timeline(of: output)
     #expect(events.count == 14)

@@ -1,0 +1,116 @@
+// The same burst of three "Save" taps, 10 ms apart, each starting 30 ms of work, under every
+// TaskStore policy. A cancelled save takes 10 ms more to roll back. Time is a manual clock
+// stepped 5 ms at a time, so every run prints the same timelines: which taps ran, waited, were
+// cancelled, dropped or joined.
+import OrderlyTaskStore
+import OrderlyTestSupport
+
+let step = Duration.milliseconds(5)
+let tapSteps = [0, 2, 4]
+let steps = 24
+
+/// The current step, read by the saves to record when things happen.
+@MainActor
+final class Timeline {
+  var now = 0
+}
+
+/// What happened to one tap.
+@MainActor
+final class Tap {
+  let number: Int
+  let tappedAt: Int
+  var startedAt: Int?
+  var cancelledAt: Int?
+  var endedAt: Int?
+
+  init(number: Int, tappedAt: Int) {
+    self.number = number
+    self.tappedAt = tappedAt
+  }
+
+  /// `·` waiting, `█` saving, `░` rolling back after cancellation, then `✓` or `✗`.
+  func row(joined: Bool, dropped: Bool) -> String {
+    (0..<steps).map { index -> String in
+      if index < tappedAt { return " " }
+      if dropped { return index == tappedAt ? "-" : " " }
+      if joined { return index == tappedAt ? "↑" : " " }
+      let start = startedAt ?? Int.max
+      let end = endedAt ?? Int.max
+      if index < start { return index < end ? "·" : (index == end ? "✗" : " ") }
+      if index < end { return (cancelledAt.map { index >= $0 } ?? false) ? "░" : "█" }
+      if index == end { return cancelledAt == nil ? "✓" : "✗" }
+      return " "
+    }.joined()
+  }
+}
+
+let policies: [TaskStorePolicy] = [
+  .cancelPrevious, .cancelPreviousAndWait, .enqueue, .concurrent(limit: 2), .dropNew,
+  .keepLatest, .joinExisting,
+]
+
+print("Three taps on Save at 0, 10 and 20 ms; a save takes 30 ms, a rollback 10 ms.")
+print("One column = 5 ms.  · waiting  █ saving  ░ rolling back  ✓ saved  ✗ cancelled")
+print("                    - dropped  ↑ joined the running save")
+for policy in policies {
+  let clock = ManualClock()
+  let timeline = Timeline()
+  let store = TaskStore<String>()
+  var taps: [Tap] = []
+  var handles: [TaskStoreTask<Int>] = []
+  for current in 0..<steps {
+    timeline.now = current
+    if let index = tapSteps.firstIndex(of: current) {
+      let tap = Tap(number: index + 1, tappedAt: current)
+      taps.append(tap)
+      handles.append(
+        store.addTask(forKey: "save", policy: policy) {
+          tap.startedAt = timeline.now
+          do {
+            try await clock.sleep(for: .milliseconds(30))
+          } catch {
+            tap.cancelledAt = timeline.now
+            // Rolling back cannot be cancelled: a fresh task, not this cancelled one, waits.
+            await Task { try? await clock.sleep(for: .milliseconds(10)) }.value
+            tap.endedAt = timeline.now
+            throw error
+          }
+          tap.endedAt = timeline.now
+          return tap.number
+        }
+      )
+    }
+    // Let the tasks react before time moves on, and after.
+    for _ in 0..<200 { await Task.yield() }
+    clock.advance(by: step)
+    for _ in 0..<200 { await Task.yield() }
+  }
+  // Anything still rolling back gets the time it needs (it never does within the window).
+  var extra = 0
+  while extra < 100, store.isRunning(forKey: "save") || store.queuedCount(forKey: "save") > 0 {
+    clock.advance(by: step)
+    for _ in 0..<200 { await Task.yield() }
+    extra += 1
+  }
+  print("")
+  print(".\(policy)")
+  for (tap, handle) in zip(taps, handles) {
+    var joined = false
+    var dropped = false
+    let summary: String
+    switch await handle.outcome {
+    case .succeeded(let value) where value != tap.number:
+      joined = true
+      summary = "joined tap \(value): got its result"
+    case .succeeded: summary = "saved"
+    case .failed(let error): summary = "failed: \(error)"
+    case .cancelled:
+      summary = tap.startedAt == nil ? "cancelled before it started" : "cancelled"
+    case .dropped:
+      dropped = true
+      summary = "dropped"
+    }
+    print("  tap \(tap.number) │\(tap.row(joined: joined, dropped: dropped))│ \(summary)")
+  }
+}
