@@ -95,6 +95,7 @@ public final class ConcurrentQueue: Sendable {
   ///   - operation: The job's work.
   /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
   @discardableResult
+  @_specialize(exported:true,where Success == Void)
   public func enqueue<Success: Sendable>(
     name: String? = nil,
     priority: TaskPriority? = nil,
@@ -115,6 +116,7 @@ public final class ConcurrentQueue: Sendable {
   ///   - operation: The job's work.
   /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
   @discardableResult
+  @_specialize(exported:true,where Success == Void)
   public func enqueueDetached<Success: Sendable>(
     name: String? = nil,
     priority: TaskPriority? = nil,
@@ -135,6 +137,7 @@ public final class ConcurrentQueue: Sendable {
   /// - Returns: What `operation` returned.
   /// - Throws: What `operation` threw, unchanged; `CancellationError` if the caller's task was
   ///   cancelled before the job started; ``QueueError`` on a reentrant wait.
+  @_specialize(exported:true,where Success == Void)
   public func enqueueAndWait<Success>(
     name: String? = nil,
     isolation: isolated (any Actor)? = #isolation,
@@ -158,6 +161,7 @@ public final class ConcurrentQueue: Sendable {
   /// - Returns: A handle to await or cancel the barrier. A barrier cancelled before it starts
   ///   leaves the line and the jobs behind it go on.
   @discardableResult
+  @_specialize(exported:true,where Success == Void)
   public func enqueueBarrier<Success: Sendable>(
     name: String? = nil,
     priority: TaskPriority? = nil,
@@ -182,6 +186,7 @@ public final class ConcurrentQueue: Sendable {
   /// - Returns: What `operation` returned.
   /// - Throws: What `operation` threw; `CancellationError` if the caller's task was cancelled
   ///   before the barrier started; ``QueueError`` when called from inside a job of this queue.
+  @_specialize(exported:true,where Success == Void)
   public func enqueueBarrierAndWait<Success>(
     name: String? = nil,
     isolation: isolated (any Actor)? = #isolation,

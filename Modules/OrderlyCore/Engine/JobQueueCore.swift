@@ -7,6 +7,9 @@ import Synchronization
 /// ``ConcurrentQueue`` one with `limit` slots, ``ActorQueue`` and ``MainActorQueue`` a core with
 /// one slot released when a job begins, and ``KeyedSerialQueue`` one core per busy key. Jobs and
 /// their handles keep the core alive, so dropping the public queue drops no job.
+///
+/// The generic submission paths are pre-specialized for `Void` results (`@_specialize`), the
+/// common fire-and-forget case; the public queues export those specializations to callers.
 final class JobQueueCore: Sendable {
   /// When a running job gives its slot back.
   enum SlotRelease: Sendable {
@@ -41,6 +44,7 @@ final class JobQueueCore: Sendable {
   // MARK: - Submitting work
 
   /// Enqueues a job that runs in a new task, like `Task { }` (see `SerialQueue.enqueue`).
+  @_specialize(where Success == Void)
   func enqueue<Success: Sendable>(
     name: String?,
     priority: TaskPriority?,
@@ -53,6 +57,7 @@ final class JobQueueCore: Sendable {
   }
 
   /// Starts the task of an admitted `enqueue` job.
+  @_specialize(where Success == Void)
   func makeTask<Success: Sendable>(
     for node: TurnNode,
     priority: TaskPriority?,
@@ -68,6 +73,7 @@ final class JobQueueCore: Sendable {
   }
 
   /// Enqueues a job run by the queue's runner task, like `Task.detached { }`.
+  @_specialize(where Success == Void)
   func enqueueDetached<Success: Sendable>(
     name: String?,
     priority: TaskPriority?,
@@ -86,6 +92,7 @@ final class JobQueueCore: Sendable {
   }
 
   /// Waits for the job's turn, then runs it in the caller's task.
+  @_specialize(where Success == Void)
   func enqueueAndWait<Success>(
     name: String?,
     isBarrier: Bool = false,
@@ -193,6 +200,7 @@ final class JobQueueCore: Sendable {
   // MARK: - Running jobs
 
   /// Waits for the node's turn, runs `operation` in the current task, and passes the turn on.
+  @_specialize(where Success == Void)
   func runTurn<Success>(
     _ node: TurnNode,
     in task: RunningTask?,

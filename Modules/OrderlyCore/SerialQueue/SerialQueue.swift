@@ -75,6 +75,7 @@ public final class SerialQueue: Sendable {
   ///     runs.
   /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
   @discardableResult
+  @_specialize(exported:true,where Success == Void)
   public func enqueue<Success: Sendable>(
     name: String? = nil,
     priority: TaskPriority? = nil,
@@ -97,6 +98,7 @@ public final class SerialQueue: Sendable {
   ///     runs.
   /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
   @discardableResult
+  @_specialize(exported:true,where Success == Void)
   public func enqueueDetached<Success: Sendable>(
     name: String? = nil,
     priority: TaskPriority? = nil,
@@ -123,6 +125,7 @@ public final class SerialQueue: Sendable {
   /// - Throws: What `operation` threw, unchanged; `CancellationError` if the caller's task was
   ///   cancelled before the job started (it then never runs); ``QueueError`` on a reentrant
   ///   wait.
+  @_specialize(exported:true,where Success == Void)
   public func enqueueAndWait<Success>(
     name: String? = nil,
     isolation: isolated (any Actor)? = #isolation,
