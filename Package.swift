@@ -163,11 +163,11 @@ package.targets += [
   ),
   .testTarget(
     name: "OrderlyLaunchTests",
-    dependencies: ["OrderlyLaunch", "OrderlyTestSupport"]
+    dependencies: ["OrderlyLaunch", "OrderlyCore", "OrderlyTestSupport"]
   ),
   .testTarget(
     name: "OrderlyTaskStoreTests",
-    dependencies: ["OrderlyTaskStore", "OrderlyTestSupport"]
+    dependencies: ["OrderlyTaskStore", "OrderlyCore", "OrderlyTestSupport"]
   ),
   .testTarget(
     name: "OrderlyCLITests",

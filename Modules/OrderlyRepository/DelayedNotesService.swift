@@ -7,7 +7,7 @@ public final class DelayedNotesService: NotesService {
   private let base: any NotesService
   private let latency: ClosedRange<Duration>
   private let clock: any Clock<Duration>
-  private let generator: Mutex<SplitMix64>
+  private let generator: Mutex<SeededGenerator>
 
   /// Wraps a service.
   ///
@@ -25,7 +25,7 @@ public final class DelayedNotesService: NotesService {
     self.base = base
     self.latency = latency
     self.clock = clock
-    self.generator = Mutex(SplitMix64(seed: seed))
+    self.generator = Mutex(SeededGenerator(seed: seed))
   }
 
   private func delay() async throws {

@@ -63,7 +63,7 @@ public final class InMemoryNotesService: NotesService {
     var notes: [Note.ID: Note]
     var lastID: Note.ID
     var calls: [NotesOperation: Int] = [:]
-    var generator: SplitMix64
+    var generator: SeededGenerator
   }
 
   private let state: Mutex<State>
@@ -96,7 +96,7 @@ public final class InMemoryNotesService: NotesService {
       State(
         notes: Dictionary(notes.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last }),
         lastID: notes.map(\.id).max() ?? 0,
-        generator: SplitMix64(seed: seed)
+        generator: SeededGenerator(seed: seed)
       )
     )
     self.latency = latency
@@ -204,7 +204,7 @@ public final class InMemoryNotesService: NotesService {
     return try state.withLock(announcingTo: self) { state in try change(&state) }
   }
 
-  private func duration(for latency: Latency, using generator: inout SplitMix64) -> Duration {
+  private func duration(for latency: Latency, using generator: inout SeededGenerator) -> Duration {
     switch latency {
     case .none: return .zero
     case .fixed(let duration): return duration
@@ -235,26 +235,4 @@ public struct InjectedFailure: Error, Sendable, Equatable, CustomStringConvertib
 
   /// `injected failure: call 2 of updateNote`.
   public var description: String { "injected failure: call \(call) of \(operation)" }
-}
-
-/// A small seeded generator (SplitMix64), so runs with the same seed repeat exactly.
-struct SplitMix64 {
-  private var state: UInt64
-
-  init(seed: UInt64) {
-    state = seed
-  }
-
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-
-  /// A number in 0 ..< 1.
-  mutating func nextUnit() -> Double {
-    Double(next() >> 11) / Double(UInt64(1) << 53)
-  }
 }

@@ -5,23 +5,6 @@ struct TestError: Error, Equatable {
   let code: Int
 }
 
-/// A small seeded generator (SplitMix64) so random tests replay exactly.
-struct SeededGenerator: RandomNumberGenerator {
-  private var state: UInt64
-
-  init(seed: UInt64) {
-    state = seed
-  }
-
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
-  }
-}
-
 /// Whether awaiting `job` ends with `CancellationError`.
 func endsCancelled<Success>(_ job: QueuedTask<Success>) async -> Bool {
   if case .failure(let error) = await job.result { return error is CancellationError }

@@ -1,3 +1,4 @@
+import OrderlyCore
 import OrderlyLaunch
 import OrderlyTestSupport
 import Testing
@@ -52,7 +53,7 @@ struct LaunchSignalTests {
   @Test("500 waiters, random cancellation, one fire: every waiter resumes exactly once")
   func stress() async throws {
     let signal = LaunchSignal<Int>()
-    var generator = SplitMix(seed: 3)
+    var generator = SeededGenerator(seed: 3)
     var tasks: [(Task<Int, any Error>, Bool)] = []
     for _ in 0..<500 {
       let task = Task { try await signal.wait() }
@@ -67,17 +68,5 @@ struct LaunchSignalTests {
       case .failure(let error): #expect(error is CancellationError)
       }
     }
-  }
-}
-
-struct SplitMix {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }

@@ -1,4 +1,5 @@
 import Observation
+import OrderlyCore
 import OrderlyTaskStore
 import OrderlyTestSupport
 import Synchronization
@@ -379,7 +380,7 @@ struct TaskStoreActorTests {
       .cancelPrevious, .cancelPreviousAndWait, .enqueue, .concurrent(limit: 3), .dropNew,
       .keepLatest, .joinExisting,
     ]
-    var generator = SplitMix(seed: 11)
+    var generator = SeededGenerator(seed: 11)
     var handles: [TaskStoreTask<Int>] = []
     for index in 0..<2_000 {
       let policy = policies[Int(generator.next() % UInt64(policies.count))]
@@ -401,17 +402,5 @@ struct TaskStoreActorTests {
       }
     }
     #expect((0..<8).allSatisfy { store.state(forKey: $0).lastOutcome != nil })
-  }
-}
-
-struct SplitMix {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }
