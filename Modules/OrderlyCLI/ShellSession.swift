@@ -135,21 +135,24 @@ final class ShellSession: Sendable {
     var number = 0
     for await input in InputReader.lines() {
       number += 1
-      let where_ = interactive ? "" : "line \(number): "
+      // Scripts get line numbers in errors; a person typing sees the line they just typed.
+      let location = interactive ? "" : "line \(number): "
       let line: ShellLine?
       switch input {
       case .text(let text):
         do {
           line = try ShellLine.parse(text)
         } catch {
-          report(where_ + error.message)
+          report(location + error.message)
           continue
         }
       case .tooLong(let bytes):
-        report(where_ + "the line is too long (\(bytes) bytes; the limit is \(InputReader.limit))")
+        report(
+          location + "the line is too long (\(bytes) bytes; the limit is \(InputReader.limit))"
+        )
         continue
       case .invalidUTF8:
-        report(where_ + "the line is not valid UTF-8 text")
+        report(location + "the line is not valid UTF-8 text")
         continue
       }
       guard let line else {
@@ -157,11 +160,10 @@ final class ShellSession: Sendable {
         continue
       }
       if line == .quit { break }
-      let prefix = where_
       lines.enqueueDetached { [repository, interactive] in
         let (output, failed) = await Self.execute(line, on: repository)
         if failed {
-          Self.writeError(prefix + output)
+          Self.writeError(location + output)
         } else if !output.isEmpty {
           Self.write(output + "\n")
         }
