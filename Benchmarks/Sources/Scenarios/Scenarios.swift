@@ -76,6 +76,15 @@ func settle() async {
   }
 }
 
+/// `jobs` no-op blocks on a serial `DispatchQueue` from one producer, until it has drained.
+@Sendable func dispatchUntilDrained(_ jobs: Int) async -> Double {
+  await nanosecondsPerJob(jobs) {
+    let queue = DispatchQueue(label: "baseline.serial")
+    for _ in 0..<jobs { queue.async {} }
+    await drain(queue)
+  }
+}
+
 public let scenarios: [Scenario] = [
   Scenario(
     name: "enqueueDetached fire-and-forget, until drained",
@@ -84,13 +93,7 @@ public let scenarios: [Scenario] = [
     target: .ratio(1.5),
     jobs: (1_000_000, 100_000),
     orderly: detachedUntilDrained,
-    baseline: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = DispatchQueue(label: "baseline.serial")
-        for _ in 0..<jobs { queue.async {} }
-        await drain(queue)
-      }
-    }
+    baseline: dispatchUntilDrained
   ),
   Scenario(
     name: "enqueue fire-and-forget (inherits context)",
@@ -301,6 +304,21 @@ public let scenarios: [Scenario] = [
       return Double(max(0, after - before)) / Double(keys)
     },
     baseline: nil
+  ),
+  Scenario(
+    name: "enqueueDetached returning Int (not pre-specialized)",
+    baselineName: "DispatchQueue.async (serial)",
+    unit: .nanosecondsPerJob,
+    target: .info,
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in
+      await nanosecondsPerJob(jobs) {
+        let queue = SerialQueue()
+        for index in 0..<jobs { queue.enqueueDetached { index } }
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: dispatchUntilDrained
   ),
   Scenario(
     name: "enqueueDetached vs single-consumer AsyncStream",
