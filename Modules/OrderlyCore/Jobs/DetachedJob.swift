@@ -35,30 +35,40 @@ protocol RunnableJob: PinnedJob {
 
 /// An `enqueueDetached` job: its operation, its result and the tasks awaiting that result.
 ///
-/// Its hot methods carry `@_specialize(where Success == Void)`: queues call them from generic,
-/// unspecialized code, where every job would otherwise pay runtime generic-metadata lookups
-/// (`Mutex<State>`, `Result<Success, Error>`, ...). Profiling `enqueueDetached` with `perf`
-/// showed those lookups at about 40% of a Void job's time; jobs of other result types still
-/// pay them.
+/// Its state is stored with the result type erased (``ErasedJobState``): queues run jobs from
+/// generic, unspecialized code, and a state generic over `Success` made every job look up
+/// `Mutex<State>`, `Result<Success, Error>` and friends at runtime. Profiling `enqueueDetached`
+/// with `perf` showed those lookups at about 40% of a job's time. Only ``init(name:priority:isBarrier:operation:)``
+/// and ``result()`` are generic; the value is cast back to `Success` for awaiters.
 ///
 /// No task is created for it: the queue's runner task calls ``run(in:frame:)``. Lock order as for
 /// ``TurnNode``: the queue's lock may be held while this job's lock is taken, and nothing is
 /// resumed or cancelled under either.
+/// A detached job's state, with the result type erased so that nothing generic is instantiated
+/// per job (see ``DetachedJob``).
+private struct ErasedJobState {
+  typealias Outcome = Result<any Sendable, any Error>
+
+  var phase = JobPhase.waiting
+  var operation: (() async throws -> any Sendable)?
+  var result: Outcome?
+  var awaiters: [UnsafeContinuation<Outcome, Never>] = []
+  var pins = PinState()
+}
+
+/// The value stored in a job's result was not of its `Success` type.
+///
+/// Cannot happen: the only value ever stored is what the job's own operation returned, and the
+/// operation returns `Success`. It exists so that the cast back needs no force-unwrap.
+struct DetachedJobResultMismatch: Error, CustomStringConvertible {
+  var description: String { "internal error: a detached job's result had the wrong type" }
+}
+
 final class DetachedJob<Success: Sendable>: RunnableJob {
-  private typealias Awaiter = UnsafeContinuation<Result<Success, any Error>, Never>
-
-  private struct State {
-    var phase = JobPhase.waiting
-    var operation: (() async throws -> Success)?
-    var result: Result<Success, any Error>?
-    var awaiters: [Awaiter] = []
-    var pins = PinState()
-  }
-
   let name: String?
   let priority: TaskPriority?
   let isBarrier: Bool
-  private let state: Mutex<State>
+  private let state: Mutex<ErasedJobState>
   private let rawID = Atomic<UInt64>(0)
 
   /// The job's identifier, assigned once under the queue's lock before the job is shared.
@@ -74,7 +84,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     self.name = name
     self.priority = priority
     self.isBarrier = isBarrier
-    self.state = Mutex(State(operation: operation))
+    self.state = Mutex(ErasedJobState(operation: { try await operation() }))
   }
 
   /// Numbers the job.
@@ -99,7 +109,6 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.pins.cancelRequested }
   }
 
-  @_specialize(where Success == Void)
   func grant(into wakeups: inout Wakeups) -> Bool {
     state.withLock(announcingTo: self) { state in
       guard state.phase == .waiting else { return false }
@@ -108,7 +117,6 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     }
   }
 
-  @_specialize(where Success == Void)
   func cancelWaiting(into wakeups: inout Wakeups) -> Bool {
     let cancelled = state.withLock(announcingTo: self) { state in
       guard state.phase == .waiting else { return false }
@@ -121,7 +129,6 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     return cancelled
   }
 
-  @_specialize(where Success == Void)
   func resumeAwaitersCancelled() {
     let awaiters = state.withLock(announcingTo: self) { state in
       defer { state.awaiters = [] }
@@ -134,15 +141,15 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     state.withLock(announcingTo: self) { body($0.phase, &$0.pins) }
   }
 
-  @_specialize(where Success == Void)
   func run(in task: RunningTask?, frame: JobFrame) async -> JobOutcome {
-    let operation = state.withLock(announcingTo: self) { state -> (() async throws -> Success)? in
+    let operation = state.withLock(announcingTo: self) {
+      state -> (() async throws -> any Sendable)? in
       guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
       state.phase = .running
       state.pins.start(in: task)
       return state.operation.take()
     }
-    let result: Result<Success, any Error>
+    let result: ErasedJobState.Outcome
     if let operation {
       do {
         result = .success(try await JobFrame.$current.withValue(frame) { try await operation() })
@@ -169,13 +176,17 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   /// Not cancellable, like `Task.value`.
   @_specialize(where Success == Void)
   func result() async -> Result<Success, any Error> {
-    await withUnsafeContinuation { continuation in
-      let ready = state.withLock(announcingTo: self) { state -> Result<Success, any Error>? in
+    let erased = await withUnsafeContinuation { continuation in
+      let ready = state.withLock(announcingTo: self) { state -> ErasedJobState.Outcome? in
         if let result = state.result { return result }
         state.awaiters.append(continuation)
         return nil
       }
       if let ready { continuation.resume(returning: ready) }
+    }
+    return erased.flatMap { value in
+      guard let value = value as? Success else { return .failure(DetachedJobResultMismatch()) }
+      return .success(value)
     }
   }
 }
