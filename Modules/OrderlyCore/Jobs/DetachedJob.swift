@@ -71,10 +71,12 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   private let state = Mutex(ErasedJobState())
   /// The job's work, until it runs or is cancelled.
   ///
-  /// Read and written only inside `state.withLock`, so the lock orders every access: the same
-  /// guarantee a field of the `Mutex` value would have. It lives outside that value because its
-  /// type is generic over `Success`; wrapping it to erase the type would cost an allocation per
-  /// job (measured: 161 -> 241 bytes per pending job).
+  /// It lives outside the `Mutex` value because its type is generic over `Success`; wrapping it
+  /// to erase the type would cost an allocation per job (measured: 161 -> 241 bytes per pending
+  /// job).
+  // Safe: written once in `init`, before the job is shared, and afterwards only read or cleared
+  // inside `state.withLock` (in `cancelWaiting(into:)` and `run(in:frame:)`), so the lock orders
+  // every access exactly as it would for a field of the `Mutex` value.
   nonisolated(unsafe) private var operation: (() async throws -> Success)?
   private let rawID = Atomic<UInt64>(0)
 
