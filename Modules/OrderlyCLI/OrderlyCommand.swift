@@ -43,8 +43,6 @@ struct LatencyRange: ExpressibleByArgument, Sendable, CustomStringConvertible {
     self.init(minimum: low, maximum: high)
   }
 
-  static var defaultValueDescription: String { "20-150" }
-
   var range: ClosedRange<Duration> { .milliseconds(minimum) ... .milliseconds(maximum) }
 
   var description: String { "\(minimum)-\(maximum)" }

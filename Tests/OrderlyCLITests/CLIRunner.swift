@@ -8,6 +8,10 @@ struct CLIResult {
   let stderr: String
 }
 
+/// The built `orderly` binary, next to the test bundle.
+let orderlyBinary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+  .appendingPathComponent("orderly")
+
 /// Runs the built `orderly` binary, which `swift test` builds first because this target depends
 /// on it, with `input` on standard input.
 func orderly(
@@ -15,10 +19,8 @@ func orderly(
   input: Data = Data(),
   environment: [String: String] = [:]
 ) async throws -> CLIResult {
-  let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    .appendingPathComponent("orderly")
   let process = Process()
-  process.executableURL = binary
+  process.executableURL = orderlyBinary
   process.arguments = arguments
   var merged = ProcessInfo.processInfo.environment
   merged["NO_COLOR"] = nil
@@ -48,10 +50,8 @@ func orderly(
 /// Runs the shell on `script`, standard output and standard error in one pipe, so answers and
 /// errors can be checked in the order they were printed.
 func shell(_ script: Data, arguments: [String] = ["--in-memory"]) throws -> (Int32, [String]) {
-  let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-    .appendingPathComponent("orderly")
   let process = Process()
-  process.executableURL = binary
+  process.executableURL = orderlyBinary
   process.arguments = ["shell"] + arguments
   let stdin = Pipe()
   let output = Pipe()

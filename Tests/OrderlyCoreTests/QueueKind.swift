@@ -38,7 +38,6 @@ enum TestQueue: Sendable {
   var name: String { core.name }
   var pendingCount: Int { core.pendingCount }
   var isIdle: Bool { core.isIdle }
-  var lineCount: Int { core.lineCount }
   var events: AsyncStream<QueueEvent> { core.events }
 
   func cancelAll() {

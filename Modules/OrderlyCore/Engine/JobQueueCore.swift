@@ -149,11 +149,6 @@ final class JobQueueCore: Sendable {
     state.withLock(announcingTo: self) { $0.isIdle }
   }
 
-  /// Entries in line, including cancelled entries not yet swept (for tests).
-  var lineCount: Int {
-    state.withLock(announcingTo: self) { $0.line.count }
-  }
-
   /// The number of `waitUntilIdle` callers waiting (for tests).
   var idleWaiterCount: Int {
     state.withLock(announcingTo: self) { $0.idleWaiterCount }

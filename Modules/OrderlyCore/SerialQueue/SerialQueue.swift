@@ -152,9 +152,6 @@ public final class SerialQueue: Sendable {
   /// Whether no job is running or waiting.
   public var isIdle: Bool { core.isIdle }
 
-  /// Entries in line, including cancelled entries not yet swept (for tests).
-  var lineCount: Int { core.lineCount }
-
   /// Returns once every job enqueued before this call has ended.
   ///
   /// Jobs enqueued after the call do not delay it. It returns at once when the queue is idle.
