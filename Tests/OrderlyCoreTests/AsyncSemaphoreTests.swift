@@ -38,7 +38,12 @@ struct AsyncSemaphoreTests {
       )
       await waitForWaiters(semaphore, index + 1)
     }
-    for _ in 0..<20 { semaphore.signal() }
+    // One permit at a time: two waiters resumed together run their next lines in either order
+    // on two threads, so only the one resumed by each signal shows which waiter got the permit.
+    for handed in 1...20 {
+      semaphore.signal()
+      try await order.waitForCount(handed)
+    }
     for task in tasks { try await task.value }
     #expect(order.values == Array(0..<20))
   }

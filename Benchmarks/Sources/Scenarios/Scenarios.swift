@@ -321,6 +321,56 @@ public let scenarios: [Scenario] = [
     baseline: dispatchUntilDrained
   ),
   Scenario(
+    name: "enqueueDetached, producer side (queue held)",
+    baselineName: "DispatchQueue.async on a suspended queue",
+    unit: .nanosecondsPerJob,
+    target: .info,
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in
+      let (queue, release) = await blockedQueue()
+      let time = await nanosecondsPerJob(jobs) {
+        for _ in 0..<jobs { queue.enqueueDetached {} }
+      }
+      release()
+      try? await queue.waitUntilIdle()
+      return time
+    },
+    baseline: { jobs in
+      let queue = DispatchQueue(label: "baseline.serial")
+      queue.suspend()
+      let time = await nanosecondsPerJob(jobs) {
+        for _ in 0..<jobs { queue.async {} }
+      }
+      queue.resume()
+      await drain(queue)
+      return time
+    }
+  ),
+  Scenario(
+    name: "enqueueDetached, runner side (jobs already queued)",
+    baselineName: "a suspended DispatchQueue draining",
+    unit: .nanosecondsPerJob,
+    target: .info,
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in
+      let (queue, release) = await blockedQueue()
+      for _ in 0..<jobs { queue.enqueueDetached {} }
+      return await nanosecondsPerJob(jobs) {
+        release()
+        try? await queue.waitUntilIdle()
+      }
+    },
+    baseline: { jobs in
+      let queue = DispatchQueue(label: "baseline.serial")
+      queue.suspend()
+      for _ in 0..<jobs { queue.async {} }
+      return await nanosecondsPerJob(jobs) {
+        queue.resume()
+        await drain(queue)
+      }
+    }
+  ),
+  Scenario(
     name: "enqueueDetached vs single-consumer AsyncStream",
     baselineName: "AsyncStream, one consumer",
     unit: .nanosecondsPerJob,

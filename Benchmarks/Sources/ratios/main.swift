@@ -2,6 +2,7 @@
 // prints one row per scenario; exits 1 when a target is missed.
 //
 //   swift run -c release --package-path Benchmarks ratios [--quick] [--only TEXT]
+//     [--side orderly|baseline]
 //
 // Ratios within one run are what count: absolute times drift on a shared machine.
 import Foundation
@@ -11,6 +12,10 @@ let arguments = CommandLine.arguments
 let quick = arguments.contains("--quick")
 // `--only TEXT` runs only the scenarios whose name contains TEXT (for profiling one row).
 let only = arguments.firstIndex(of: "--only").flatMap { index in
+  index + 1 < arguments.count ? arguments[index + 1] : nil
+}
+// `--side orderly` or `--side baseline` runs one side only (for profiling it alone).
+let side = arguments.firstIndex(of: "--side").flatMap { index in
   index + 1 < arguments.count ? arguments[index + 1] : nil
 }
 let rounds = quick ? 3 : 5
@@ -51,15 +56,15 @@ for scenario in scenarios where only.map({ scenario.name.contains($0) }) ?? true
   var baseline: [Double] = []
   do {
     for _ in 0..<rounds {
-      orderly.append(try await scenario.orderly(jobs))
-      if let run = scenario.baseline { baseline.append(try await run(jobs)) }
+      if side != "baseline" { orderly.append(try await scenario.orderly(jobs)) }
+      if side != "orderly", let run = scenario.baseline { baseline.append(try await run(jobs)) }
     }
   } catch {
     print("\(scenario.name): failed: \(error)")
     missed += 1
     continue
   }
-  let a = median(orderly)
+  let a = orderly.isEmpty ? .nan : median(orderly)
   let b = baseline.isEmpty ? nil : median(baseline)
   let ratio = b.map { a / $0 }
   let (targetText, passed): (String, Bool?) =

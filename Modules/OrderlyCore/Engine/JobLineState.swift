@@ -147,7 +147,10 @@ struct JobLineState {
   mutating func advance(wakeups: inout Wakeups, launches: inout Launches) {
     while let head = line.first {
       if !canStart(head) {
-        // A cancelled head must not block the live jobs behind it.
+        // Nothing can start while every slot is taken or a barrier runs, whatever the head is.
+        if running.count >= limit || barrierRunning { return }
+        // The head is a barrier waiting for running jobs to end. A cancelled one must not block
+        // the live jobs behind it.
         guard head.isCancelledWhileWaiting else { return }
         line.removeFirst()
         tombstones -= 1

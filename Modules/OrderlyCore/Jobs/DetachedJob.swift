@@ -150,6 +150,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     state.withLock(announcingTo: self) { body($0.phase, &$0.pins) }
   }
 
+  @_specialize(where Success == Void)
   func run(in task: RunningTask?, frame: JobFrame) async -> JobOutcome {
     let operation = state.withLock(announcingTo: self) {
       state -> (() async throws -> Success)? in
@@ -158,16 +159,15 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
       state.pins.start(in: task)
       return self.operation.take()
     }
-    let result: ErasedJobState.Outcome
+    var result = ErasedJobState.Outcome.failure(CancellationError())
     if let operation {
-      do {
-        let value = try await JobFrame.$current.withValue(frame) { try await operation() }
-        result = .success(value)
-      } catch {
-        result = .failure(error)
+      await JobFrame.$current.withValue(frame) {
+        do {
+          result = .success(try await operation())
+        } catch {
+          result = .failure(error)
+        }
       }
-    } else {
-      result = .failure(CancellationError())
     }
     let (awaiters, pinned) = state.withLock(announcingTo: self) { state in
       state.phase = .finished
