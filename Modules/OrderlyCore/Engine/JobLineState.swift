@@ -134,10 +134,10 @@ struct JobLineState {
     return false
   }
 
-  private mutating func start(_ entry: Entry) {
-    running.append(entry)
+  private mutating func start(_ entry: consuming Entry) {
     if entry.isBarrier { barrierRunning = true }
     emit(.started, for: entry)
+    running.append(entry)
   }
 
   /// Starts every job at the head of the line that may start now.
@@ -145,25 +145,27 @@ struct JobLineState {
   /// Jobs that run in their own task are resumed through `wakeups`; detached jobs are added to
   /// `launches`, for the caller to run.
   mutating func advance(wakeups: inout Wakeups, launches: inout Launches) {
-    while let head = line.first {
+    // Entries are moved out of the line and, if they cannot start, back in: peeking at a copy
+    // would cost a retain and a release per look.
+    while let head = line.popFirst() {
       if !canStart(head) {
         // Nothing can start while every slot is taken or a barrier runs, whatever the head is.
-        if running.count >= limit || barrierRunning { return }
-        // The head is a barrier waiting for running jobs to end. A cancelled one must not block
-        // the live jobs behind it.
-        guard head.isCancelledWhileWaiting else { return }
-        line.removeFirst()
+        // A head that is a barrier waits for running jobs to end; a cancelled one must not
+        // block the live jobs behind it.
+        if running.count >= limit || barrierRunning || !head.isCancelledWhileWaiting {
+          line.prepend(head)
+          return
+        }
         tombstones -= 1
         continue
       }
-      line.removeFirst()
       guard head.grant(into: &wakeups) else {
         tombstones -= 1
         continue
       }
       pendingCount -= 1
-      start(head)
       if case .detached(let job) = head { launches.append(job) }
+      start(head)
     }
   }
 

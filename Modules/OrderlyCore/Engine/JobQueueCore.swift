@@ -304,13 +304,16 @@ final class JobQueueCore: Sendable {
     var job = first
     while true {
       let frame = JobFrame(owner: self, jobID: job.id, parent: nil)
-      let outcome = await job.run(in: task, frame: frame)
+      let report = await job.run(in: task, frame: frame)
       let launches = update { state, wakeups, launches in
-        state.finish(job.id, outcome: outcome, wakeups: &wakeups, launches: &launches)
+        state.finish(job.id, outcome: report.outcome, wakeups: &wakeups, launches: &launches)
       }
-      for extra in launches.rest { startRunner(with: extra) }
+      if !launches.rest.isEmpty {
+        for extra in launches.rest { startRunner(with: extra) }
+      }
       guard let nextJob = launches.first else { return }
-      if Task.isCancelled || nextJob.priority != first.priority {
+      // A job cancelled while it ran cancelled this task for good: hand over to a fresh one.
+      if report.cancelRequested || nextJob.priority != first.priority {
         startRunner(with: nextJob)
         return
       }

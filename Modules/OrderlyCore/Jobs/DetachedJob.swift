@@ -30,7 +30,17 @@ protocol RunnableJob: PinnedJob {
   /// Resumes whoever awaits the job with its cancellation; called with no lock held.
   func resumeAwaitersCancelled()
   /// Runs the granted job in the current task with `frame` bound, and delivers its result.
-  func run(in task: RunningTask?, frame: JobFrame) async -> JobOutcome
+  func run(in task: RunningTask?, frame: JobFrame) async -> RunReport
+}
+
+/// How a detached job's run went, for the runner task that ran it.
+struct RunReport {
+  let outcome: JobOutcome
+  /// Whether the job was cancelled after it was given its turn.
+  ///
+  /// Only such a cancellation cancels the runner's task (while the job runs, and before the job
+  /// ends), so a runner whose job reports `false` was not cancelled and may run the next job.
+  let cancelRequested: Bool
 }
 
 /// An `enqueueDetached` job: its operation, its result and the tasks awaiting that result.
@@ -151,7 +161,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   }
 
   @_specialize(where Success == Void)
-  func run(in task: RunningTask?, frame: JobFrame) async -> JobOutcome {
+  func run(in task: RunningTask?, frame: JobFrame) async -> RunReport {
     let operation = state.withLock(announcingTo: self) {
       state -> (() async throws -> Success)? in
       guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
@@ -169,16 +179,17 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
         }
       }
     }
-    let (awaiters, pinned) = state.withLock(announcingTo: self) { state in
+    let (awaiters, pinned, cancelRequested) = state.withLock(announcingTo: self) { state in
       state.phase = .finished
       state.result = result
       if !state.pins.isPinned { state.pins.clear() }
-      defer { state.awaiters = [] }
-      return (state.awaiters, state.pins.isPinned)
+      let awaiters = state.awaiters
+      if !awaiters.isEmpty { state.awaiters = [] }
+      return (awaiters, state.pins.isPinned, state.pins.cancelRequested)
     }
     for awaiter in awaiters { awaiter.resume(returning: result) }
     if pinned { await parkUntilUnpinned() }
-    return JobOutcome(result)
+    return RunReport(outcome: JobOutcome(result), cancelRequested: cancelRequested)
   }
 
   /// Waits for the job's result.
