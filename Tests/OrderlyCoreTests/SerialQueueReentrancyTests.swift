@@ -117,6 +117,47 @@ struct SerialQueueReentrancyTests {
     #expect(try await escaped.value == 5)
   }
 
+  @Test(
+    "a detached job is seen from its child tasks and through a cycle via another queue",
+    arguments: QueueKind.allCases
+  )
+  func detachedJobFrame(kind: QueueKind) async throws {
+    let first = kind.make(name: "first")
+    let second = kind.make(name: "second")
+    await #expect(throws: QueueError.reentrantWait(queue: "first")) {
+      try await first.enqueueDetached {
+        async let child = first.enqueueAndWait { 1 }
+        return try await child
+      }.value
+    }
+    await #expect(throws: QueueError.reentrantWait(queue: "first")) {
+      try await first.enqueueDetached {
+        try await second.enqueueAndWait {
+          try await first.enqueueAndWait { 1 }
+        }
+      }.value
+    }
+  }
+
+  @Test(
+    "a task started from an ended detached job is not mistaken for a reentrant wait",
+    arguments: QueueKind.allCases
+  )
+  func staleDetachedFrame(kind: QueueKind) async throws {
+    let queue = kind.make()
+    let proceed = Gate()
+    let escaped = try await queue.enqueueDetached {
+      Task {
+        try await proceed.wait()
+        return try await queue.enqueueAndWait { 5 }
+      }
+    }.value
+    // Another detached job runs on the runner after the first ended, then the escaped task waits.
+    try await queue.enqueueDetached {}.value
+    proceed.open()
+    #expect(try await escaped.value == 5)
+  }
+
   @Test("the error says what happened and what to do")
   func errorMessage() {
     let message = QueueError.reentrantWait(queue: "notes").description

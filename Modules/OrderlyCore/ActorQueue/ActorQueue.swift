@@ -113,7 +113,7 @@ public final class ActorQueue<ActorType: Actor>: Sendable {
     core: JobQueueCore,
     on actor: isolated ActorType,
     in task: RunningTask?,
-    parentFrame: JobFrame?,
+    parentFrame: (any RunningJobFrame)?,
     _ operation: @Sendable (isolated ActorType) async throws -> Success
   ) async throws -> Success {
     try await core.runTurn(node, in: task, parentFrame: parentFrame) {

@@ -83,7 +83,7 @@ public final class MainActorQueue: Sendable {
     _ node: TurnNode,
     core: JobQueueCore,
     in task: RunningTask?,
-    parentFrame: JobFrame?,
+    parentFrame: (any RunningJobFrame)?,
     _ operation: @MainActor () async throws -> Success
   ) async throws -> Success {
     try await core.runTurn(node, in: task, parentFrame: parentFrame, operation: operation)

@@ -199,7 +199,7 @@ final class JobQueueCore: Sendable {
   func runTurn<Success>(
     _ node: TurnNode,
     in task: RunningTask?,
-    parentFrame: JobFrame?,
+    parentFrame: (any RunningJobFrame)?,
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws -> Success
   ) async throws -> Success {
@@ -303,8 +303,7 @@ final class JobQueueCore: Sendable {
     let task = RunningTask.current
     var job = first
     while true {
-      let frame = JobFrame(owner: self, jobID: job.id, parent: nil)
-      let report = await job.run(in: task, frame: frame)
+      let report = await job.run(in: task, owner: self)
       let launches = update { state, wakeups, launches in
         state.finish(job.id, outcome: report.outcome, wakeups: &wakeups, launches: &launches)
       }

@@ -29,8 +29,9 @@ protocol RunnableJob: PinnedJob {
   func cancelRunning(into wakeups: inout Wakeups)
   /// Resumes whoever awaits the job with its cancellation; called with no lock held.
   func resumeAwaitersCancelled()
-  /// Runs the granted job in the current task with `frame` bound, and delivers its result.
-  func run(in task: RunningTask?, frame: JobFrame) async -> RunReport
+  /// Runs the granted job in the current task, bound as the current frame of `owner`, and
+  /// delivers its result.
+  func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport
 }
 
 /// How a detached job's run went, for the runner task that ran it.
@@ -43,25 +44,21 @@ struct RunReport {
   let cancelRequested: Bool
 }
 
-/// An `enqueueDetached` job: its operation, its result and the tasks awaiting that result.
-///
-/// Its state is stored with the result type erased (``ErasedJobState``): queues run jobs from
-/// generic, unspecialized code, and a state generic over `Success` made every job look up
-/// `Mutex<State>`, `Result<Success, Error>` and friends at runtime. Profiling `enqueueDetached`
-/// with `perf` showed those lookups at about 40% of a job's time. Only the operation keeps its
-/// type (a function value, whose layout needs no lookup); the result is cast back to `Success`
-/// for awaiters.
-///
-/// No task is created for it: the queue's runner task calls ``run(in:frame:)``. Lock order as for
-/// ``TurnNode``: the queue's lock may be held while this job's lock is taken, and nothing is
-/// resumed or cancelled under either.
 /// A detached job's state, with the result type erased so that nothing generic is instantiated
 /// per job (see ``DetachedJob``).
+///
+/// Fields are ordered so that `phase` fills the padding after `result`: one allocation size class
+/// smaller per job.
 private struct ErasedJobState {
   typealias Outcome = Result<any Sendable, any Error>
 
-  var phase = JobPhase.waiting
   var result: Outcome?
+  var phase = JobPhase.waiting
+  /// The queue running the job, from the moment it begins until it ends.
+  ///
+  /// While it is set, the job is the frame that reentrancy checks see (``RunningJobFrame``). It
+  /// is held only while the job runs, so a pending job never keeps its queue alive.
+  var owner: JobQueueCore?
   var awaiters: [UnsafeContinuation<Outcome, Never>] = []
   var pins = PinState()
 }
@@ -74,7 +71,19 @@ struct DetachedJobResultMismatch: Error, CustomStringConvertible {
   var description: String { "internal error: a detached job's result had the wrong type" }
 }
 
-final class DetachedJob<Success: Sendable>: RunnableJob {
+/// An `enqueueDetached` job: its operation, its result and the tasks awaiting that result.
+///
+/// Its state is stored with the result type erased (``ErasedJobState``): queues run jobs from
+/// generic, unspecialized code, and a state generic over `Success` made every job look up
+/// `Mutex<State>`, `Result<Success, Error>` and friends at runtime. Profiling `enqueueDetached`
+/// with `perf` showed those lookups at about 40% of a job's time. Only the operation keeps its
+/// type (a function value, whose layout needs no lookup); the result is cast back to `Success`
+/// for awaiters.
+///
+/// No task is created for it: the queue's runner task calls ``run(in:owner:)``, and while it
+/// runs the job is its own reentrancy frame. Lock order as for ``TurnNode``: the queue's lock may
+/// be held while this job's lock is taken, and nothing is resumed or cancelled under either.
+final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   let name: String?
   let priority: TaskPriority?
   let isBarrier: Bool
@@ -85,7 +94,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   /// to erase the type would cost an allocation per job (measured: 161 -> 241 bytes per pending
   /// job).
   // Safe: written once in `init`, before the job is shared, and afterwards only read or cleared
-  // inside `state.withLock` (in `cancelWaiting(into:)` and `run(in:frame:)`), so the lock orders
+  // inside `state.withLock` (in `cancelWaiting(into:)` and `run(in:owner:)`), so the lock orders
   // every access exactly as it would for a field of the `Mutex` value.
   nonisolated(unsafe) private var operation: (() async throws -> Success)?
   private let rawID = Atomic<UInt64>(0)
@@ -105,6 +114,13 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     self.isBarrier = isBarrier
     self.operation = operation
   }
+
+  var runningJob: (owner: any JobOwner, id: JobID)? {
+    state.withLock(announcingTo: self) { state in state.owner.map { ($0, id) } }
+  }
+
+  /// A detached job runs in the queue's runner task, never inside another job.
+  var parent: (any RunningJobFrame)? { nil }
 
   /// Numbers the job.
   ///
@@ -161,17 +177,18 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
   }
 
   @_specialize(where Success == Void)
-  func run(in task: RunningTask?, frame: JobFrame) async -> RunReport {
+  func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport {
     let operation = state.withLock(announcingTo: self) {
       state -> (() async throws -> Success)? in
       guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
       state.phase = .running
+      state.owner = owner
       state.pins.start(in: task)
       return self.operation.take()
     }
     var result = ErasedJobState.Outcome.failure(CancellationError())
     if let operation {
-      await JobFrame.$current.withValue(frame) {
+      await JobFrame.$current.withValue(self) {
         do {
           result = .success(try await operation())
         } catch {
@@ -182,6 +199,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob {
     let (awaiters, pinned, cancelRequested) = state.withLock(announcingTo: self) { state in
       state.phase = .finished
       state.result = result
+      state.owner = nil
       if !state.pins.isPinned { state.pins.clear() }
       let awaiters = state.awaiters
       if !awaiters.isEmpty { state.awaiters = [] }

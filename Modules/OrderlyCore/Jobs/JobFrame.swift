@@ -11,23 +11,36 @@ protocol JobOwner: AnyObject, Sendable {
   var detectsReentrantWaits: Bool { get }
 }
 
+/// A job as the reentrancy check sees it, bound in a task-local value while the job runs.
+///
+/// ``JobFrame`` is the frame of a job that runs in a task of its own or in the caller's task; a
+/// detached job is its own frame, so the runner allocates nothing per job to bind it.
+protocol RunningJobFrame: AnyObject, Sendable {
+  /// The queue running the job and the job's identifier; `nil` once the job is over.
+  var runningJob: (owner: any JobOwner, id: JobID)? { get }
+  /// The frame that was current when the job began, if any.
+  var parent: (any RunningJobFrame)? { get }
+}
+
 /// The jobs running in the current task, innermost first, recorded in a task-local value.
 ///
 /// A job binds a frame while its operation runs, so code inside it (including child tasks and
 /// tasks it starts, which inherit task-local values) can see which queues it is running on. A
 /// frame whose job has ended is stale and is ignored.
-final class JobFrame: Sendable {
-  @TaskLocal static var current: JobFrame?
+final class JobFrame: RunningJobFrame {
+  @TaskLocal static var current: (any RunningJobFrame)?
 
   let owner: any JobOwner
   let jobID: JobID
-  let parent: JobFrame?
+  let parent: (any RunningJobFrame)?
 
-  init(owner: any JobOwner, jobID: JobID, parent: JobFrame?) {
+  init(owner: any JobOwner, jobID: JobID, parent: (any RunningJobFrame)?) {
     self.owner = owner
     self.jobID = jobID
     self.parent = parent
   }
+
+  var runningJob: (owner: any JobOwner, id: JobID)? { (owner, jobID) }
 
   /// Throws the owner's reentrancy error if the current task is inside a running job of `owner`.
   ///
@@ -40,7 +53,7 @@ final class JobFrame: Sendable {
     guard always || owner.detectsReentrantWaits else { return }
     var frame = current
     while let candidate = frame {
-      if candidate.owner === owner && owner.isRunning(candidate.jobID) {
+      if let job = candidate.runningJob, job.owner === owner, owner.isRunning(job.id) {
         throw owner.reentrantWaitError
       }
       frame = candidate.parent
