@@ -122,4 +122,43 @@ struct SerialQueueOrderTests {
     #expect(first.id == JobID(rawValue: 1))
     #expect(try await [first.value, second.value, third.value] == [1, 2, 3])
   }
+
+  @Test(
+    "jobs submitted while the line is busy are numbered, reported and counted in order",
+    arguments: QueueKind.allCases
+  )
+  func busyLineAdmissions(kind: QueueKind) async throws {
+    let queue = kind.make(name: "busy")
+    let events = queue.events
+    let gate = Gate()
+    let first = queue.enqueueDetached { try await gate.wait() }
+    var handles: [QueuedTask<Void>] = []
+    for index in 0..<20 {
+      if index.isMultiple(of: 5) {
+        handles.append(queue.enqueue(name: "\(index)") {})
+      } else {
+        handles.append(queue.enqueueDetached(name: "\(index)") {})
+      }
+    }
+    #expect(handles.map(\.id.rawValue) == Array(2...21).map(UInt64.init))
+    #expect(queue.pendingCount == 20)
+    handles[3].cancel()
+    #expect(queue.pendingCount == 19)
+    gate.open()
+    try await first.value
+    try await queue.waitUntilIdle()
+    var enqueued: [UInt64] = []
+    var started: [String] = []
+    for await event in events {
+      switch event.kind {
+      case .enqueued: enqueued.append(event.jobID.rawValue)
+      case .started: started.append(event.jobName ?? "first")
+      default: break
+      }
+      if started.count == 20 { break }
+    }
+    #expect(enqueued == Array(1...21).map(UInt64.init))
+    #expect(started == ["first"] + (0..<20).filter { $0 != 3 }.map { "\($0)" })
+    await #expect(throws: CancellationError.self) { try await handles[3].value }
+  }
 }

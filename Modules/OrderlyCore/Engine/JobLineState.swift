@@ -91,7 +91,6 @@ struct JobLineState {
   /// Live jobs in the line (not tombstones).
   private(set) var pendingCount = 0
   private var tombstones = 0
-  private var lastID: UInt64 = 0
   private var idleWaiters: [IdleWaiter] = []
 
   init(queueName: String, events: EventHub, limit: Int) {
@@ -106,9 +105,10 @@ struct JobLineState {
   /// The number of jobs running now.
   var runningCount: Int { running.count + released.count }
 
-  mutating func nextID() -> JobID {
-    lastID += 1
-    return JobID(rawValue: lastID)
+  /// Whether a new job could not start now and a running job holding a slot will look at the
+  /// line again when it ends: new detached jobs may then wait in the queue's ``JobInbox``.
+  var defersAdmissions: Bool {
+    !running.isEmpty && (!line.isEmpty || running.count >= limit || barrierRunning)
   }
 
   /// Whether `entry`, at the head of the line, may start now.
@@ -116,11 +116,12 @@ struct JobLineState {
     running.count < limit && !barrierRunning && (!entry.isBarrier || running.isEmpty)
   }
 
-  /// Puts a job in line, or starts it at once if it may.
+  /// Puts a numbered job in line, or starts it at once if it may.
+  ///
+  /// The job's `enqueued` event was emitted when it was numbered (see ``JobInbox``).
   ///
   /// - Returns: `true` if the job has its turn now.
   mutating func admit(_ entry: Entry) -> Bool {
-    emit(.enqueued, for: entry)
     // By the invariant, a non-empty line has a head that cannot start: the new entry waits.
     if line.isEmpty && canStart(entry) {
       // Nobody waits on a new entry yet, so granting it has nothing to wake.
@@ -268,11 +269,15 @@ struct JobLineState {
 
   /// Registers a `waitUntilIdle` caller, to be resumed once every job enqueued so far has ended.
   ///
+  /// - Parameters:
+  ///   - node: The waiter.
+  ///   - mark: The last job number handed out; every job numbered up to it is in the line,
+  ///     running, or over.
   /// - Returns: `false` if no job is running or waiting, so there is nothing to wait for.
-  mutating func admitIdleWaiter(_ node: TurnNode) -> Bool {
+  mutating func admitIdleWaiter(_ node: TurnNode, mark: UInt64) -> Bool {
     let outstanding = runningCount + pendingCount
     guard outstanding > 0 else { return false }
-    idleWaiters.append(IdleWaiter(node: node, mark: lastID, remaining: outstanding))
+    idleWaiters.append(IdleWaiter(node: node, mark: mark, remaining: outstanding))
     return true
   }
 

@@ -24,6 +24,8 @@ final class JobQueueCore: Sendable {
   /// Where the queue's events go; shared by every line of a keyed queue.
   let hub: EventHub
   private let state: Mutex<JobLineState>
+  /// Detached jobs submitted while the line is busy, and the numbering of every job.
+  private let inbox = JobInbox()
   /// Told, with no lock held, when the last job ends (a keyed queue then frees the key's line).
   private let idleHandler: (@Sendable (JobQueueCore) -> Void)?
 
@@ -112,33 +114,45 @@ final class JobQueueCore: Sendable {
 
   /// Numbers a job that runs in a task of its own and puts it in line.
   func admitTurn(named name: String?, isBarrier: Bool = false) -> TurnNode {
-    state.withLock(announcingTo: self) { state in
-      let node = TurnNode(id: state.nextID(), name: name, purpose: .job, isBarrier: isBarrier)
+    let (node, launches) = update { state, _, _ in
+      let id = inbox.nextID { announceEnqueued($0, name: name) }
+      let node = TurnNode(id: id, name: name, purpose: .job, isBarrier: isBarrier)
       _ = state.admit(.turn(node))
       return node
     }
+    startRunners(for: launches)
+    return node
   }
 
-  /// Numbers a detached job and puts it in line.
+  /// Numbers a detached job and puts it in line, or in the inbox while the line is busy.
   ///
   /// - Returns: `true` if the job has its turn now and needs a runner.
   func admit(_ job: any RunnableJob) -> Bool {
-    state.withLock(announcingTo: self) { state in
-      // Numbered under the lock so identifiers follow the order of the line.
-      job.assign(id: state.nextID())
+    if inbox.keepIfWatched(job, announce: { announceEnqueued($0, name: job.name) }) {
+      return false
+    }
+    let (startsNow, launches) = update { state, _, _ in
+      job.assign(id: inbox.nextID { announceEnqueued($0, name: job.name) })
       return state.admit(.detached(job))
     }
+    startRunners(for: launches)
+    return startsNow
+  }
+
+  private func announceEnqueued(_ id: JobID, name jobName: String?) {
+    hub.emit(.enqueued, jobID: id, jobName: jobName, queueName: name)
   }
 
   // MARK: - Control and introspection
 
   /// Cancels every running and pending job (see `SerialQueue.cancelAll`).
   func cancelAll() {
-    _ = update { state, wakeups, _ in state.cancelAll(wakeups: &wakeups) }
+    let (_, launches) = update { state, wakeups, _ in state.cancelAll(wakeups: &wakeups) }
+    startRunners(for: launches)
   }
 
   var pendingCount: Int {
-    state.withLock(announcingTo: self) { $0.pendingCount }
+    read { $0.pendingCount }
   }
 
   var runningCount: Int {
@@ -146,7 +160,7 @@ final class JobQueueCore: Sendable {
   }
 
   var isIdle: Bool {
-    state.withLock(announcingTo: self) { $0.isIdle }
+    read { $0.isIdle }
   }
 
   /// The number of `waitUntilIdle` callers waiting (for tests).
@@ -159,7 +173,7 @@ final class JobQueueCore: Sendable {
   }
 
   func setLimit(_ limit: Int) {
-    let launches = update { state, wakeups, launches in
+    let (_, launches) = update(movingInboxFirst: false) { state, wakeups, launches in
       state.setLimit(limit, wakeups: &wakeups, launches: &launches)
     }
     startRunners(for: launches)
@@ -179,7 +193,13 @@ final class JobQueueCore: Sendable {
   ///   idle.
   func admitIdleWaiter() -> TurnNode? {
     let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .waiter)
-    return state.withLock(announcingTo: self) { $0.admitIdleWaiter(node) } ? node : nil
+    let (waits, launches) = update { state, _, launches in
+      // Moved again with the mark, so no job numbered up to the mark is left in the inbox.
+      let mark = moveInbox(into: &state, launches: &launches)
+      return state.admitIdleWaiter(node, mark: mark)
+    }
+    startRunners(for: launches)
+    return waits ? node : nil
   }
 
   /// Suspends until the jobs an idle waiter counts have ended; cancelling the task removes it.
@@ -250,34 +270,83 @@ final class JobQueueCore: Sendable {
   }
 
   private func finish(_ id: JobID, outcome: JobOutcome) {
-    let launches = update { state, wakeups, launches in
+    let (_, launches) = update(movingInboxFirst: false) { state, wakeups, launches in
       state.finish(id, outcome: outcome, wakeups: &wakeups, launches: &launches)
     }
     startRunners(for: launches)
   }
 
   private func release(_ id: JobID) {
-    let launches = update { state, wakeups, launches in
+    let (_, launches) = update(movingInboxFirst: false) { state, wakeups, launches in
       state.release(id, wakeups: &wakeups, launches: &launches)
     }
     startRunners(for: launches)
   }
 
   /// Changes the state under the lock, then runs the wakeups with no lock held, tells the idle
-  /// handler if the last job ended, and returns the detached jobs that now need a runner.
-  private func update(
-    _ body: (inout JobLineState, inout Wakeups, inout Launches) -> Void
-  ) -> Launches {
+  /// handler if the change ended the last job, and returns `body`'s result with the detached jobs that now
+  /// need a runner.
+  ///
+  /// - Parameters:
+  ///   - movingInboxFirst: Whether `body` needs every job in the line, including those waiting
+  ///     in the inbox. A job ending or a slot freeing does not: the inbox is settled after `body`
+  ///     in every case, which moves its jobs in as soon as the line has room.
+  ///   - body: The change, under the queue's lock.
+  private func update<Result: Sendable>(
+    movingInboxFirst: Bool = true,
+    _ body: (inout JobLineState, inout Wakeups, inout Launches) -> Result
+  ) -> (Result, Launches) {
     let hasIdleHandler = idleHandler != nil
-    let (wakeups, launches, becameIdle) = state.withLock(announcingTo: self) { state in
+    let (result, wakeups, launches, becameIdle) = state.withLock(announcingTo: self) { state in
       var wakeups = Wakeups()
       var launches = Launches()
-      body(&state, &wakeups, &launches)
-      return (wakeups, launches, hasIdleHandler && state.isIdle)
+      if movingInboxFirst { _ = moveInbox(into: &state, launches: &launches) }
+      // Only a change that ends the last job reports the queue idle: a keyed queue calls
+      // admissions while holding its own lock, which its idle handler takes.
+      let wasIdle = state.isIdle
+      let result = body(&state, &wakeups, &launches)
+      settleInbox(&state, launches: &launches)
+      return (result, wakeups, launches, hasIdleHandler && !wasIdle && state.isIdle)
     }
     wakeups.run()
     if becameIdle { idleHandler?(self) }
-    return launches
+    return (result, launches)
+  }
+
+  /// Reads the line with the inbox's jobs moved in.
+  ///
+  /// Unlike ``update(movingInboxFirst:_:)`` it never calls the idle handler (reading ends no
+  /// job), so a keyed queue may call it while holding its own lock.
+  private func read<Result: Sendable>(_ body: (borrowing JobLineState) -> Result) -> Result {
+    let (result, launches) = state.withLock(announcingTo: self) { state in
+      var launches = Launches()
+      _ = moveInbox(into: &state, launches: &launches)
+      settleInbox(&state, launches: &launches)
+      return (body(state), launches)
+    }
+    startRunners(for: launches)
+    return result
+  }
+
+  /// Moves every job waiting in the inbox into the line, in order; call it under the queue's
+  /// lock.
+  ///
+  /// - Returns: The last job number handed out, so every job numbered up to it is now in the
+  ///   line, running, or over.
+  private func moveInbox(into state: inout JobLineState, launches: inout Launches) -> UInt64 {
+    let (jobs, lastID) = inbox.takeAll()
+    for job in jobs where state.admit(.detached(job)) { launches.append(job) }
+    return lastID
+  }
+
+  /// Lets new detached jobs wait in the inbox only while the line is busy and a running job will
+  /// settle it again; otherwise moves the inbox's jobs in. Call it under the queue's lock, last.
+  private func settleInbox(_ state: inout JobLineState, launches: inout Launches) {
+    while true {
+      let jobs = inbox.settle(watched: state.defersAdmissions)
+      if jobs.isEmpty { return }
+      for job in jobs where state.admit(.detached(job)) { launches.append(job) }
+    }
   }
 
   private func startRunners(for launches: Launches) {
@@ -304,7 +373,7 @@ final class JobQueueCore: Sendable {
     var job = first
     while true {
       let report = await job.run(in: task, owner: self)
-      let launches = update { state, wakeups, launches in
+      let (_, launches) = update(movingInboxFirst: false) { state, wakeups, launches in
         state.finish(job.id, outcome: report.outcome, wakeups: &wakeups, launches: &launches)
       }
       if !launches.rest.isEmpty {
@@ -336,7 +405,10 @@ extension JobQueueCore: JobQueueBackend {
 
   func cancel(_ node: TurnNode) {
     if node.purpose == .waiter {
-      _ = update { state, wakeups, _ in state.cancelIdleWaiter(node, wakeups: &wakeups) }
+      let (_, launches) = update { state, wakeups, _ in
+        state.cancelIdleWaiter(node, wakeups: &wakeups)
+      }
+      startRunners(for: launches)
     } else {
       cancel(.turn(node))
     }
@@ -347,7 +419,7 @@ extension JobQueueCore: JobQueueBackend {
   }
 
   private func cancel(_ entry: JobLineState.Entry) {
-    let launches = update { state, wakeups, launches in
+    let (_, launches) = update { state, wakeups, launches in
       if !state.cancelWaiting(entry, wakeups: &wakeups, launches: &launches) {
         state.cancelIfRunning(entry.id, wakeups: &wakeups)
       }
