@@ -292,6 +292,7 @@ final class JobQueueCore: Sendable {
   ///     in the inbox. A job ending or a slot freeing does not: the inbox is settled after `body`
   ///     in every case, which moves its jobs in as soon as the line has room.
   ///   - body: The change, under the queue's lock.
+  /// - Returns: What `body` returned, and the detached jobs that now need a runner.
   private func update<Result: Sendable>(
     movingInboxFirst: Bool = true,
     _ body: (inout JobLineState, inout Wakeups, inout Launches) -> Result
@@ -339,8 +340,10 @@ final class JobQueueCore: Sendable {
     return lastID
   }
 
-  /// Lets new detached jobs wait in the inbox only while the line is busy and a running job will
-  /// settle it again; otherwise moves the inbox's jobs in. Call it under the queue's lock, last.
+  /// Lets new detached jobs wait in the inbox only while the line is busy.
+  ///
+  /// While a running job will settle the inbox again when it ends, its jobs stay there;
+  /// otherwise they are moved into the line. Call it under the queue's lock, last.
   private func settleInbox(_ state: inout JobLineState, launches: inout Launches) {
     while true {
       let jobs = inbox.settle(watched: state.defersAdmissions)
