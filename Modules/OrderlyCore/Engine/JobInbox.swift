@@ -17,43 +17,48 @@ import Synchronization
 /// waiting jobs first. Jobs here are always newer than every job in the line, so the order of
 /// the line is the order of admission.
 ///
-/// Lock order: the queue's lock, then this one. Jobs are numbered and their `enqueued` events
-/// emitted under this lock only, so numbers and events follow one order.
+/// Lock order: the queue's lock, then this one. A job is numbered and its `enqueued` event
+/// emitted under this lock while the inbox is watched, and under the queue's lock alone while it
+/// is not (no producer uses the inbox then), so numbers, events and the line keep one order.
 final class JobInbox: Sendable {
-  private struct State {
-    var jobs: [any RunnableJob] = []
-    var lastID: UInt64 = 0
-    var isWatched = false
-  }
-
-  private let state = Mutex(State())
+  private let jobs = Mutex<[any RunnableJob]>([])
+  /// Whether jobs may wait here.
+  ///
+  /// Written only under the queue's lock: from `false` to `true` as a plain store, from `true`
+  /// to `false` only under the inbox's lock with no job waiting. So under the queue's lock,
+  /// `false` means the inbox is empty and no producer is using it, and the queue needs no inbox
+  /// lock at all.
+  private let isWatched = Atomic<Bool>(false)
+  /// The last number handed out.
+  ///
+  /// Producers advance it under the inbox's lock; the queue under its own lock, and under the
+  /// inbox's lock too while the inbox is watched.
+  private let lastID = Atomic<UInt64>(0)
 
   /// Keeps `job` here if the inbox is watched, numbering it and reporting it with `announce`.
   ///
   /// - Returns: `false` if the inbox is not watched: the caller must admit the job under the
   ///   queue's lock.
   func keepIfWatched(_ job: any RunnableJob, announce: (JobID) -> Void) -> Bool {
-    state.withLock(announcingTo: self) { state in
-      guard state.isWatched else { return false }
-      state.lastID += 1
-      let id = JobID(rawValue: state.lastID)
-      job.assign(id: id)
-      announce(id)
-      state.jobs.append(job)
+    jobs.withLock(announcingTo: self) { jobs in
+      guard isWatched.load(ordering: .acquiring) else { return false }
+      job.assign(id: number(announce))
+      jobs.append(job)
       return true
     }
   }
 
-  /// Hands out the next number, reporting it with `announce` under the inbox lock.
+  /// Takes every waiting job, in order, and hands out the next number, reporting it with
+  /// `announce`: the job numbered here goes in line after the jobs taken, and before any job
+  /// that waits here later.
   ///
-  /// Call it under the queue's lock, after ``takeAll()``, so the job numbered here comes after
-  /// every job that waited in the inbox.
-  func nextID(announce: (JobID) -> Void) -> JobID {
-    state.withLock(announcingTo: self) { state in
-      state.lastID += 1
-      let id = JobID(rawValue: state.lastID)
-      announce(id)
-      return id
+  /// Call it under the queue's lock.
+  func takeAllAndNumber(announce: (JobID) -> Void) -> (jobs: [any RunnableJob], id: JobID) {
+    guard isWatched.load(ordering: .acquiring) else { return ([], number(announce)) }
+    return jobs.withLock(announcingTo: self) { jobs in
+      var taken: [any RunnableJob] = []
+      swap(&taken, &jobs)
+      return (taken, number(announce))
     }
   }
 
@@ -61,28 +66,41 @@ final class JobInbox: Sendable {
   ///
   /// Call it under the queue's lock.
   func takeAll() -> (jobs: [any RunnableJob], lastID: UInt64) {
-    state.withLock(announcingTo: self) { state in
-      guard !state.jobs.isEmpty else { return ([], state.lastID) }
-      var jobs: [any RunnableJob] = []
-      swap(&jobs, &state.jobs)
-      return (jobs, state.lastID)
+    guard isWatched.load(ordering: .acquiring) else { return ([], lastID.load(ordering: .relaxed)) }
+    return jobs.withLock(announcingTo: self) { jobs in
+      var taken: [any RunnableJob] = []
+      swap(&taken, &jobs)
+      return (taken, lastID.load(ordering: .relaxed))
     }
   }
 
-  /// Settles the inbox after the line changed: leaves the waiting jobs here and keeps the inbox
-  /// watched if `watched`; otherwise takes them (if any) for the caller to admit, or marks the
-  /// inbox unwatched once it is empty.
+  /// Settles the inbox after the line changed: while `watched`, waiting jobs stay here and new
+  /// ones may join them; otherwise the waiting jobs are taken for the caller to admit, and the
+  /// inbox is closed once it is empty.
   ///
-  /// Call it under the queue's lock, repeatedly, until it returns no job.
+  /// Call it under the queue's lock, repeatedly, until it returns no job. Only closing a watched
+  /// inbox takes the inbox's lock.
   func settle(watched: Bool) -> [any RunnableJob] {
-    state.withLock(announcingTo: self) { state in
-      if watched || state.jobs.isEmpty {
-        state.isWatched = watched
+    let wasWatched = isWatched.load(ordering: .acquiring)
+    if watched {
+      if !wasWatched { isWatched.store(true, ordering: .releasing) }
+      return []
+    }
+    guard wasWatched else { return [] }
+    return jobs.withLock(announcingTo: self) { jobs in
+      if jobs.isEmpty {
+        isWatched.store(false, ordering: .releasing)
         return []
       }
-      var jobs: [any RunnableJob] = []
-      swap(&jobs, &state.jobs)
-      return jobs
+      var taken: [any RunnableJob] = []
+      swap(&taken, &jobs)
+      return taken
     }
+  }
+
+  private func number(_ announce: (JobID) -> Void) -> JobID {
+    let id = JobID(rawValue: lastID.add(1, ordering: .relaxed).newValue)
+    announce(id)
+    return id
   }
 }

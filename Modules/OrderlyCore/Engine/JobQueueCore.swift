@@ -114,8 +114,9 @@ final class JobQueueCore: Sendable {
 
   /// Numbers a job that runs in a task of its own and puts it in line.
   func admitTurn(named name: String?, isBarrier: Bool = false) -> TurnNode {
-    let (node, launches) = update { state, _, _ in
-      let id = inbox.nextID { announceEnqueued($0, name: name) }
+    let (node, launches) = update(movingInboxFirst: false) { state, _, launches in
+      let (waiting, id) = inbox.takeAllAndNumber { announceEnqueued($0, name: name) }
+      admit(waiting, into: &state, launches: &launches)
       let node = TurnNode(id: id, name: name, purpose: .job, isBarrier: isBarrier)
       _ = state.admit(.turn(node))
       return node
@@ -131,8 +132,10 @@ final class JobQueueCore: Sendable {
     if inbox.keepIfWatched(job, announce: { announceEnqueued($0, name: job.name) }) {
       return false
     }
-    let (startsNow, launches) = update { state, _, _ in
-      job.assign(id: inbox.nextID { announceEnqueued($0, name: job.name) })
+    let (startsNow, launches) = update(movingInboxFirst: false) { state, _, launches in
+      let (waiting, id) = inbox.takeAllAndNumber { announceEnqueued($0, name: job.name) }
+      admit(waiting, into: &state, launches: &launches)
+      job.assign(id: id)
       return state.admit(.detached(job))
     }
     startRunners(for: launches)
@@ -336,8 +339,17 @@ final class JobQueueCore: Sendable {
   ///   line, running, or over.
   private func moveInbox(into state: inout JobLineState, launches: inout Launches) -> UInt64 {
     let (jobs, lastID) = inbox.takeAll()
-    for job in jobs where state.admit(.detached(job)) { launches.append(job) }
+    admit(jobs, into: &state, launches: &launches)
     return lastID
+  }
+
+  /// Admits detached jobs taken from the inbox, in order.
+  private func admit(
+    _ jobs: [any RunnableJob],
+    into state: inout JobLineState,
+    launches: inout Launches
+  ) {
+    for job in jobs where state.admit(.detached(job)) { launches.append(job) }
   }
 
   /// Lets new detached jobs wait in the inbox only while the line is busy.
@@ -348,7 +360,7 @@ final class JobQueueCore: Sendable {
     while true {
       let jobs = inbox.settle(watched: state.defersAdmissions)
       if jobs.isEmpty { return }
-      for job in jobs where state.admit(.detached(job)) { launches.append(job) }
+      admit(jobs, into: &state, launches: &launches)
     }
   }
 
