@@ -105,10 +105,16 @@ struct JobLineState {
   /// The number of jobs running now.
   var runningCount: Int { running.count + released.count }
 
-  /// Whether a new job could not start now and a running job holding a slot will look at the
-  /// line again when it ends: new detached jobs may then wait in the queue's ``JobInbox``.
+  /// Whether new detached jobs may wait in the queue's ``JobInbox``: jobs are waiting already
+  /// (so a new one could not start now) and a running job holding a slot will look at the line
+  /// again when it ends.
+  ///
+  /// A busy line with nobody waiting does not count: a queue used one job at a time (as by
+  /// `enqueueAndWait` callers) then never opens and closes the inbox, and the first detached job
+  /// that finds the line busy goes in line under the queue's lock, after which the next ones use
+  /// the inbox.
   var defersAdmissions: Bool {
-    !running.isEmpty && (!line.isEmpty || running.count >= limit || barrierRunning)
+    !running.isEmpty && !line.isEmpty
   }
 
   /// Whether `entry`, at the head of the line, may start now.

@@ -296,6 +296,7 @@ final class JobQueueCore: Sendable {
   ///     in every case, which moves its jobs in as soon as the line has room.
   ///   - body: The change, under the queue's lock.
   /// - Returns: What `body` returned, and the detached jobs that now need a runner.
+  @inline(__always)  // Left generic, each call would copy its result through value witnesses.
   private func update<Result: Sendable>(
     movingInboxFirst: Bool = true,
     _ body: (inout JobLineState, inout Wakeups, inout Launches) -> Result
@@ -321,6 +322,7 @@ final class JobQueueCore: Sendable {
   ///
   /// Unlike ``update(movingInboxFirst:_:)`` it never calls the idle handler (reading ends no
   /// job), so a keyed queue may call it while holding its own lock.
+  @inline(__always)
   private func read<Result: Sendable>(_ body: (borrowing JobLineState) -> Result) -> Result {
     let (result, launches) = state.withLock(announcingTo: self) { state in
       var launches = Launches()

@@ -16,27 +16,33 @@ struct Wakeups: Sendable {
     case cancelTask(RunningTask, any PinnedJob)
   }
 
-  // Most locked sections wake at most one task: keep it inline, without an array.
+  // Most locked sections wake at most one task: keep it inline, without an array. A count
+  // rather than an optional says whether `first` is set, so the empty case (the usual one) is
+  // one integer compare instead of a runtime call for the tag of an optional multi-payload enum.
+  private var count = 0
   private var first: Wakeup?
   private var rest: [Wakeup] = []
 
   init() {}
 
   mutating func append(_ wakeup: Wakeup) {
-    if first == nil {
+    if count == 0 {
       first = wakeup
     } else {
       rest.append(wakeup)
     }
+    count += 1
   }
 
   /// Runs every wakeup.
   ///
   /// Call it with no lock held.
   func run() {
-    guard let first else { return }
+    guard count > 0, let first else { return }
     Self.run(first)
-    for wakeup in rest { Self.run(wakeup) }
+    if count > 1 {
+      for wakeup in rest { Self.run(wakeup) }
+    }
   }
 
   private static func run(_ wakeup: Wakeup) {
