@@ -227,20 +227,22 @@ final class JobQueueCore: Sendable {
     operation: () async throws -> Success
   ) async throws -> Success {
     try await waitForTurn(node)
-    guard !Task.isCancelled, node.begin(in: task ?? RunningTask.current) else {
+    let begins =
+      !Task.isCancelled
+      && node.begin(in: task ?? RunningTask.current, owner: self, parent: parentFrame)
+    guard begins else {
       await node.end()
       finish(node.id, outcome: .cancelled)
       throw CancellationError()
     }
     if slotRelease == .atStart { release(node.id) }
-    let frame = JobFrame(owner: self, jobID: node.id, parent: parentFrame)
     let result: Result<Success, any Error>
     do {
       // The closure captures `isolation` so it runs on the caller's actor: without the capture
       // it would be nonisolated and every job would hop off the caller's executor and back.
       result = .success(
         try await JobFrame.$current.withValue(
-          frame,
+          node,
           operation: {
             _ = isolation
             return try await operation()

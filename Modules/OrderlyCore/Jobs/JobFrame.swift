@@ -13,8 +13,9 @@ protocol JobOwner: AnyObject, Sendable {
 
 /// A job as the reentrancy check sees it, bound in a task-local value while the job runs.
 ///
-/// ``JobFrame`` is the frame of a job that runs in a task of its own or in the caller's task; a
-/// detached job is its own frame, so the runner allocates nothing per job to bind it.
+/// Every running job is its own frame: a ``TurnNode`` for a job that runs in a task of its own
+/// or in the caller's task, a ``DetachedJob`` for one run by the queue's runner. Binding one
+/// allocates nothing.
 protocol RunningJobFrame: AnyObject, Sendable {
   /// The queue running the job and the job's identifier; `nil` once the job is over.
   var runningJob: (owner: any JobOwner, id: JobID)? { get }
@@ -24,23 +25,11 @@ protocol RunningJobFrame: AnyObject, Sendable {
 
 /// The jobs running in the current task, innermost first, recorded in a task-local value.
 ///
-/// A job binds a frame while its operation runs, so code inside it (including child tasks and
-/// tasks it starts, which inherit task-local values) can see which queues it is running on. A
-/// frame whose job has ended is stale and is ignored.
-final class JobFrame: RunningJobFrame {
+/// A job binds itself as the current frame while its operation runs, so code inside it
+/// (including child tasks and tasks it starts, which inherit task-local values) can see which
+/// queues it is running on. A frame whose job has ended is stale and is ignored.
+enum JobFrame {
   @TaskLocal static var current: (any RunningJobFrame)?
-
-  let owner: any JobOwner
-  let jobID: JobID
-  let parent: (any RunningJobFrame)?
-
-  init(owner: any JobOwner, jobID: JobID, parent: (any RunningJobFrame)?) {
-    self.owner = owner
-    self.jobID = jobID
-    self.parent = parent
-  }
-
-  var runningJob: (owner: any JobOwner, id: JobID)? { (owner, jobID) }
 
   /// Throws the owner's reentrancy error if the current task is inside a running job of `owner`.
   ///

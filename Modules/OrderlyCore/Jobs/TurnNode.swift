@@ -7,7 +7,7 @@ import Synchronization
 /// node until then. Lock order: the queue's lock may be held while the node's lock is taken,
 /// never the other way round. No continuation is resumed and no task cancelled under either
 /// lock: those go through ``Wakeups``.
-final class TurnNode: PinnedJob {
+final class TurnNode: PinnedJob, RunningJobFrame {
   enum Purpose: Sendable {
     /// A job: it holds the queue while it runs and calls `finish` when it ends.
     case job
@@ -20,6 +20,12 @@ final class TurnNode: PinnedJob {
     var phase = JobPhase.waiting
     var continuation: UnsafeContinuation<Void, any Error>?
     var pins = PinState()
+    /// The queue running the job, from ``begin(in:owner:parent:)`` until ``end(isolation:)``:
+    /// the node is then the job's reentrancy frame.
+    var owner: JobQueueCore?
+    /// The frame that was current when the job began; kept after the job ends, as the frames
+    /// of the jobs around it still matter to a task that escaped it.
+    var parentFrame: (any RunningJobFrame)?
   }
 
   let id: JobID
@@ -115,22 +121,42 @@ final class TurnNode: PinnedJob {
     }
   }
 
-  /// Marks the granted job as running in `task`.
+  /// Marks the granted job as running in `task`, as a job of `owner`.
   ///
+  /// - Parameters:
+  ///   - task: The task the job runs in.
+  ///   - owner: The queue running the job; the node is its reentrancy frame until it ends.
+  ///   - parent: The frame that was current when the job began.
   /// - Returns: `false` if the job was cancelled after it was granted; it must not run.
-  func begin(in task: RunningTask?) -> Bool {
+  func begin(
+    in task: RunningTask?,
+    owner: JobQueueCore,
+    parent: (any RunningJobFrame)?
+  ) -> Bool {
     state.withLock(announcingTo: self) { state in
       guard state.phase == .granted, !state.pins.cancelRequested else { return false }
       state.phase = .running
       state.pins.start(in: task)
+      state.owner = owner
+      state.parentFrame = parent
       return true
     }
+  }
+
+  var runningJob: (owner: any JobOwner, id: JobID)? {
+    state.withLock(announcingTo: self) { state in state.owner.map { ($0, id) } }
+  }
+
+  var parent: (any RunningJobFrame)? {
+    state.withLock(announcingTo: self) { $0.parentFrame }
   }
 
   /// Marks the job as ended, waiting first for any canceller still using its task.
   func end(isolation: isolated (any Actor)? = #isolation) async {
     let pinned = state.withLock(announcingTo: self) { state in
       state.phase = .finished
+      // The parent stays: a task that escaped this job still sees the jobs around it.
+      state.owner = nil
       if !state.pins.isPinned { state.pins.clear() }
       return state.pins.isPinned
     }
