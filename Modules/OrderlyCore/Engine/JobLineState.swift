@@ -38,6 +38,14 @@ struct JobLineState {
       }
     }
 
+    /// Whether the entry was created with its turn (see ``TurnNode/isGrantedAtAdmission``).
+    var isGrantedAtAdmission: Bool {
+      switch self {
+      case .turn(let node): node.isGrantedAtAdmission
+      case .detached: false
+      }
+    }
+
     var isCancelledWhileWaiting: Bool {
       switch self {
       case .turn(let node): node.isCancelledWhileWaiting
@@ -119,7 +127,16 @@ struct JobLineState {
 
   /// Whether `entry`, at the head of the line, may start now.
   private func canStart(_ entry: Entry) -> Bool {
-    running.count < limit && !barrierRunning && (!entry.isBarrier || running.isEmpty)
+    canStart(isBarrier: entry.isBarrier)
+  }
+
+  private func canStart(isBarrier: Bool) -> Bool {
+    running.count < limit && !barrierRunning && (!isBarrier || running.isEmpty)
+  }
+
+  /// Whether a job admitted now would start at once.
+  func startsAtOnce(isBarrier: Bool) -> Bool {
+    line.isEmpty && canStart(isBarrier: isBarrier)
   }
 
   /// Puts a numbered job in line, or starts it at once if it may.
@@ -130,9 +147,12 @@ struct JobLineState {
   mutating func admit(_ entry: Entry) -> Bool {
     // By the invariant, a non-empty line has a head that cannot start: the new entry waits.
     if line.isEmpty && canStart(entry) {
-      // Nobody waits on a new entry yet, so granting it has nothing to wake.
-      var nothingToWake = Wakeups()
-      _ = entry.grant(into: &nothingToWake)
+      // Nobody waits on a new entry yet, so granting it has nothing to wake. A node created
+      // granted (see ``startsAtOnce(isBarrier:)``) needs no grant.
+      if !entry.isGrantedAtAdmission {
+        var nothingToWake = Wakeups()
+        _ = entry.grant(into: &nothingToWake)
+      }
       start(entry)
       return true
     }

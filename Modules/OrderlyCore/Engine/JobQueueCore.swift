@@ -94,7 +94,7 @@ final class JobQueueCore: Sendable {
   }
 
   /// Waits for the job's turn, then runs it in the caller's task.
-  @_specialize(where Success == Void)
+  @inline(__always)
   func enqueueAndWait<Success>(
     name: String?,
     isBarrier: Bool = false,
@@ -117,7 +117,13 @@ final class JobQueueCore: Sendable {
     let (node, launches) = update(movingInboxFirst: false) { state, _, launches in
       let (waiting, id) = inbox.takeAllAndNumber { announceEnqueued($0, name: name) }
       admit(waiting, into: &state, launches: &launches)
-      let node = TurnNode(id: id, name: name, purpose: .job, isBarrier: isBarrier)
+      let node = TurnNode(
+        id: id,
+        name: name,
+        purpose: .job,
+        isBarrier: isBarrier,
+        granted: state.startsAtOnce(isBarrier: isBarrier)
+      )
       _ = state.admit(.turn(node))
       return node
     }
@@ -226,12 +232,13 @@ final class JobQueueCore: Sendable {
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws -> Success
   ) async throws -> Success {
-    try await waitForTurn(node)
+    // Checked here, not in waitForTurn: a job given its turn at once makes no async call.
+    if !node.isGrantedAtAdmission && !node.isGranted { try await waitForTurn(node) }
     let begins =
       !Task.isCancelled
       && node.begin(in: task ?? RunningTask.current, owner: self, parent: parentFrame)
     guard begins else {
-      await node.end()
+      if node.endRunning() { await node.parkUntilUnpinned() }
       finish(node.id, outcome: .cancelled)
       throw CancellationError()
     }
@@ -253,7 +260,7 @@ final class JobQueueCore: Sendable {
     } catch {
       result = .failure(error)
     }
-    await node.end()
+    if node.endRunning() { await node.parkUntilUnpinned() }
     finish(node.id, outcome: JobOutcome(result))
     return try result.get()
   }
@@ -263,7 +270,6 @@ final class JobQueueCore: Sendable {
     _ node: TurnNode,
     isolation: isolated (any Actor)? = #isolation
   ) async throws {
-    if node.isGranted { return }
     try await withTaskCancellationHandler(
       operation: {
         _ = isolation  // stay on the caller's actor (see runTurn)

@@ -33,13 +33,32 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   let purpose: Purpose
   /// Whether the job runs alone, as a barrier of a concurrent queue.
   let isBarrier: Bool
-  private let state = Mutex(State())
+  /// Whether the node had its turn the moment it was admitted, so its task need not look.
+  let isGrantedAtAdmission: Bool
+  private let state: Mutex<State>
 
-  init(id: JobID, name: String?, purpose: Purpose, isBarrier: Bool = false) {
+  /// Creates a node.
+  ///
+  /// - Parameters:
+  ///   - id: The job's number.
+  ///   - name: The job's name, for events.
+  ///   - purpose: What the node waits for.
+  ///   - isBarrier: Whether the job runs alone.
+  ///   - granted: Whether the node has its turn already (it starts the moment it is admitted):
+  ///     the queue then takes no lock of the node to give it.
+  init(
+    id: JobID,
+    name: String?,
+    purpose: Purpose,
+    isBarrier: Bool = false,
+    granted: Bool = false
+  ) {
     self.id = id
     self.name = name
     self.purpose = purpose
     self.isBarrier = isBarrier
+    self.isGrantedAtAdmission = granted
+    self.state = Mutex(State(phase: granted ? .granted : .waiting))
   }
 
   /// Whether the node left the line cancelled without ever being granted (a tombstone).
@@ -151,15 +170,19 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     state.withLock(announcingTo: self) { $0.parentFrame }
   }
 
-  /// Marks the job as ended, waiting first for any canceller still using its task.
-  func end(isolation: isolated (any Actor)? = #isolation) async {
-    let pinned = state.withLock(announcingTo: self) { state in
+  /// Marks the job as ended.
+  ///
+  /// Synchronous, so the usual ending costs no suspension point.
+  ///
+  /// - Returns: `true` if a canceller is still using the job's task: the caller must then
+  ///   `await parkUntilUnpinned()` before its task goes past the job.
+  func endRunning() -> Bool {
+    state.withLock(announcingTo: self) { state in
       state.phase = .finished
       // The parent stays: a task that escaped this job still sees the jobs around it.
       state.owner = nil
       if !state.pins.isPinned { state.pins.clear() }
       return state.pins.isPinned
     }
-    if pinned { await parkUntilUnpinned() }
   }
 }
