@@ -24,13 +24,19 @@ public struct Scenario: Sendable {
     case pending(String)
   }
 
+  /// What Orderly does, as shown in the table.
   public let name: String
+  /// What it is compared with.
   public let baselineName: String
+  /// What the numbers measure.
   public let unit: MetricUnit
+  /// How the Orderly number is judged.
   public let target: Target
   /// Job counts for a full run and a quick one.
   public let jobs: (full: Int, quick: Int)
+  /// Runs the Orderly side with a job count and returns its number.
   public let orderly: @Sendable (Int) async throws -> Double
+  /// Runs the baseline with a job count and returns its number; `nil` for absolute targets.
   public let baseline: (@Sendable (Int) async throws -> Double)?
 }
 
@@ -85,6 +91,7 @@ func settle() async {
   }
 }
 
+/// Every row of the ratios table, in the order printed.
 public let scenarios: [Scenario] = [
   Scenario(
     name: "enqueueDetached fire-and-forget, until drained",
@@ -237,7 +244,9 @@ public let scenarios: [Scenario] = [
       let elapsed = start.duration(to: clock.now)
       var resumed = 0
       for handle in handles {
-        if case .failure(let error) = await handle.result, error is CancellationError { resumed += 1 }
+        if case .failure(let error) = await handle.result, error is CancellationError {
+          resumed += 1
+        }
       }
       release()
       guard resumed == jobs else { throw ScenarioFailure("only \(resumed) of \(jobs) cancelled") }
@@ -423,8 +432,10 @@ public let scenarios: [Scenario] = [
 
 /// A scenario that could not check what it measured.
 public struct ScenarioFailure: Error, CustomStringConvertible {
+  /// What went wrong.
   public let description: String
 
+  /// A failure described by `description`.
   public init(_ description: String) {
     self.description = description
   }

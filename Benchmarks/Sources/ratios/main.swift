@@ -42,14 +42,19 @@ print(
   [
     pad("scenario", 52), pad("Orderly", 11), pad("baseline", 11), pad("ratio", 7),
     pad("target", 9), "result",
-  ].joined(separator: " | "))
+  ].joined(separator: " | ")
+)
 var missed = 0
 for scenario in scenarios where only.map({ scenario.name.contains($0) }) ?? true {
   let jobs = quick ? scenario.jobs.quick : scenario.jobs.full
   if case .pending(let reason) = scenario.target {
     print(
-      [pad(scenario.name, 52), pad("-", 11), pad("-", 11), pad("-", 7), pad("-", 9), "pending: \(reason)"]
-        .joined(separator: " | "))
+      [
+        pad(scenario.name, 52), pad("-", 11), pad("-", 11), pad("-", 7), pad("-", 9),
+        "pending: \(reason)",
+      ]
+      .joined(separator: " | ")
+    )
     continue
   }
   var orderly: [Double] = []
@@ -80,7 +85,8 @@ for scenario in scenarios where only.map({ scenario.name.contains($0) }) ?? true
       pad(scenario.name, 52), pad(format(a, scenario.unit), 11),
       pad(b.map { format($0, scenario.unit) } ?? "-", 11),
       pad(ratio.map { String(format: "%.2f", $0) } ?? "-", 7), pad(targetText, 9), result,
-    ].joined(separator: " | "))
+    ].joined(separator: " | ")
+  )
 }
 print(missed == 0 ? "all targets met" : "\(missed) target(s) missed")
 exit(missed == 0 ? 0 : 1)
