@@ -50,7 +50,53 @@ struct RunReport {
 /// Fields are ordered so that `phase` fills the padding after `result`: one allocation size class
 /// smaller per job.
 private struct ErasedJobState {
-  typealias Outcome = Result<any Sendable, any Error>
+  /// A job's result with its type erased.
+  ///
+  /// `Void`, the usual result of a detached job, has a case of its own: storing, copying and
+  /// delivering it then never goes through an existential's value witnesses.
+  enum Outcome {
+    case void
+    case value(any Sendable)
+    case failure(any Error)
+
+    /// The outcome of `operation`, kept typed as long as it is awaited.
+    @_specialize(where Success == Void)
+    static func of<Success: Sendable>(
+      _ operation: () async throws -> Success
+    ) async -> Outcome {
+      do {
+        let value = try await operation()
+        // Folded away in the `Void` specialization.
+        return Success.self == Void.self ? .void : .value(value)
+      } catch {
+        return .failure(error)
+      }
+    }
+
+    /// How the job ended, for the queue's bookkeeping.
+    var jobOutcome: JobOutcome {
+      switch self {
+      case .void, .value: .succeeded
+      case .failure(let error) where error is CancellationError: .cancelled
+      case .failure(let error): .failed(error)
+      }
+    }
+
+    /// The result as `Success`.
+    @_specialize(where Success == Void)
+    func typed<Success: Sendable>(as _: Success.Type) -> Result<Success, any Error> {
+      switch self {
+      case .void:
+        guard let value = () as? Success else { return .failure(DetachedJobResultMismatch()) }
+        return .success(value)
+      case .value(let value):
+        guard let value = value as? Success else { return .failure(DetachedJobResultMismatch()) }
+        return .success(value)
+      case .failure(let error):
+        return .failure(error)
+      }
+    }
+  }
 
   var result: Outcome?
   var phase = JobPhase.waiting
@@ -189,11 +235,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
     var result = ErasedJobState.Outcome.failure(CancellationError())
     if let operation {
       await JobFrame.$current.withValue(self) {
-        do {
-          result = .success(try await operation())
-        } catch {
-          result = .failure(error)
-        }
+        result = await .of(operation)
       }
     }
     let (awaiters, pinned, cancelRequested) = state.withLock(announcingTo: self) { state in
@@ -207,7 +249,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
     }
     for awaiter in awaiters { awaiter.resume(returning: result) }
     if pinned { await parkUntilUnpinned() }
-    return RunReport(outcome: JobOutcome(result), cancelRequested: cancelRequested)
+    return RunReport(outcome: result.jobOutcome, cancelRequested: cancelRequested)
   }
 
   /// Waits for the job's result.
@@ -223,9 +265,6 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
       }
       if let ready { continuation.resume(returning: ready) }
     }
-    return erased.flatMap { value in
-      guard let value = value as? Success else { return .failure(DetachedJobResultMismatch()) }
-      return .success(value)
-    }
+    return erased.typed(as: Success.self)
   }
 }
