@@ -73,7 +73,9 @@ public final class AsyncSemaphore: Sendable {
     try await withTaskCancellationHandler(
       operation: {
         _ = isolation  // stay on the caller's actor
-        try await node.suspendUntilGranted()
+        try await withUnsafeThrowingContinuation(isolation: isolation) {
+          node.parkUntilGranted($0)
+        }
       },
       onCancel: { leaveLine(node) },
       isolation: isolation

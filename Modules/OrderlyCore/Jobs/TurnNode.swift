@@ -117,26 +117,27 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     state.withLock(announcingTo: self) { body($0.phase, &$0.pins) }
   }
 
-  /// Suspends the calling task until the node is granted.
+  /// Hands the node the continuation of the task waiting for its turn.
   ///
-  /// Throws `CancellationError` if the node is cancelled first. The caller wraps it in a cancellation handler that cancels the node.
-  func suspendUntilGranted(isolation: isolated (any Actor)? = #isolation) async throws {
-    try await withUnsafeThrowingContinuation(isolation: isolation) {
-      (continuation: UnsafeContinuation<Void, any Error>) in
-      let outcome = state.withLock(announcingTo: self) { state -> Bool? in
-        switch state.phase {
-        case .waiting:
-          state.continuation = continuation
-          return nil
-        case .granted: return true
-        case .running, .finished, .cancelled: return false
-        }
+  /// Call it from `withUnsafeThrowingContinuation`, inside a cancellation handler that cancels
+  /// the node. The continuation is resumed when the node is granted, or throws
+  /// `CancellationError` if it is cancelled first; if either happened already it is resumed at
+  /// once. A plain function rather than an async one that suspends: every async frame of a
+  /// waiting task stays in its memory while it waits.
+  func parkUntilGranted(_ continuation: UnsafeContinuation<Void, any Error>) {
+    let outcome = state.withLock(announcingTo: self) { state -> Bool? in
+      switch state.phase {
+      case .waiting:
+        state.continuation = continuation
+        return nil
+      case .granted: return true
+      case .running, .finished, .cancelled: return false
       }
-      switch outcome {
-      case true?: continuation.resume()
-      case false?: continuation.resume(throwing: CancellationError())
-      case nil: break
-      }
+    }
+    switch outcome {
+    case true?: continuation.resume()
+    case false?: continuation.resume(throwing: CancellationError())
+    case nil: break
     }
   }
 
