@@ -38,19 +38,58 @@ is malloc's bytes in use (`mallinfo2`) before and after the jobs are pending.
 ## What the profile says
 
 `perf record` works on these machines (valgrind 3.19 does not: it rejects Swift 6.3's DWARF).
-`perf record -g .build/release/ratios --quick --only "enqueueDetached fire-and-forget"` showed
-`swift_getGenericMetadata` and its caches at about 40% of a job's time: the queues' generic
-entry points and `DetachedJob<Success>` ran unspecialized across the module boundary and looked
-up `Mutex<State>`, `Result<Success, Error>` and friends for every job. The entry points are now
-pre-specialized for `Void` (`@_specialize`) and a detached job keeps its state with the result
-type erased, which took `enqueueDetached` from about 2,300 to about 1,400 ns per job and a job
-returning `Int` from about 2,550 to about 1,850 (the `returning Int` row: allocating a generic
-job object still costs a lookup). The erased result is wider than `Result<Void, _>`, which is
-why a pending detached job now takes about 195 bytes instead of 161. What
-remains is mostly malloc/free (a job object and a reentrancy frame per job), retain/release,
-and futex waits on the queue's single lock, which is what keeps 8 producers far from Dispatch's
-lock-free enqueue. `enqueue` jobs each suspend until their turn and are resumed by the previous
-job: a scheduling hop a bare `Task {}` does not pay.
+Profile one side of one row alone with `--only` and `--side`:
+
+```
+swift build -c release --package-path Benchmarks --product ratios
+cd Benchmarks && perf record -g .build/release/ratios --quick --only "runner side" --side orderly
+perf report --no-children --sort symbol --stdio -g none
+```
+
+The `producer side` and `runner side` rows split `enqueueDetached` into the enqueue call (the
+queue held busy) and the runner's work per job (every job already queued).
+
+Found and fixed, each measured and committed on its own:
+
+- **Generic metadata lookups** (about 40% of a detached job): the generic entry points ran
+  unspecialized across the module boundary. They are pre-specialized for `Void`, a detached
+  job keeps its state with the result type erased and a `Void` result as a case of its own,
+  and its `run` is pre-specialized.
+- **Producer and runner fighting over the queue's lock** (`Mutex._lockSlow`, futex waits; about
+  a third of a job with one producer): while jobs are already waiting and a running job will
+  look again, producers leave detached jobs in an inbox with its own short lock; the queue
+  moves them into the line when it has room. `enqueueDetached` until drained went from about
+  1,400 to about 1,050 ns per job.
+- **Per-job allocations, locks and async calls**: every running job is its own reentrancy frame
+  (no frame object per job), the runner learns of its cancellation from the job instead of
+  asking the task, a job that starts at admission is created with its turn, a job's ending is
+  synchronous, and the locked-update helpers are inlined. The runner's work per job went from
+  about 1,010 to about 700 ns, and an `enqueueAndWait` round trip from about 1,100 to about
+  840 ns.
+- **A pending `enqueue` job's memory**: a waiting job's async frames must fit in its task's
+  first slab of memory; a slightly larger waiting frame cost every pending job a second slab,
+  about 1 KB (1.10x a suspended `Task` when it fits, 1.80x when it does not). This row
+  catches it.
+
+Why the remaining misses remain:
+
+- **`enqueueDetached`, one producer** (close to the target): running a job is an async call
+  through an existential, a task-local binding for the reentrancy check
+  (`swift_task_localValuePush` takes the task's status-record lock), two locks on the job and
+  one on the queue, and retain/release around all of it: about 700 ns, where Dispatch drains
+  a block with a function call (about 45 ns). With the producer running at the same time, the
+  job objects it allocates are freed by the runner's thread (glibc's arena lock) and cross
+  cores. The Dispatch baseline itself moves between about 300 and 1,100 ns per job from run to
+  run on this shared machine, so this ratio moves around the target.
+- **8 producers**: bounded below by the runner's ~700 ns per job, and the runner is a task on
+  the same two cooperative threads as the eight producers, where Dispatch drains on a thread of
+  its own.
+- **`enqueue`**: a job's task starts, finds the line busy, suspends, and is resumed at its
+  turn: two schedulings per job where a bare `Task {}` has one. No API creates a task that
+  starts suspended, and the task must be created at the call to inherit its context.
+- **`enqueueAndWait`** (on the target, some runs just over): about 840 ns for two queue-lock
+  sections, two node locks, a task-local binding, a node allocation and the executor checks
+  of the async calls in between.
 
 ## Latest run
 
