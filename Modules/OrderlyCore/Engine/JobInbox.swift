@@ -80,8 +80,13 @@ final class JobInbox: Sendable {
   ///
   /// Call it under the queue's lock, repeatedly, until it returns no job. Only closing a watched
   /// inbox takes the inbox's lock.
-  func settle(watched: Bool) -> [any RunnableJob] {
-    let wasWatched = isWatched.load(ordering: .acquiring)
+  ///
+  /// - Parameters:
+  ///   - watched: Whether jobs may wait here from now on.
+  ///   - wasWatched: The value last settled, which the queue keeps under its own lock: reading
+  ///     it here instead would touch the cache line that producers write for every job.
+  /// - Returns: Jobs taken from the inbox, for the caller to admit; none once it is settled.
+  func settle(watched: Bool, wasWatched: Bool) -> [any RunnableJob] {
     if watched {
       if !wasWatched { isWatched.store(true, ordering: .releasing) }
       return []

@@ -113,6 +113,11 @@ struct JobLineState {
   /// The number of jobs running now.
   var runningCount: Int { running.count + released.count }
 
+  /// Whether the queue's ``JobInbox`` is open to producers, as last settled.
+  ///
+  /// The inbox's own flag changes only under the queue's lock, so this copy is exact.
+  var inboxIsWatched = false
+
   /// Whether new detached jobs may wait in the queue's ``JobInbox``: jobs are waiting already
   /// (so a new one could not start now) and a running job holding a slot will look at the line
   /// again when it ends.

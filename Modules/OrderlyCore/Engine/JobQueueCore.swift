@@ -375,8 +375,12 @@ final class JobQueueCore: Sendable {
   /// otherwise they are moved into the line. Call it under the queue's lock, last.
   private func settleInbox(_ state: inout JobLineState, launches: inout Launches) {
     while true {
-      let jobs = inbox.settle(watched: state.defersAdmissions)
-      if jobs.isEmpty { return }
+      let watched = state.defersAdmissions
+      let jobs = inbox.settle(watched: watched, wasWatched: state.inboxIsWatched)
+      if jobs.isEmpty {
+        state.inboxIsWatched = watched
+        return
+      }
       admit(jobs, into: &state, launches: &launches)
     }
   }
