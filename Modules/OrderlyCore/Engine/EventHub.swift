@@ -26,6 +26,13 @@ final class EventHub: Sendable {
     return stream
   }
 
+  /// Whether anyone listens: one atomic load.
+  ///
+  /// Emitters check it before gathering an event's details, which may cost more than the load.
+  var hasListeners: Bool {
+    listenerCount.load(ordering: .acquiring) > 0
+  }
+
   /// Delivers an event to every listener, dropping listeners whose sequence has ended.
   ///
   /// With no listener this is one atomic load: no clock read, no allocation, no lock.

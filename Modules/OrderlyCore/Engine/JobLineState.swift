@@ -90,9 +90,17 @@ struct JobLineState {
 
   private(set) var line = Deque<Entry>()
   /// Running jobs that hold one of the slots.
-  private(set) var running: [Entry] = []
+  /// A running job with what the line asks of it often, read once when it starts: reading
+  /// them from the entry costs a retain, a witness call and a release each time.
+  struct RunningEntry {
+    let id: JobID
+    let isBarrier: Bool
+    let entry: Entry
+  }
+
+  private(set) var running: [RunningEntry] = []
   /// Running jobs that gave their slot back when they began (start-ordered lines).
-  private(set) var released: [Entry] = []
+  private(set) var released: [RunningEntry] = []
   /// How many jobs may hold a slot at once; 0 pauses the line.
   private(set) var limit: Int
   private var barrierRunning = false
@@ -167,9 +175,10 @@ struct JobLineState {
   }
 
   private mutating func start(_ entry: consuming Entry) {
-    if entry.isBarrier { barrierRunning = true }
+    let isBarrier = entry.isBarrier
+    if isBarrier { barrierRunning = true }
     emit(.started, for: entry)
-    running.append(entry)
+    running.append(RunningEntry(id: entry.id, isBarrier: isBarrier, entry: entry))
   }
 
   /// Starts every job at the head of the line that may start now.
@@ -210,10 +219,11 @@ struct JobLineState {
   ) {
     let finished: Entry
     if let index = running.firstIndex(where: { $0.id == id }) {
-      finished = running.remove(at: index)
-      if finished.isBarrier { barrierRunning = false }
+      let removed = running.remove(at: index)
+      if removed.isBarrier { barrierRunning = false }
+      finished = removed.entry
     } else if let index = released.firstIndex(where: { $0.id == id }) {
-      finished = released.remove(at: index)
+      finished = released.remove(at: index).entry
     } else {
       return
     }
@@ -273,8 +283,8 @@ struct JobLineState {
 
   /// Cancels every waiting entry and requests cancellation of the running ones.
   mutating func cancelAll(wakeups: inout Wakeups) {
-    for entry in running { entry.cancelRunning(into: &wakeups) }
-    for entry in released { entry.cancelRunning(into: &wakeups) }
+    for running in running { running.entry.cancelRunning(into: &wakeups) }
+    for running in released { running.entry.cancelRunning(into: &wakeups) }
     let cancelled = line
     line = []
     pendingCount = 0
@@ -287,8 +297,8 @@ struct JobLineState {
 
   /// Requests cancellation of the entry if it is running.
   func cancelIfRunning(_ id: JobID, wakeups: inout Wakeups) {
-    let entry = running.first { $0.id == id } ?? released.first { $0.id == id }
-    entry?.cancelRunning(into: &wakeups)
+    let running = running.first { $0.id == id } ?? released.first { $0.id == id }
+    running?.entry.cancelRunning(into: &wakeups)
   }
 
   /// Whether the job with this identifier is running.
@@ -343,7 +353,10 @@ struct JobLineState {
   // MARK: Events
 
   /// Delivers an event about `entry` to the queue's listeners.
+  ///
+  /// With nobody listening it reads nothing from the entry.
   func emit(_ kind: QueueEvent.Kind, for entry: Entry) {
+    guard events.hasListeners else { return }
     events.emit(kind, jobID: entry.id, jobName: entry.name, queueName: queueName)
   }
 }

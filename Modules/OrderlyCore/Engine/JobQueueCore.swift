@@ -148,8 +148,9 @@ final class JobQueueCore: Sendable {
     return startsNow
   }
 
-  private func announceEnqueued(_ id: JobID, name jobName: String?) {
-    hub.emit(.enqueued, jobID: id, jobName: jobName, queueName: name)
+  private func announceEnqueued(_ id: JobID, name jobName: @autoclosure () -> String?) {
+    guard hub.hasListeners else { return }
+    hub.emit(.enqueued, jobID: id, jobName: jobName(), queueName: name)
   }
 
   // MARK: - Control and introspection
