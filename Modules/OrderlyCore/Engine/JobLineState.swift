@@ -89,15 +89,16 @@ struct JobLineState {
   let events: EventHub
 
   private(set) var line = Deque<Entry>()
-  /// Running jobs that hold one of the slots.
-  /// A running job with what the line asks of it often, read once when it starts: reading
-  /// them from the entry costs a retain, a witness call and a release each time.
+  /// A running job with what the line asks of it often, read once when it starts.
+  ///
+  /// Reading them from the entry costs a retain, a witness call and a release each time.
   struct RunningEntry {
     let id: JobID
     let isBarrier: Bool
     let entry: Entry
   }
 
+  /// Running jobs that hold one of the slots.
   private(set) var running: [RunningEntry] = []
   /// Running jobs that gave their slot back when they began (start-ordered lines).
   private(set) var released: [RunningEntry] = []
