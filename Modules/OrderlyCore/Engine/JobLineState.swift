@@ -139,11 +139,7 @@ struct JobLineState {
     !running.isEmpty && !line.isEmpty
   }
 
-  /// Whether `entry`, at the head of the line, may start now.
-  private func canStart(_ entry: Entry) -> Bool {
-    canStart(isBarrier: entry.isBarrier)
-  }
-
+  /// Whether a job at the head of the line may start now.
   private func canStart(isBarrier: Bool) -> Bool {
     running.count < limit && !barrierRunning && (!isBarrier || running.isEmpty)
   }
@@ -160,14 +156,20 @@ struct JobLineState {
   /// - Returns: `true` if the job has its turn now.
   mutating func admit(_ entry: Entry) -> Bool {
     // By the invariant, a non-empty line has a head that cannot start: the new entry waits.
-    if line.isEmpty && canStart(entry) {
+    guard line.isEmpty else {
+      line.append(entry)
+      pendingCount += 1
+      return false
+    }
+    let isBarrier = entry.isBarrier
+    if canStart(isBarrier: isBarrier) {
       // Nobody waits on a new entry yet, so granting it has nothing to wake. A node created
       // granted (see ``startsAtOnce(isBarrier:)``) needs no grant.
       if !entry.isGrantedAtAdmission {
         var nothingToWake = Wakeups()
         _ = entry.grant(into: &nothingToWake)
       }
-      start(entry)
+      start(entry, isBarrier: isBarrier)
       return true
     }
     line.append(entry)
@@ -175,8 +177,7 @@ struct JobLineState {
     return false
   }
 
-  private mutating func start(_ entry: consuming Entry) {
-    let isBarrier = entry.isBarrier
+  private mutating func start(_ entry: consuming Entry, isBarrier: Bool) {
     if isBarrier { barrierRunning = true }
     emit(.started, for: entry)
     running.append(RunningEntry(id: entry.id, isBarrier: isBarrier, entry: entry))
@@ -190,7 +191,8 @@ struct JobLineState {
     // Entries are moved out of the line and, if they cannot start, back in: peeking at a copy
     // would cost a retain and a release per look.
     while let head = line.popFirst() {
-      if !canStart(head) {
+      let isBarrier = head.isBarrier
+      if !canStart(isBarrier: isBarrier) {
         // Nothing can start while every slot is taken or a barrier runs, whatever the head is.
         // A head that is a barrier waits for running jobs to end; a cancelled one must not
         // block the live jobs behind it.
@@ -207,7 +209,7 @@ struct JobLineState {
       }
       pendingCount -= 1
       if case .detached(let job) = head { launches.append(job) }
-      start(head)
+      start(head, isBarrier: isBarrier)
     }
   }
 
