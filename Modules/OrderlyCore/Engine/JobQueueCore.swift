@@ -318,16 +318,20 @@ final class JobQueueCore: Sendable {
     _ body: (inout JobLineState, inout Wakeups, inout Launches) -> Result
   ) -> (Result, Launches) {
     let hasIdleHandler = idleHandler != nil
-    let (result, wakeups, launches, becameIdle) = state.withLock(announcingTo: self) { state in
-      var wakeups = Wakeups()
-      var launches = Launches()
+    // Filled in place by the locked section rather than returned from it: returning them made
+    // every update copy them out through a tuple.
+    var wakeups = Wakeups()
+    var launches = Launches()
+    var becameIdle = false
+    let result = state.withLock(announcingTo: self) { state in
       if movingInboxFirst { _ = moveInbox(into: &state, launches: &launches) }
       // Only a change that ends the last job reports the queue idle: a keyed queue calls
       // admissions while holding its own lock, which its idle handler takes.
       let wasIdle = state.isIdle
       let result = body(&state, &wakeups, &launches)
       settleInbox(&state, launches: &launches)
-      return (result, wakeups, launches, hasIdleHandler && !wasIdle && state.isIdle)
+      becameIdle = hasIdleHandler && !wasIdle && state.isIdle
+      return result
     }
     wakeups.run()
     if becameIdle { idleHandler?(self) }
