@@ -411,18 +411,19 @@ final class JobQueueCore: Sendable {
   /// that become startable at once (after a barrier, say) get runners of their own.
   private func drain(startingWith first: any RunnableJob) async {
     let task = RunningTask.current
+    let priority = first.priority
     var job = first
     while true {
       let report = await job.run(in: task, owner: self)
       let (_, launches) = update(movingInboxFirst: false) { state, wakeups, launches in
-        state.finish(job.id, outcome: report.outcome, wakeups: &wakeups, launches: &launches)
+        state.finish(report.id, outcome: report.outcome, wakeups: &wakeups, launches: &launches)
       }
       if !launches.rest.isEmpty {
         for extra in launches.rest { startRunner(with: extra) }
       }
       guard let nextJob = launches.first else { return }
       // A job cancelled while it ran cancelled this task for good: hand over to a fresh one.
-      if report.cancelRequested || nextJob.priority != first.priority {
+      if report.cancelRequested || nextJob.priority != priority {
         startRunner(with: nextJob)
         return
       }

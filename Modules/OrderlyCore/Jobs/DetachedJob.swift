@@ -36,6 +36,8 @@ protocol RunnableJob: PinnedJob {
 
 /// How a detached job's run went, for the runner task that ran it.
 struct RunReport {
+  /// The job's number (read here, where it costs no witness call).
+  let id: JobID
   let outcome: JobOutcome
   /// Whether the job was cancelled after it was given its turn.
   ///
@@ -255,7 +257,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
     }
     for awaiter in awaiters { awaiter.resume(returning: result) }
     if pinned { await parkUntilUnpinned() }
-    return RunReport(outcome: result.jobOutcome, cancelRequested: cancelRequested)
+    return RunReport(id: id, outcome: result.jobOutcome, cancelRequested: cancelRequested)
   }
 
   /// Waits for the job's result.
