@@ -58,36 +58,43 @@ Found and fixed, each measured and committed on its own:
 - **Producer and runner fighting over the queue's lock** (`Mutex._lockSlow`, futex waits; about
   a third of a job with one producer): while jobs are already waiting and a running job will
   look again, producers leave detached jobs in an inbox with its own short lock; the queue
-  moves them into the line when it has room. `enqueueDetached` until drained went from about
-  1,400 to about 1,050 ns per job.
-- **Per-job allocations, locks and async calls**: every running job is its own reentrancy frame
-  (no frame object per job), the runner learns of its cancellation from the job instead of
-  asking the task, a job that starts at admission is created with its turn, a job's ending is
-  synchronous, and the locked-update helpers are inlined. The runner's work per job went from
-  about 1,010 to about 700 ns, and an `enqueueAndWait` round trip from about 1,100 to about
-  840 ns.
+  moves them into the line when it has room; the queue keeps its own copy of whether the inbox
+  is open, so the runner does not touch the line producers write. `enqueueDetached` until
+  drained went from about 1,400 to about 1,000 ns per job.
+- **Per-job allocations, locks, copies and async calls**: every running job is its own
+  reentrancy frame (no frame object per job); a detached job no longer boxes a placeholder
+  error per job (a uprobe on `malloc` found it; package-benchmark's malloc count for 100k
+  detached jobs went from 200K to 100K, one per job); the runner learns of its cancellation
+  from the job instead of asking the task; running jobs are kept with their number and
+  barrier flag read once; events read nothing from a job when nobody listens; a job that
+  starts at admission is created with its turn; a job's ending is synchronous; the locked
+  updates are inlined and fill their results in place instead of returning a tuple. The
+  runner's work per job went from about 1,010 to about 580 ns, and an `enqueueAndWait` round
+  trip from about 1,100 to about 790 ns.
 - **A pending `enqueue` job's memory**: a waiting job's async frames must fit in its task's
   first slab of memory; a slightly larger waiting frame cost every pending job a second slab,
   about 1 KB (1.10x a suspended `Task` when it fits, 1.80x when it does not). This row
   catches it.
 
-Why the remaining misses remain:
+Why the remaining misses remain, and what is close:
 
-- **`enqueueDetached`, one producer** (close to the target): running a job is an async call
-  through an existential, a task-local binding for the reentrancy check
-  (`swift_task_localValuePush` takes the task's status-record lock), two locks on the job and
-  one on the queue, and retain/release around all of it: about 700 ns, where Dispatch drains
-  a block with a function call (about 45 ns). With the producer running at the same time, the
-  job objects it allocates are freed by the runner's thread (glibc's arena lock) and cross
-  cores. The Dispatch baseline itself moves between about 300 and 1,100 ns per job from run to
-  run on this shared machine, so this ratio moves around the target.
-- **8 producers**: bounded below by the runner's ~700 ns per job, and the runner is a task on
-  the same two cooperative threads as the eight producers, where Dispatch drains on a thread of
-  its own.
+- **8 producers**: the runner is a task on the same two cooperative threads as the eight
+  producers, which never suspend, so it waits for them: measured, 999,998 of the 1,000,000
+  jobs are still waiting when the producers are done (after about 300 ns a job, two producers
+  at a time sharing the inbox's lock); the runner then drains them alone at about 600 ns a
+  job. Dispatch drains on a thread of its own while the producers run. Giving runners a
+  thread of their own (a task executor) would change where detached jobs run, and a lock-free
+  inbox would shorten the first phase only; neither is done.
 - **`enqueue`**: a job's task starts, finds the line busy, suspends, and is resumed at its
   turn: two schedulings per job where a bare `Task {}` has one. No API creates a task that
   starts suspended, and the task must be created at the call to inherit its context.
-- **`enqueueAndWait`** (on the target, some runs just over): about 840 ns for two queue-lock
+- **`enqueueDetached`, one producer** (passes, with little margin): running a job is still an
+  async call through an existential, a task-local binding for the reentrancy check
+  (`swift_task_localValuePush` takes the task's status-record lock), three locks and
+  retain/release around all of it: about 580 ns, where Dispatch drains a block with a
+  function call (about 45 ns). The Dispatch baseline itself moves between about 300 and
+  1,100 ns per job from run to run on this shared machine, so this ratio can cross the target.
+- **`enqueueAndWait`** (passes, with little margin): about 790 ns for two queue-lock
   sections, two node locks, a task-local binding, a node allocation and the executor checks
   of the async calls in between.
 
