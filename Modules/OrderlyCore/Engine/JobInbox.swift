@@ -3,16 +3,16 @@ import Synchronization
 /// Where detached jobs wait, without the queue's lock, while the line is busy; and the
 /// counter that numbers every job of the queue.
 ///
-/// A producer that finds the line busy (every slot taken, or jobs already waiting) and a running
-/// job that will look here when the line has room, puts its job here under this small lock and
-/// returns: it never waits for the runner, which holds the queue's lock for longer. Profiling
-/// `enqueueDetached` showed a producer and the runner contending for the queue's lock at about
-/// a third of a job's cost.
+/// A producer that finds jobs already waiting in line, and a running job that will look here
+/// when the line has room, puts its job here under this small lock and returns: it never waits
+/// for the runner, which holds the queue's lock for longer. Profiling `enqueueDetached` showed a
+/// producer and the runner contending for the queue's lock at about a third of a job's cost.
 ///
 /// The queue keeps this rule, checked under its own lock at the end of everything that changes
-/// the line: jobs wait here only while the inbox is *watched*, that is while a job runs that
-/// holds a slot and no new job could start now anyway. When the line has room again, the queue
-/// moves every waiting job into it, in order, before anything else. Operations that need the
+/// the line: jobs wait here only while the inbox is *watched*, that is while jobs wait in line
+/// (so a new one could not start now anyway) and a running job holds a slot (see
+/// ``JobLineState/defersAdmissions``). When the line empties, the queue moves every job
+/// waiting here into it, in order, before anything else. Operations that need the
 /// whole line (counting, cancelling, waiting for idle, admitting other kinds of job) move the
 /// waiting jobs first. Jobs here are always newer than every job in the line, so the order of
 /// the line is the order of admission.

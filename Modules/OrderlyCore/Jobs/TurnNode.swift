@@ -20,7 +20,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     var phase = JobPhase.waiting
     var continuation: UnsafeContinuation<Void, any Error>?
     var pins = PinState()
-    /// The queue running the job, from ``begin(in:owner:parent:)`` until ``end(isolation:)``:
+    /// The queue running the job, from ``begin(in:owner:parent:)`` until ``endRunning()``:
     /// the node is then the job's reentrancy frame.
     var owner: JobQueueCore?
     /// The frame that was current when the job began; kept after the job ends, as the frames
@@ -33,7 +33,8 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   let purpose: Purpose
   /// Whether the job runs alone, as a barrier of a concurrent queue.
   let isBarrier: Bool
-  /// Whether the node had its turn the moment it was admitted, so its task need not look.
+  /// Whether the node was created with its turn, as it started the moment it was admitted: the
+  /// queue then took no lock of the node to grant it.
   let isGrantedAtAdmission: Bool
   private let state: Mutex<State>
 
