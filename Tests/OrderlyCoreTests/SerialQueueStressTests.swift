@@ -53,6 +53,54 @@ struct SerialQueueStressTests {
   }
 
   @Test(
+    "producers racing idle waiters and counters: a job enqueued before waitUntilIdle has run",
+    arguments: QueueKind.allCases
+  )
+  func idleWaitersRacingProducers(kind: QueueKind) async throws {
+    struct Entry {
+      let producer: Int
+      let sequence: Int
+    }
+    let producers = 6
+    let jobsPerProducer = 400
+    let queue = kind.make(name: "idle-race")
+    let log = OrderedRecorder<Entry>()
+    // Jobs that yield now and then let the line empty and fill again, so jobs keep moving
+    // between the inbox and the line while producers wait for idle and read the counters.
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for producer in 0..<producers {
+        group.addTask {
+          var generator = SeededGenerator(seed: UInt64(producer) &+ 31)
+          for sequence in 0..<jobsPerProducer {
+            queue.enqueueDetached {
+              log.record(Entry(producer: producer, sequence: sequence))
+              if sequence.isMultiple(of: 7) { await Task.yield() }
+            }
+            if Int.random(in: 0..<40, using: &generator) == 0 {
+              try await queue.waitUntilIdle()
+              let ran = log.values.filter { $0.producer == producer }.count
+              #expect(
+                ran == sequence + 1,
+                "producer \(producer) waited for idle after job \(sequence)"
+              )
+            }
+            if sequence.isMultiple(of: 50) { _ = queue.pendingCount }
+          }
+        }
+      }
+      try await group.waitForAll()
+    }
+    try await queue.waitUntilIdle()
+    let values = log.values
+    #expect(values.count == producers * jobsPerProducer)
+    for producer in 0..<producers {
+      let sequences = values.filter { $0.producer == producer }.map(\.sequence)
+      #expect(sequences == Array(0..<jobsPerProducer))
+    }
+    #expect(queue.pendingCount == 0 && queue.isIdle)
+  }
+
+  @Test(
     "1,000 rounds of random cancellation: no hang, every awaiter resumed, order kept",
     arguments: QueueKind.allCases
   )
