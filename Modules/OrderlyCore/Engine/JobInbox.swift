@@ -56,9 +56,7 @@ final class JobInbox: Sendable {
   func takeAllAndNumber(announce: (JobID) -> Void) -> (jobs: [any RunnableJob], id: JobID) {
     guard isWatched.load(ordering: .acquiring) else { return ([], number(announce)) }
     return jobs.withLock(announcingTo: self) { jobs in
-      var taken: [any RunnableJob] = []
-      swap(&taken, &jobs)
-      return (taken, number(announce))
+      (Self.take(&jobs), number(announce))
     }
   }
 
@@ -68,9 +66,7 @@ final class JobInbox: Sendable {
   func takeAll() -> (jobs: [any RunnableJob], lastID: UInt64) {
     guard isWatched.load(ordering: .acquiring) else { return ([], lastID.load(ordering: .relaxed)) }
     return jobs.withLock(announcingTo: self) { jobs in
-      var taken: [any RunnableJob] = []
-      swap(&taken, &jobs)
-      return (taken, lastID.load(ordering: .relaxed))
+      (Self.take(&jobs), lastID.load(ordering: .relaxed))
     }
   }
 
@@ -97,10 +93,15 @@ final class JobInbox: Sendable {
         isWatched.store(false, ordering: .releasing)
         return []
       }
-      var taken: [any RunnableJob] = []
-      swap(&taken, &jobs)
-      return taken
+      return Self.take(&jobs)
     }
+  }
+
+  /// Moves the waiting jobs out, leaving the inbox empty.
+  private static func take(_ jobs: inout [any RunnableJob]) -> [any RunnableJob] {
+    var taken: [any RunnableJob] = []
+    swap(&taken, &jobs)
+    return taken
   }
 
   private func number(_ announce: (JobID) -> Void) -> JobID {
