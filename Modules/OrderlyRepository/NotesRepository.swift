@@ -90,11 +90,12 @@ public final class NotesRepository: Sendable {
   /// Creates a note.
   ///
   /// - Parameters:
-  ///   - title: The title; must contain more than spaces.
-  ///   - body: The text.
+  ///   - title: The title: one line that contains more than spaces (see ``NoteTextError``).
+  ///   - body: The text; anything but a NUL character.
   ///   - isolation: The caller's isolation; leave the default.
-  /// - Returns: The new note, with its identifier.
-  /// - Throws: ``NotesError/createNote(reason:)``, also when the title is empty.
+  /// - Returns: The new note as stored, with its identifier.
+  /// - Throws: ``NotesError/createNote(reason:)``, also when the title or text cannot be stored
+  ///   as given (the reason is the ``NoteTextError``'s description, and nothing is stored).
   @discardableResult
   public func create(
     title: String,
@@ -102,7 +103,7 @@ public final class NotesRepository: Sendable {
     isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) -> Note {
     try await perform(.createNote, summary: { "note \($0.id): \($0.title)" }) { service in
-      try Self.checkTitle(title)
+      try NoteTextError.check(title: title, body: body)
       return try await service.createNote(title: title, body: body)
     } failure: {
       .createNote(reason: $0)
@@ -113,12 +114,12 @@ public final class NotesRepository: Sendable {
   ///
   /// - Parameters:
   ///   - id: The note's identifier.
-  ///   - title: The new title; must contain more than spaces.
-  ///   - body: The new text.
+  ///   - title: The new title: one line that contains more than spaces (see ``NoteTextError``).
+  ///   - body: The new text; anything but a NUL character.
   ///   - isolation: The caller's isolation; leave the default.
-  /// - Returns: The changed note.
+  /// - Returns: The changed note as stored.
   /// - Throws: ``NotesError/updateNote(id:reason:)``, also when there is no such note or the
-  ///   title is empty.
+  ///   title or text cannot be stored as given (nothing is changed then).
   @discardableResult
   public func update(
     id: Note.ID,
@@ -127,7 +128,7 @@ public final class NotesRepository: Sendable {
     isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) -> Note {
     try await perform(.updateNote, summary: { "note \($0.id): \($0.title)" }) { service in
-      try Self.checkTitle(title)
+      try NoteTextError.check(title: title, body: body)
       return try await service.updateNote(id: id, title: title, body: body)
     } failure: {
       .updateNote(id: id, reason: $0)
@@ -160,14 +161,6 @@ public final class NotesRepository: Sendable {
   }
 
   // MARK: - Running calls
-
-  private struct EmptyTitle: Error, CustomStringConvertible {
-    var description: String { "a note needs a title (it was empty)" }
-  }
-
-  private static func checkTitle(_ title: String) throws {
-    if title.allSatisfy(\.isWhitespace) { throw EmptyTitle() }
-  }
 
   /// Numbers the call and puts it in line under one lock, so numbers follow the order of the
   /// line; then waits for it, mapping any error to the operation's ``NotesError``.

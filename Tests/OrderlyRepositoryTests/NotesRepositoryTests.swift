@@ -124,6 +124,36 @@ struct NotesRepositoryTests {
     #expect(try await repository.notes().count == 2)
   }
 
+  @Test(
+    "a title or text that cannot be stored as given is a clear NotesError; nothing is stored",
+    arguments: [
+      ("a\0b", "", "a title cannot contain a control character (U+0000, NUL)"),
+      ("\0", "", "a title cannot contain a control character (U+0000, NUL)"),
+      ("two\nlines", "", "a title cannot contain a control character (U+000A, newline)"),
+      ("\u{1B}[2J", "", "a title cannot contain a control character (U+001B, escape)"),
+      ("ok", "cut\0here", "the text cannot contain a NUL character (U+0000)"),
+    ]
+  )
+  func textThatCannotBeStored(title: String, body: String, expected: String) async throws {
+    let service = InMemoryNotesService(notes: seedNotes)
+    let repository = NotesRepository(service: service)
+    do {
+      try await repository.create(title: title, body: body)
+      Issue.record("accepted \(title.debugDescription) / \(body.debugDescription)")
+    } catch {
+      #expect(error.operation == .createNote)
+      #expect(error.reason.hasPrefix(expected), "\(error.reason)")
+    }
+    await #expect(throws: NotesError.self) {
+      try await repository.update(id: 1, title: title, body: body)
+    }
+    #expect(try await repository.notes() == seedNotes)
+    #expect(service.callCounts[.createNote] == nil && service.callCounts[.updateNote] == nil)
+    // Control characters other than NUL are kept in a body, exactly.
+    let kept = try await repository.create(title: "ok", body: "tab\t, escape \u{1B}, line\n")
+    #expect(try await repository.note(id: kept.id).body == "tab\t, escape \u{1B}, line\n")
+  }
+
   @Test("a call cancelled before its turn never reaches the service")
   func cancellation() async throws {
     let clock = ManualClock()
