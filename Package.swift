@@ -49,7 +49,12 @@ package.targets += [
   // NotesService on SQLite through GRDB, kept apart so OrderlyRepository users never build GRDB.
   .target(
     name: "OrderlySQLite",
-    dependencies: ["OrderlyRepository", .product(name: "GRDB", package: "GRDB.swift")],
+    dependencies: [
+      "OrderlyRepository",
+      .product(name: "GRDB", package: "GRDB.swift"),
+      // SQLite's C API, for the read-only check of a file before it is opened (URI flags).
+      .product(name: "GRDBSQLite", package: "GRDB.swift"),
+    ],
     path: "Modules/OrderlySQLite"
   ),
   // Seed 001's launch sequencer: steps run one at a time on the main actor, with timeouts.

@@ -4,13 +4,19 @@ public import OrderlyRepository
 
 /// A `NotesService` on an SQLite file (or in memory), through GRDB.
 ///
-/// The schema is created and upgraded by GRDB's `DatabaseMigrator`. A file database runs in WAL
-/// mode with `synchronous = FULL`: once a write has returned, it is on disk, and survives the
-/// process being killed right after (and a power cut).
+/// A file database runs in WAL mode with `synchronous = FULL`: once a write has returned, it is
+/// on disk, and survives the process being killed right after (and a power cut). Every call
+/// returns what was stored, read back in the same transaction.
 ///
-/// Opening checks the file before anything writes to it: a path that cannot be opened, a file
-/// that is not SQLite, another program's database, or a database from a newer Orderly gives a
-/// ``SQLiteNotesError`` naming the path and the cause, and the file is left as it was.
+/// Opening checks the file before anything writes to it or beside it (see
+/// ``init(path:busyTimeout:)``): a path that cannot be opened, a file that is not SQLite,
+/// another program's database, or a database from a newer Orderly gives a ``SQLiteNotesError``
+/// naming the path and the cause, and the file and its folder are left as they were. A notes
+/// file that a killed process left empty or half-created is always taken, and completed.
+///
+/// Several services, in one process or several, may use one file: a connection that finds the
+/// database locked waits for it up to the busy timeout, and only then fails, with
+/// ``SQLiteNotesError/busy(path:waited:)``.
 ///
 /// ```swift
 /// let service = try SQLiteNotesService(path: "/path/to/notes.sqlite")
@@ -19,32 +25,47 @@ public import OrderlyRepository
 public final class SQLiteNotesService: NotesService {
   /// The database file, or `nil` for an in-memory database.
   public let path: String?
+  /// How long a call waits for another connection's lock before it fails.
+  public let busyTimeout: Duration
 
   private let database: any DatabaseWriter
 
   /// Opens the notes database at `path`, creating it if there is no file there yet.
   ///
-  /// - Parameter path: The database file. Its folder must exist.
+  /// The path must name a regular file (or nothing, in an existing, writable folder). An
+  /// existing file must be empty, or an SQLite database holding Orderly's notes tables only,
+  /// possibly half-created by a process killed while it created them.
+  ///
+  /// - Parameters:
+  ///   - path: The database file. Its folder must exist.
+  ///   - busyTimeout: How long to wait when another connection holds the database's lock;
+  ///     5 seconds by default.
   /// - Throws: ``SQLiteNotesError`` if the file cannot be opened or is not a notes database.
-  public init(path: String) throws(SQLiteNotesError) {
+  ///   The file and its folder are then as they were: nothing is left behind.
+  public init(path: String, busyTimeout: Duration = .seconds(5)) throws(SQLiteNotesError) {
     self.path = path
-    try Self.checkExistingFile(at: path)
-    var configuration = Configuration()
+    self.busyTimeout = busyTimeout
+    let existed = try NotesDatabaseFile.check(path, busyTimeout: busyTimeout)
+    var configuration = Self.configuration(busyTimeout: busyTimeout)
     configuration.prepareDatabase { db in
       try db.execute(sql: "PRAGMA synchronous = FULL")
     }
-    let pool: DatabasePool
     do {
-      pool = try DatabasePool(path: path, configuration: configuration)
+      let pool = try DatabasePool(path: path, configuration: configuration)
+      do {
+        if let problem = try NotesSchema.migrate(pool) {
+          try? pool.close()
+          throw SQLiteNotesError.notANotesDatabase(path: path, reason: problem)
+        }
+      } catch {
+        try? pool.close()
+        throw error
+      }
+      database = pool
     } catch {
-      throw .cannotOpen(path: path, reason: Self.describe(error))
+      if !existed { NotesDatabaseFile.remove(path) }
+      throw Self.openingError(error, path: path, busyTimeout: busyTimeout)
     }
-    do {
-      try Self.migrator.migrate(pool)
-    } catch {
-      throw .notANotesDatabase(path: path, reason: Self.describe(error))
-    }
-    database = pool
   }
 
   /// Opens a new, empty notes database in memory.
@@ -52,74 +73,53 @@ public final class SQLiteNotesService: NotesService {
   /// - Throws: ``SQLiteNotesError`` in the unlikely case SQLite cannot create it.
   public init(inMemory: Void = ()) throws(SQLiteNotesError) {
     path = nil
+    busyTimeout = .zero
     do {
       let queue = try DatabaseQueue()
-      try Self.migrator.migrate(queue)
+      _ = try NotesSchema.migrate(queue)
       database = queue
     } catch {
       throw .cannotOpen(path: ":memory:", reason: Self.describe(error))
     }
   }
 
-  // MARK: - Schema
-
-  private static let noteTable = "note"
-
-  private static var migrator: DatabaseMigrator {
-    var migrator = DatabaseMigrator()
-    migrator.registerMigration("create notes") { db in
-      try db.create(table: noteTable) { table in
-        table.autoIncrementedPrimaryKey("id")
-        table.column("title", .text).notNull()
-        table.column("body", .text).notNull()
-        table.column("createdAt", .double).notNull()
-        table.column("updatedAt", .double).notNull()
-      }
+  /// Closes the database; calls made afterwards throw ``SQLiteNotesError/closed(path:)``.
+  ///
+  /// Close a service before its file is opened again by a new one (a relaunch in one process,
+  /// a test), so that the new one does not wait for the old connection's lock. A service that
+  /// is released closes its database too, but only once the last call holding it has ended.
+  ///
+  /// - Throws: ``SQLiteNotesError/busy(path:waited:)`` if a statement is still running.
+  public func close() throws(SQLiteNotesError) {
+    do {
+      try database.close()
+    } catch let error as DatabaseError {
+      throw lockOrClosed(error)
+        ?? .cannotOpen(path: path ?? ":memory:", reason: Self.describe(error))
+    } catch {
+      throw .cannotOpen(path: path ?? ":memory:", reason: Self.describe(error))
     }
-    return migrator
   }
 
-  /// Refuses, before anything writes to it, a file that is not an empty or Orderly notes
-  /// database.
-  private static func checkExistingFile(at path: String) throws(SQLiteNotesError) {
-    var isFolder: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else { return }
-    if isFolder.boolValue { throw .cannotOpen(path: path, reason: "it is a folder") }
-    guard let handle = FileHandle(forReadingAtPath: path) else {
-      throw .cannotOpen(path: path, reason: "the file cannot be read (permission denied?)")
+  private static func configuration(busyTimeout: Duration) -> Configuration {
+    var configuration = Configuration()
+    configuration.busyMode = .timeout(busyTimeout / .seconds(1))
+    return configuration
+  }
+
+  private static func openingError(_ error: any Error, path: String, busyTimeout: Duration)
+    -> SQLiteNotesError
+  {
+    if let error = error as? SQLiteNotesError { return error }
+    guard let error = error as? DatabaseError else {
+      return .cannotOpen(path: path, reason: "\(error)")
     }
-    let header = (try? handle.read(upToCount: 16)) ?? Data()
-    try? handle.close()
-    // An empty file is an empty database to SQLite.
-    if header.isEmpty { return }
-    guard header == Data("SQLite format 3\0".utf8) else {
-      throw .notANotesDatabase(path: path, reason: "it is not an SQLite file")
-    }
-    do {
-      var configuration = Configuration()
-      configuration.readonly = true
-      let reader = try DatabaseQueue(path: path, configuration: configuration)
-      defer { try? reader.close() }
-      let problem = try reader.read { db -> String? in
-        let tables = try String.fetchAll(
-          db,
-          sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        )
-        if tables.isEmpty { return nil }
-        guard tables.contains("grdb_migrations"), tables.contains(noteTable) else {
-          return "it is another program's SQLite database (tables: "
-            + tables.sorted().joined(separator: ", ") + ")"
-        }
-        if try migrator.hasBeenSuperseded(db) {
-          return "it was written by a newer version of Orderly"
-        }
-        return nil
-      }
-      if let problem { throw SQLiteNotesError.notANotesDatabase(path: path, reason: problem) }
-    } catch let error as SQLiteNotesError {
-      throw error
-    } catch {
-      throw .notANotesDatabase(path: path, reason: describe(error))
+    switch error.resultCode {
+    case .SQLITE_BUSY, .SQLITE_LOCKED: return .busy(path: path, waited: busyTimeout)
+    case .SQLITE_NOTADB:
+      return .notANotesDatabase(path: path, reason: "it is not an SQLite database")
+    case .SQLITE_CORRUPT: return .notANotesDatabase(path: path, reason: describe(error))
+    default: return .cannotOpen(path: path, reason: describe(error))
     }
   }
 
@@ -130,14 +130,49 @@ public final class SQLiteNotesService: NotesService {
     return "\(error)"
   }
 
+  /// A lock held past the timeout, or a closed database, as an error that says so; `nil` for
+  /// any other SQLite error.
+  private func lockOrClosed(_ error: DatabaseError) -> SQLiteNotesError? {
+    let path = path ?? ":memory:"
+    switch error.resultCode {
+    case .SQLITE_BUSY, .SQLITE_LOCKED: return .busy(path: path, waited: busyTimeout)
+    case .SQLITE_MISUSE where error.message?.contains("closed") == true: return .closed(path: path)
+    default: return nil
+    }
+  }
+
+  /// Runs a read; a lock held too long or a closed database is reported as such.
+  private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws
+    -> T
+  {
+    do {
+      return try await database.read(body)
+    } catch let error as DatabaseError {
+      throw lockOrClosed(error) ?? error
+    }
+  }
+
+  /// Runs a write in one transaction; a lock held too long or a closed database is reported as
+  /// such.
+  private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws
+    -> T
+  {
+    do {
+      return try await database.write(body)
+    } catch let error as DatabaseError {
+      throw lockOrClosed(error) ?? error
+    }
+  }
+
   // MARK: - NotesService
 
   /// All notes, oldest first.
   ///
   /// - Returns: Every note, ordered by identifier.
-  /// - Throws: A GRDB `DatabaseError` if SQLite fails.
+  /// - Throws: ``SQLiteNotesError/busy(path:waited:)`` or ``SQLiteNotesError/closed(path:)``;
+  ///   a GRDB `DatabaseError` if SQLite fails otherwise.
   public func fetchNotes() async throws -> [Note] {
-    try await database.read { db in
+    try await read { db in
       try Row.fetchAll(db, sql: "SELECT * FROM note ORDER BY id").map(Self.note)
     }
   }
@@ -146,11 +181,9 @@ public final class SQLiteNotesService: NotesService {
   ///
   /// - Parameter id: The note's identifier.
   /// - Returns: The note, or `nil` if there is none.
-  /// - Throws: A GRDB `DatabaseError` if SQLite fails.
+  /// - Throws: As ``fetchNotes()``.
   public func fetchNote(id: Note.ID) async throws -> Note? {
-    try await database.read { db in
-      try Row.fetchOne(db, sql: "SELECT * FROM note WHERE id = ?", arguments: [id]).map(Self.note)
-    }
+    try await read { db in try Self.note(id: id, in: db) }
   }
 
   /// Creates a note; SQLite assigns its identifier.
@@ -160,23 +193,20 @@ public final class SQLiteNotesService: NotesService {
   /// - Parameters:
   ///   - title: The title.
   ///   - body: The text.
-  /// - Returns: The new note.
-  /// - Throws: A GRDB `DatabaseError` if SQLite fails.
+  /// - Returns: The new note, as stored.
+  /// - Throws: A `NoteTextError` for text SQLite would not store as given (a NUL character);
+  ///   otherwise as ``fetchNotes()``.
   public func createNote(title: String, body: String) async throws -> Note {
-    // Stored as seconds since 1970; the note returned carries the stored value, so it equals
-    // the note read back later.
+    try NoteTextError.check(title: title, body: body)
     let stamp = Date().timeIntervalSince1970
-    return try await database.write { db in
+    return try await write { db in
       try db.execute(
         sql: "INSERT INTO note (title, body, createdAt, updatedAt) VALUES (?, ?, ?, ?)",
         arguments: [title, body, stamp, stamp]
       )
-      return Note(
-        id: db.lastInsertedRowID,
-        title: title,
-        body: body,
-        createdAt: Date(timeIntervalSince1970: stamp)
-      )
+      let id = db.lastInsertedRowID
+      guard let note = try Self.note(id: id, in: db) else { throw NoteNotFound(id: id) }
+      return note
     }
   }
 
@@ -188,19 +218,20 @@ public final class SQLiteNotesService: NotesService {
   ///   - id: The note's identifier.
   ///   - title: The new title.
   ///   - body: The new text.
-  /// - Returns: The changed note.
-  /// - Throws: `NoteNotFound`; a GRDB `DatabaseError` if SQLite fails.
+  /// - Returns: The changed note, as stored.
+  /// - Throws: `NoteNotFound`; otherwise as ``createNote(title:body:)``.
   public func updateNote(id: Note.ID, title: String, body: String) async throws -> Note {
-    let date = Date()
-    return try await database.write { db in
+    try NoteTextError.check(title: title, body: body)
+    let stamp = Date().timeIntervalSince1970
+    return try await write { db in
       try db.execute(
         sql: "UPDATE note SET title = ?, body = ?, updatedAt = ? WHERE id = ?",
-        arguments: [title, body, date.timeIntervalSince1970, id]
+        arguments: [title, body, stamp, id]
       )
-      guard db.changesCount > 0,
-        let row = try Row.fetchOne(db, sql: "SELECT * FROM note WHERE id = ?", arguments: [id])
-      else { throw NoteNotFound(id: id) }
-      return Self.note(from: row)
+      guard db.changesCount > 0, let note = try Self.note(id: id, in: db) else {
+        throw NoteNotFound(id: id)
+      }
+      return note
     }
   }
 
@@ -209,12 +240,16 @@ public final class SQLiteNotesService: NotesService {
   /// Durable once it returns.
   ///
   /// - Parameter id: The note's identifier.
-  /// - Throws: `NoteNotFound`; a GRDB `DatabaseError` if SQLite fails.
+  /// - Throws: `NoteNotFound`; otherwise as ``fetchNotes()``.
   public func deleteNote(id: Note.ID) async throws {
-    try await database.write { db in
+    try await write { db in
       try db.execute(sql: "DELETE FROM note WHERE id = ?", arguments: [id])
       if db.changesCount == 0 { throw NoteNotFound(id: id) }
     }
+  }
+
+  private static func note(id: Note.ID, in db: Database) throws -> Note? {
+    try Row.fetchOne(db, sql: "SELECT * FROM note WHERE id = ?", arguments: [id]).map(note)
   }
 
   private static func note(from row: Row) -> Note {
