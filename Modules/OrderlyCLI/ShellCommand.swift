@@ -3,6 +3,7 @@ import Foundation
 import OrderlyCore
 import OrderlyRepository
 import OrderlySQLite
+import Synchronization
 
 /// `orderly shell`: an interactive notes shell over `NotesRepository` on SQLite.
 struct ShellCommand: AsyncParsableCommand {
@@ -13,7 +14,9 @@ struct ShellCommand: AsyncParsableCommand {
       Commands: \(ShellLine.usage.joined(separator: "; ")). Each command is enqueued without \
       waiting, so you can type ahead while a slow one runs; answers print in the order the \
       commands were typed. When standard input is not a terminal, commands are read from it: \
-      printf 'add milk\\nlist\\n' | orderly shell --in-memory
+      printf 'add milk\\nlist\\n' | orderly shell --in-memory. The exit status is 1 if any \
+      line failed. Ctrl-C stops reading and finishes the commands already typed; a second \
+      Ctrl-C stops at once and names the commands that were not applied.
       """
   )
 
@@ -48,10 +51,16 @@ struct ShellCommand: AsyncParsableCommand {
     }
     let delayed = latency.map { DelayedNotesService(service, latency: $0.range) } ?? service
     let session = ShellSession(repository: NotesRepository(service: delayed))
-    await session.run()
+    let outcome = await session.run()
+    if let service = service as? SQLiteNotesService { try? service.close() }
+    switch outcome {
+    case .finished: return
+    case .someLinesFailed: throw ExitCode.failure
+    case .interrupted: throw ExitCode(130)
+    }
   }
 
-  /// `$XDG_DATA_HOME/orderly/notes.sqlite`, else `~/.local/share/orderly/notes.sqlite`
+  /// `$XDG_DATA_HOME/orderly/notes.sqlite`, else `$HOME/.local/share/orderly/notes.sqlite`
   /// (Application Support on macOS); the folder is created if needed.
   static func defaultDatabasePath() throws -> String {
     let environment = ProcessInfo.processInfo.environment
@@ -60,8 +69,11 @@ struct ShellCommand: AsyncParsableCommand {
       folder = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
         .appendingPathComponent("orderly")
     #else
+      // The XDG base directory rules: a relative value is ignored.
       if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
         folder = URL(fileURLWithPath: data).appendingPathComponent("orderly")
+      } else if let home = environment["HOME"], home.hasPrefix("/") {
+        folder = URL(fileURLWithPath: home).appendingPathComponent(".local/share/orderly")
       } else {
         folder = FileManager.default.homeDirectoryForCurrentUser
           .appendingPathComponent(".local/share/orderly")
@@ -83,6 +95,12 @@ enum InputLine: Sendable {
   case text(String)
   case tooLong(bytes: Int)
   case invalidUTF8
+  /// Ctrl-C (SIGINT) arrived; `count` says how many times so far.
+  case interrupted(count: Int)
+  /// Standard input ended. Signals may still follow while accepted commands finish.
+  case endOfInput
+  /// Every command accepted before the session asked has ended (sent by the session).
+  case drained
 }
 
 /// Reads standard input on a thread of its own (reads block), split into lines.
@@ -92,8 +110,28 @@ enum InputLine: Sendable {
 enum InputReader {
   static let limit = 4_096
 
-  static func lines() -> AsyncStream<InputLine> {
+  /// Starts reading; the continuation lets the session add inputs of its own (``InputLine/drained``).
+  /// - Returns: The inputs, the continuation, and the signal source, which must be kept alive
+  ///   for as long as Ctrl-C should be read.
+  static func lines() -> (
+    AsyncStream<InputLine>, AsyncStream<InputLine>.Continuation, any DispatchSourceSignal
+  ) {
     let (stream, continuation) = AsyncStream.makeStream(of: InputLine.self)
+    // Ctrl-C is read as one more input, in order with the lines before it, instead of killing
+    // the process with commands still in line.
+    signal(SIGINT, SIG_IGN)
+    let interrupts = DispatchSource.makeSignalSource(signal: SIGINT)
+    let count = Mutex(0)
+    interrupts.setEventHandler {
+      // Signals that arrive together are coalesced: `data` says how many there were. (The
+      // source lives as long as the process, so the cycle this capture makes is harmless.)
+      let number = count.withLock { count in
+        count += max(1, Int(interrupts.data))
+        return count
+      }
+      continuation.yield(.interrupted(count: number))
+    }
+    interrupts.resume()
     let thread = Thread {
       var pending = Data()
       var skipped = 0  // bytes of an over-long line being skipped; 0 when not skipping
@@ -133,9 +171,9 @@ enum InputReader {
       } else if !pending.isEmpty {
         emit(pending)
       }
-      continuation.finish()
+      continuation.yield(.endOfInput)
     }
     thread.start()
-    return stream
+    return (stream, continuation, interrupts)
   }
 }

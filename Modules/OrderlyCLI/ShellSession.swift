@@ -1,6 +1,7 @@
 import Foundation
 import OrderlyCore
 import OrderlyRepository
+import Synchronization
 
 /// A parsed shell command.
 enum ShellLine: Equatable {
@@ -55,7 +56,9 @@ enum ShellLine: Equatable {
       try noArguments(command, arguments)
       return .quit
     default:
-      let shown = command.count > 40 ? String(command.prefix(40)) + "…" : command
+      let shown = ShellSession.escaped(
+        command.count > 40 ? String(command.prefix(40)) + "…" : command
+      )
       throw Problem(message: "unknown command '\(shown)' (type 'help' for the commands)")
     }
   }
@@ -77,7 +80,7 @@ enum ShellLine: Equatable {
       throw Problem(message: "\(command) takes one note id (usage: \(usage))")
     }
     guard let id = Note.ID(word), id > 0 else {
-      let shown = word.count > 20 ? String(word.prefix(20)) + "…" : word
+      let shown = ShellSession.escaped(word.count > 20 ? String(word.prefix(20)) + "…" : word)
       throw Problem(message: "'\(shown)' is not a note id (ids are whole numbers, like 3)")
     }
     return id
@@ -117,61 +120,142 @@ enum ShellLine: Equatable {
 /// that order.
 ///
 /// Every line, good or bad, is put on one `SerialQueue` without waiting, so reading goes on
-/// while a slow command runs, and each answer or error prints in its line's place.
+/// while a slow command runs, and each answer or error prints in its line's place. Ctrl-C stops
+/// reading and lets the accepted commands finish; a second Ctrl-C cancels those not started yet
+/// and names them.
 final class ShellSession: Sendable {
+  /// How a session ended.
+  enum Outcome: Equatable {
+    /// The input ended or `quit` was typed, and every line succeeded.
+    case finished
+    /// The input ended or `quit` was typed, and at least one line failed.
+    case someLinesFailed
+    /// Ctrl-C stopped the session.
+    case interrupted
+  }
+
   private let repository: NotesRepository
   private let lines = SerialQueue(name: "shell")
   private let interactive = isatty(STDIN_FILENO) == 1
+  /// Whether any line failed, to set the exit status.
+  private let failures = Mutex(false)
+  /// Accepted commands that have not ended, by line number, as typed.
+  private let unfinished = Mutex<[Int: String]>([:])
 
   init(repository: NotesRepository) {
     self.repository = repository
   }
 
-  func run() async {
+  func run() async -> Outcome {
     if interactive {
       write("Orderly notes shell. Type 'help' for the commands, 'quit' to leave.\n")
       prompt()
     }
+    let (inputs, continuation, interruptSource) = InputReader.lines()
+    defer { withExtendedLifetime(interruptSource) {} }
     var number = 0
-    for await input in InputReader.lines() {
-      number += 1
-      // Scripts get line numbers in errors; a person typing sees the line they just typed.
-      let location = interactive ? "" : "line \(number): "
-      let line: ShellLine?
-      switch input {
-      case .text(let text):
-        do {
-          line = try ShellLine.parse(text)
-        } catch {
-          report(location + error.message)
-          continue
+    var interrupts = 0
+    var stopping = false
+    for await input in inputs {
+      if case .interrupted(let count) = input {
+        interrupts = count
+        let waiting = unfinished.withLock { $0.count }
+        if count == 1 && waiting > 0 {
+          Self.writeError(
+            "interrupted: finishing the \(Self.count(waiting, "command")) already typed "
+              + "(Ctrl-C again to stop at once)"
+          )
+        } else if count > 1 {
+          lines.cancelAll()
         }
+        if !stopping || count > 1 { drain(into: continuation) }
+        stopping = true
+        continue
+      }
+      if case .drained = input { break }
+      if stopping { continue }
+      let text: String
+      switch input {
+      case .text(let line): text = line
+      case .endOfInput, .drained, .interrupted:
+        stopping = true
+        drain(into: continuation)
+        continue
       case .tooLong(let bytes):
+        number += 1
         report(
-          location + "the line is too long (\(bytes) bytes; the limit is \(InputReader.limit))"
+          location(number) + "the line is too long (\(bytes) bytes; the limit is "
+            + "\(InputReader.limit))"
         )
         continue
       case .invalidUTF8:
-        report(location + "the line is not valid UTF-8 text")
+        number += 1
+        report(location(number) + "the line is not valid UTF-8 text")
+        continue
+      }
+      number += 1
+      let line: ShellLine?
+      do {
+        line = try ShellLine.parse(text)
+      } catch {
+        report(location(number) + error.message)
         continue
       }
       guard let line else {
         if interactive { prompt() }
         continue
       }
-      if line == .quit { break }
-      lines.enqueueDetached { [repository, interactive] in
-        let (output, failed) = await Self.execute(line, on: repository)
-        if failed {
-          Self.writeError(location + output)
-        } else if !output.isEmpty {
-          Self.write(output + "\n")
-        }
-        if interactive { Self.write("orderly> ") }
+      if line == .quit {
+        stopping = true
+        drain(into: continuation)
+        continue
+      }
+      enqueue(line, text: text, number: number)
+    }
+    let notApplied = unfinished.withLock { $0 }.sorted { $0.key < $1.key }
+    if !notApplied.isEmpty {
+      Self.writeError("stopped by Ctrl-C; not applied:")
+      for (line, text) in notApplied {
+        Self.writeError("  " + location(line) + Self.escaped(text), prefix: "")
       }
     }
-    try? await lines.waitUntilIdle()
     if interactive { write("\n") }
+    if interrupts > 0 { return .interrupted }
+    return failures.withLock { $0 } ? .someLinesFailed : .finished
+  }
+
+  /// `line 3: ` in a script; nothing for a person typing, who sees the line they just typed.
+  private func location(_ number: Int) -> String {
+    interactive ? "" : "line \(number): "
+  }
+
+  /// Puts a marker job in line that says when every job before it has ended.
+  private func drain(into continuation: AsyncStream<InputLine>.Continuation) {
+    lines.enqueueDetached { continuation.yield(.drained) }
+  }
+
+  private func enqueue(_ line: ShellLine, text: String, number: Int) {
+    unfinished.withLock { $0[number] = text }
+    let location = location(number)
+    lines.enqueueDetached { [self] in
+      // On a terminal, a command that takes more than a second says it is still running.
+      let notice =
+        interactive
+        ? Task {
+          try await Task.sleep(for: .seconds(1))
+          Self.write("(still running: \(Self.escaped(text)))\n")
+        } : nil
+      let (output, failed) = await Self.execute(line, on: repository)
+      notice?.cancel()
+      unfinished.withLock { _ = $0.removeValue(forKey: number) }
+      if failed {
+        failures.withLock { $0 = true }
+        Self.writeError(location + output)
+      } else if !output.isEmpty {
+        Self.write(output + "\n")
+      }
+      if interactive { Self.write("orderly> ") }
+    }
   }
 
   private func prompt() {
@@ -180,6 +264,7 @@ final class ShellSession: Sendable {
 
   private func report(_ message: String) {
     let interactive = interactive
+    failures.withLock { $0 = true }
     lines.enqueueDetached {
       Self.writeError(message)
       if interactive { Self.write("orderly> ") }
@@ -192,8 +277,26 @@ final class ShellSession: Sendable {
     FileHandle.standardOutput.write(Data(text.utf8))
   }
 
-  private static func writeError(_ message: String) {
-    FileHandle.standardError.write(Data("error: \(message)\n".utf8))
+  private static func writeError(_ message: String, prefix: String = "error: ") {
+    FileHandle.standardError.write(Data("\(prefix)\(message)\n".utf8))
+  }
+
+  private static func count(_ number: Int, _ noun: String) -> String {
+    number == 1 ? "1 \(noun)" : "\(number) \(noun)s"
+  }
+
+  /// The text with control characters written as escapes (`\u{1B}`, `\n`), so that what a
+  /// user typed, or stored, can never move the cursor or recolour the terminal.
+  static func escaped(_ text: String) -> String {
+    var result = ""
+    for scalar in text.unicodeScalars {
+      if scalar.properties.generalCategory == .control {
+        result += scalar.escaped(asASCII: true)
+      } else {
+        result.unicodeScalars.append(scalar)
+      }
+    }
+    return result
   }
 
   /// Runs one command and returns its answer, or its error and `true`.
@@ -204,19 +307,19 @@ final class ShellSession: Sendable {
       switch line {
       case .add(let title, let body):
         let note = try await repository.create(title: title, body: body)
-        return ("added #\(note.id) \(note.title)", false)
+        return ("added #\(note.id) \(escaped(note.title))", false)
       case .list:
         let notes = try await repository.notes()
         if notes.isEmpty { return ("(no notes)", false) }
-        return (notes.map { "#\($0.id) \($0.title)" }.joined(separator: "\n"), false)
+        return (notes.map { "#\($0.id) \(escaped($0.title))" }.joined(separator: "\n"), false)
       case .show(let id):
         let note = try await repository.note(id: id)
-        var text = "#\(note.id) \(note.title)"
-        if !note.body.isEmpty { text += "\n  \(note.body)" }
+        var text = "#\(note.id) \(escaped(note.title))"
+        if !note.body.isEmpty { text += "\n  \(escaped(note.body))" }
         return (text, false)
       case .edit(let id, let title, let body):
         let note = try await repository.update(id: id, title: title, body: body)
-        return ("updated #\(note.id) \(note.title)", false)
+        return ("updated #\(note.id) \(escaped(note.title))", false)
       case .remove(let id):
         try await repository.delete(id: id)
         return ("deleted #\(id)", false)
@@ -229,7 +332,7 @@ final class ShellSession: Sendable {
         return ("", false)
       }
     } catch {
-      return (error.description, true)
+      return (escaped(error.description), true)
     }
   }
 }

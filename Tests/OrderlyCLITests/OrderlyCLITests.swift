@@ -147,7 +147,8 @@ struct ShellTests {
     ]
     for line in bad { script.append(line + Data(good.utf8)) }
     let (status, lines) = try shell(script)
-    #expect(status == 0)
+    // The README's promise for scripts: any failed line makes the exit status 1.
+    #expect(status == 1)
     let expected = [
       "error: line 1: unknown command 'frob' (type 'help' for the commands)",
       "error: line 3: show needs a note id (usage: show ID)",

@@ -1,0 +1,197 @@
+import Foundation
+import Testing
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A folder for one test's files, removed at the end.
+private func scratchFolder() throws -> URL {
+  let folder = FileManager.default.temporaryDirectory
+    .appendingPathComponent("orderly-shell-\(UUID().uuidString)")
+  try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+  return folder
+}
+
+/// A shell whose standard input stays open, so a test can type, wait and send signals.
+private final class RunningShell {
+  let process = Process()
+  private let input = Pipe()
+  private let output = Pipe()
+  private let errors = Pipe()
+
+  init(_ arguments: [String]) throws {
+    process.executableURL = orderlyBinary
+    process.arguments = ["shell"] + arguments
+    process.standardInput = input
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+  }
+
+  func type(_ text: String) {
+    input.fileHandleForWriting.write(Data(text.utf8))
+  }
+
+  /// Reads standard output until it holds `count` lines.
+  func readLines(_ count: Int) -> [String] {
+    var received = Data()
+    while received.filter({ $0 == UInt8(ascii: "\n") }).count < count {
+      let chunk = output.fileHandleForReading.availableData
+      if chunk.isEmpty { break }
+      received.append(chunk)
+    }
+    return String(decoding: received, as: UTF8.self).split(separator: "\n").map(String.init)
+  }
+
+  func interrupt() { kill(process.processIdentifier, SIGINT) }
+
+  /// Reads standard error until it contains `text`; returns what it read.
+  func readErrors(until text: String) -> String {
+    var received = Data()
+    while !String(decoding: received, as: UTF8.self).contains(text) {
+      let chunk = errors.fileHandleForReading.availableData
+      if chunk.isEmpty { break }
+      received.append(chunk)
+    }
+    return String(decoding: received, as: UTF8.self)
+  }
+
+  /// Closes standard input, waits for the exit, and returns the status with what is left of
+  /// standard output and all of standard error.
+  func finish() throws -> (status: Int32, stdout: String, stderr: String) {
+    try? input.fileHandleForWriting.close()
+    let rest = output.fileHandleForReading.readDataToEndOfFile()
+    let errorText = errors.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return (
+      process.terminationStatus, String(decoding: rest, as: UTF8.self),
+      String(decoding: errorText, as: UTF8.self)
+    )
+  }
+}
+
+@Suite("orderly shell: interrupts, shared files, unkind input")
+struct ShellRobustnessTests {
+  @Test("Ctrl-C finishes the commands already typed, then exits 130")
+  func interruptFinishesTypedAhead() async throws {
+    let folder = try scratchFolder()
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let database = folder.appendingPathComponent("notes.sqlite").path
+    let shell = try RunningShell(["--database", database, "--latency", "300-300"])
+    shell.type("add one\nadd two\nadd three\n")
+    // The first answer comes after 300 ms; by then all three lines were read and are in line.
+    #expect(shell.readLines(1) == ["added #1 one"])
+    shell.interrupt()
+    let (status, stdout, stderr) = try shell.finish()
+    #expect(status == 130)
+    #expect(stdout == "added #2 two\nadded #3 three\n")
+    #expect(stderr.contains("interrupted: finishing the 2 commands already typed"))
+    let listed = try await orderly(["shell", "--database", database], input: Data("list\n".utf8))
+    #expect(listed.stdout == "#1 one\n#2 two\n#3 three\n")
+  }
+
+  @Test("a second Ctrl-C stops at once and names every command it did not apply")
+  func secondInterruptNamesWhatWasDropped() async throws {
+    let folder = try scratchFolder()
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let database = folder.appendingPathComponent("notes.sqlite").path
+    let shell = try RunningShell(["--database", database, "--latency", "300-300"])
+    shell.type("add one\nadd two\nadd three\nadd four\n")
+    #expect(shell.readLines(1) == ["added #1 one"])
+    shell.interrupt()
+    // A second signal sent before the first is delivered merges with it (POSIX does not queue
+    // them): press again once the shell has answered the first.
+    let first = shell.readErrors(until: "Ctrl-C again")
+    shell.interrupt()
+    var (status, stdout, stderr) = try shell.finish()
+    stderr = first + stderr
+    #expect(status == 130)
+    let applied = stdout.split(separator: "\n").count + 1
+    // Not started: listed as not applied. Running when the second Ctrl-C came: cancelled.
+    let dropped = stderr.split(separator: "\n").filter {
+      $0.hasPrefix("  line ") || $0.hasSuffix("could not create the note: cancelled")
+    }
+    #expect(applied + dropped.count == 4, "\(stdout)\n\(stderr)")
+    #expect(dropped.last == "  line 4: add four", "\(stdout)\n\(stderr)")
+    let listed = try await orderly(["shell", "--database", database], input: Data("list\n".utf8))
+    #expect(listed.stdout.split(separator: "\n").count == applied)
+  }
+
+  @Test("two shells on one file add 300 notes each at once; none is refused")
+  func concurrentShells() async throws {
+    let folder = try scratchFolder()
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let database = folder.appendingPathComponent("notes.sqlite").path
+    let results = try await withThrowingTaskGroup(of: CLIResult.self) { group in
+      for name in ["a", "b"] {
+        let script = (0..<300).map { "add \(name)\($0)\n" }.joined()
+        group.addTask {
+          try await orderly(["shell", "--database", database], input: Data(script.utf8))
+        }
+      }
+      return try await group.reduce(into: []) { $0.append($1) }
+    }
+    for result in results {
+      #expect(result.status == 0, "\(result.stderr)")
+      #expect(!result.stderr.contains("locked"))
+      #expect(result.stdout.split(separator: "\n").count == 300)
+    }
+    let listed = try await orderly(["shell", "--database", database], input: Data("list\n".utf8))
+    #expect(listed.stdout.split(separator: "\n").count == 600)
+  }
+
+  @Test("control characters in a bad line or a stored text are printed escaped")
+  func controlCharactersEscaped() throws {
+    let (status, lines) = try shell("fr\u{1B}[Aob\nshow \u{7}\nadd ok \"a\u{1B}[31mb\"\nshow 1\n")
+    #expect(status == 1)
+    #expect(
+      lines == [
+        "error: line 1: unknown command 'fr\\u{1B}[Aob' (type 'help' for the commands)",
+        "error: line 2: '\\u{07}' is not a note id (ids are whole numbers, like 3)",
+        "added #1 ok", "#1 ok", "  a\\u{1B}[31mb",
+      ]
+    )
+  }
+
+  @Test("a NUL or a control character in a title is refused, and nothing is stored")
+  func nulRefused() throws {
+    let (status, lines) = try shell(Data("add \0\nadd a\0b\nadd x \"y\0z\"\nlist\n".utf8))
+    #expect(status == 1)
+    #expect(lines.count == 4, "\(lines)")
+    #expect(lines[0].hasPrefix("error: line 1: could not create the note: a title cannot contain"))
+    #expect(lines[1].hasPrefix("error: line 2: could not create the note: a title cannot contain"))
+    #expect(lines[2].hasPrefix("error: line 3: could not create the note: the text cannot contain"))
+    #expect(lines[3] == "(no notes)")
+    #expect(!lines.joined().contains("\0"))
+  }
+
+  @Test("without XDG_DATA_HOME, the default database lives under $HOME/.local/share")
+  func homeHonoured() async throws {
+    let home = try scratchFolder()
+    defer { try? FileManager.default.removeItem(at: home) }
+    let result = try await orderly(
+      ["shell"],
+      input: Data("add at home\n".utf8),
+      environment: ["HOME": home.path, "XDG_DATA_HOME": ""]
+    )
+    #expect(result.status == 0, "\(result.stderr)")
+    let file = home.appendingPathComponent(".local/share/orderly/notes.sqlite").path
+    #expect(FileManager.default.fileExists(atPath: file))
+  }
+
+  @Test("a FIFO as the database is refused at once with one line; nothing hangs")
+  func fifoDatabase() async throws {
+    let folder = try scratchFolder()
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let path = folder.appendingPathComponent("pipe").path
+    #expect(mkfifo(path, 0o600) == 0)
+    let result = try await orderly(["shell", "--database", path], input: Data("list\n".utf8))
+    #expect(result.status == 1)
+    #expect(result.stderr.split(separator: "\n").count == 1)
+    #expect(result.stderr.contains("it is a FIFO"))
+    #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["pipe"])
+  }
+}
