@@ -56,6 +56,19 @@ struct NotesScenarioTests {
   }
 }
 
+@Suite("NotesScenario latencies belong to call numbers")
+struct NotesScenarioLatencyTests {
+  @Test("a seed names seven latencies, spread evenly over the range, the same every time")
+  func latenciesPerCall() {
+    let range = Duration.milliseconds(20) ... .milliseconds(140)
+    let first = NotesScenario(seed: 3, latency: range)
+    #expect(first.latencies == NotesScenario(seed: 3, latency: range).latencies)
+    #expect(first.latencies.sorted() == (0..<7).map { .milliseconds(20 + 20 * $0) })
+    let shuffles = Set((UInt64(0)..<20).map { NotesScenario(seed: $0, latency: range).latencies })
+    #expect(shuffles.count > 10)
+  }
+}
+
 @MainActor
 private final class ResultBox {
   var run: ScenarioRun?

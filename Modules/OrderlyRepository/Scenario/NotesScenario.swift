@@ -1,10 +1,15 @@
 import Foundation
+internal import OrderlyCore
+import Synchronization
 
 /// Seed 000's seven-call notes scenario, run under one of four strategies, with the facts to
 /// show what each strategy does to the order of the answers.
 ///
-/// Every run uses a fresh ``InMemoryNotesService`` with the same seeded latency and failures, so
-/// the strategies meet the same service and a seed repeats exactly.
+/// Every run uses a fresh ``InMemoryNotesService``. Each call's latency belongs to the call's
+/// number, not to the moment it reaches the service: the seed shuffles seven latencies spread
+/// evenly over the range (at least a sixth of the range apart), and call *n* always waits the
+/// *n*-th. So the strategies meet the same latencies, a seed names one run, and on any range
+/// wider than scheduling noise the same seed gives the same finish order every time.
 ///
 /// ```swift
 /// let scenario = NotesScenario(seed: 42, latency: .milliseconds(20) ... .milliseconds(150))
@@ -48,6 +53,8 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
   public let latency: ClosedRange<Duration>
   /// The call (1 to 7) that fails, if any.
   public let failingCall: Int?
+  /// Each call's latency, by call number (the first is call 1's).
+  public let latencies: [Duration]
   private let clock: C
 
   /// Creates the scenario.
@@ -67,6 +74,12 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
     self.latency = latency
     self.failingCall = failingCall
     self.clock = clock
+    let count = Self.calls.count
+    let step = (latency.upperBound - latency.lowerBound) / (count - 1)
+    var slots = Array(0..<count)
+    var generator = SeededGenerator(seed: seed)
+    slots.shuffle(using: &generator)
+    self.latencies = slots.map { latency.lowerBound + step * $0 }
   }
 
   /// Runs the seven calls under `strategy` and reports what happened.
@@ -78,7 +91,12 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
   /// - Returns: The activity log, each call's span on the clock, and the verdict.
   @MainActor
   public func run(_ strategy: Strategy) async -> ScenarioRun {
-    let service = makeService()
+    let service = ScenarioService(
+      base: makeService(),
+      latencies: latencies,
+      failingCall: failingCall,
+      clock: clock
+    )
     let log = ActivityLog(clock: clock)
     let calls = Array(Self.calls.enumerated())
     var tasks: [Task<Void, Never>] = []
@@ -86,7 +104,7 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
     case .sequential:
       for (index, operation) in calls {
         _ = try? await log.track(operation, call: index + 1, summary: { $0 }) {
-          try await Self.perform(operation, on: service)
+          try await service.perform(operation, call: index + 1)
         }
       }
     case .unordered:
@@ -94,7 +112,7 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
         tasks.append(
           Task {
             _ = try? await log.track(operation, call: index + 1, summary: { $0 }) {
-              try await Self.perform(operation, on: service)
+              try await service.perform(operation, call: index + 1)
             }
           }
         )
@@ -106,6 +124,7 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
       }
     case .serial:
       // The repository numbers calls in the order they reach it: here, the order of the tasks.
+      // It makes them one at a time, so the service sees them in that order too.
       let repository = NotesRepository(service: service, log: log)
       for (_, operation) in calls {
         tasks.append(Task { try? await Self.perform(operation, on: repository) })
@@ -116,20 +135,11 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
   }
 
   private func makeService() -> InMemoryNotesService {
-    var failures: [InMemoryNotesService.Failure] = []
-    if let failingCall, (1...Self.calls.count).contains(failingCall) {
-      let operation = Self.calls[failingCall - 1]
-      let number = Self.calls.prefix(failingCall).filter { $0 == operation }.count
-      failures.append(.call(number, of: operation))
-    }
-    return InMemoryNotesService(
+    InMemoryNotesService(
       notes: [
         Note(id: 1, title: "groceries", body: "milk", createdAt: .init(timeIntervalSince1970: 0)),
         Note(id: 2, title: "ideas", body: "", createdAt: .init(timeIntervalSince1970: 0)),
       ],
-      latency: .random(latency),
-      failures: failures,
-      seed: seed,
       clock: clock
     )
   }
@@ -183,17 +193,91 @@ extension NotesScenario where C == ContinuousClock {
 /// Seed 000's first attempt: an actor repository. Each method awaits the service, and the actor
 /// lets the next call in at that await.
 private actor ActorNotesRepository {
-  let service: InMemoryNotesService
+  let service: ScenarioService
   let log: ActivityLog
 
-  init(service: InMemoryNotesService, log: ActivityLog) {
+  init(service: ScenarioService, log: ActivityLog) {
     self.service = service
     self.log = log
   }
 
   func perform(_ operation: NotesOperation, call: Int) async throws {
     _ = try await log.track(operation, call: call, summary: { $0 }) {
-      try await NotesScenario<ContinuousClock>.perform(operation, on: service)
+      try await service.perform(operation, call: call)
     }
+  }
+}
+
+/// The scenario's service: each call waits its own latency and fails if it is the failing call,
+/// by call number.
+///
+/// The concurrent strategies name the call (``perform(_:call:)``); calls through
+/// ``NotesRepository`` reach it one at a time in call order, so they are numbered as they
+/// arrive.
+private final class ScenarioService: NotesService {
+  let base: InMemoryNotesService
+  let latencies: [Duration]
+  let failingCall: Int?
+  let clock: any Clock<Duration>
+  private let arrivals = Mutex(0)
+
+  init(
+    base: InMemoryNotesService,
+    latencies: [Duration],
+    failingCall: Int?,
+    clock: any Clock<Duration>
+  ) {
+    self.base = base
+    self.latencies = latencies
+    self.failingCall = failingCall
+    self.clock = clock
+  }
+
+  /// One of the seven calls, as call number `call`, with a summary of its answer.
+  func perform(_ operation: NotesOperation, call: Int) async throws -> String {
+    try await prepare(call: call, operation: operation)
+    return try await NotesScenario<ContinuousClock>.perform(operation, on: base)
+  }
+
+  private func prepare(call: Int, operation: NotesOperation) async throws {
+    if latencies.indices.contains(call - 1) { try await clock.sleep(for: latencies[call - 1]) }
+    if call == failingCall {
+      let number = NotesScenario<ContinuousClock>.calls.prefix(call).filter { $0 == operation }
+        .count
+      throw InjectedFailure(operation: operation, call: number)
+    }
+  }
+
+  private func arrive(_ operation: NotesOperation) async throws {
+    let call = arrivals.withLock { count in
+      count += 1
+      return count
+    }
+    try await prepare(call: call, operation: operation)
+  }
+
+  func fetchNotes() async throws -> [Note] {
+    try await arrive(.fetchNotes)
+    return try await base.fetchNotes()
+  }
+
+  func fetchNote(id: Note.ID) async throws -> Note? {
+    try await arrive(.fetchNote)
+    return try await base.fetchNote(id: id)
+  }
+
+  func createNote(title: String, body: String) async throws -> Note {
+    try await arrive(.createNote)
+    return try await base.createNote(title: title, body: body)
+  }
+
+  func updateNote(id: Note.ID, title: String, body: String) async throws -> Note {
+    try await arrive(.updateNote)
+    return try await base.updateNote(id: id, title: title, body: body)
+  }
+
+  func deleteNote(id: Note.ID) async throws {
+    try await arrive(.deleteNote)
+    try await base.deleteNote(id: id)
   }
 }
