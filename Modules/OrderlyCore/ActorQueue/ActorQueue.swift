@@ -69,7 +69,10 @@ public final class ActorQueue<ActorType: Actor>: Sendable {
     priority: TaskPriority? = nil,
     operation: @escaping @Sendable (isolated ActorType) async throws -> Success
   ) -> QueuedTask<Success> {
-    let node = core.admitTurn(named: name)
+    let node = core.admitTurn(
+      named: name,
+      priority: (priority ?? Task.currentPriority).rawValue
+    )
     let task = Task(priority: priority) { [core] () async throws -> Success in
       try await Self.run(node, core: core, on: actor, in: nil, parentFrame: nil, operation)
     }
@@ -95,7 +98,7 @@ public final class ActorQueue<ActorType: Actor>: Sendable {
     operation: @Sendable (isolated ActorType) async throws -> Success
   ) async throws -> Success {
     try Task.checkCancellation()
-    let node = core.admitTurn(named: name)
+    let node = core.admitTurn(named: name, priority: Task.currentPriority.rawValue)
     return try await Self.run(
       node,
       core: core,

@@ -45,7 +45,10 @@ public final class MainActorQueue: Sendable {
     priority: TaskPriority? = nil,
     operation: @escaping @MainActor () async throws -> Success
   ) -> QueuedTask<Success> {
-    let node = core.admitTurn(named: name)
+    let node = core.admitTurn(
+      named: name,
+      priority: (priority ?? Task.currentPriority).rawValue
+    )
     let task = Task(priority: priority) { @MainActor [core] () async throws -> Success in
       try await core.runTurn(node, in: nil, parentFrame: nil, operation: operation)
     }
@@ -68,7 +71,7 @@ public final class MainActorQueue: Sendable {
     operation: @MainActor () async throws -> Success
   ) async throws -> Success {
     try Task.checkCancellation()
-    let node = core.admitTurn(named: name)
+    let node = core.admitTurn(named: name, priority: Task.currentPriority.rawValue)
     return try await Self.run(
       node,
       core: core,

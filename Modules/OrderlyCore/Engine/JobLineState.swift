@@ -73,6 +73,21 @@ struct JobLineState {
       case .detached(let job): job.cancelRunning(into: &wakeups)
       }
     }
+
+    func escalate(to priority: TaskPriority, into wakeups: inout Wakeups) {
+      switch self {
+      case .turn(let node): node.escalate(to: priority, into: &wakeups)
+      case .detached(let job): job.escalate(to: priority, into: &wakeups)
+      }
+    }
+
+    /// The priority the job's task has when it is admitted, as `TaskPriority.rawValue`.
+    var basePriority: UInt8 {
+      switch self {
+      case .turn(let node): node.basePriority
+      case .detached(let job): (job.priority ?? .medium).rawValue
+      }
+    }
   }
 
   /// A `waitUntilIdle` caller and how many jobs enqueued before it have not ended yet.
@@ -122,6 +137,11 @@ struct JobLineState {
   /// The number of jobs running now.
   var runningCount: Int { running.count + released.count }
 
+  /// The lowest priority of the jobs admitted since the line was last idle
+  /// (`TaskPriority.rawValue`; `UInt8.max` when idle): a waiter of a higher priority must raise
+  /// the jobs ahead of it (see ``escalate(through:to:wakeups:)``).
+  var lowestPriority = UInt8.max
+
   /// Whether the queue's ``JobInbox`` is open to producers, as last settled.
   ///
   /// The inbox's own flag changes only under the queue's lock, so this copy is exact.
@@ -155,6 +175,8 @@ struct JobLineState {
   ///
   /// - Returns: `true` if the job has its turn now.
   mutating func admit(_ entry: Entry) -> Bool {
+    let priority = entry.basePriority
+    if priority < lowestPriority { lowestPriority = priority }
     // By the invariant, a non-empty line has a head that cannot start: the new entry waits.
     guard line.isEmpty else {
       line.append(entry)
@@ -295,6 +317,24 @@ struct JobLineState {
     for entry in cancelled where entry.cancelWaiting(into: &wakeups) {
       emit(.cancelled, for: entry)
       jobEnded(entry.id, wakeups: &wakeups)
+    }
+  }
+
+  /// Raises every job up to `id` (running, or waiting ahead in line) to at least `priority`, as
+  /// awaiting a `Task` raises it: a task of that priority waits for them.
+  ///
+  /// Running jobs' tasks are raised by `wakeups`; a job that has not begun raises its own task
+  /// when it begins.
+  func escalate(through id: JobID, to priority: TaskPriority, wakeups: inout Wakeups) {
+    for running in running where running.id <= id {
+      running.entry.escalate(to: priority, into: &wakeups)
+    }
+    for running in released where running.id <= id {
+      running.entry.escalate(to: priority, into: &wakeups)
+    }
+    for entry in line {
+      guard entry.id <= id else { break }
+      entry.escalate(to: priority, into: &wakeups)
     }
   }
 

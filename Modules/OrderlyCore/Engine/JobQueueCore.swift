@@ -28,6 +28,9 @@ final class JobQueueCore: Sendable {
   private let inbox = JobInbox()
   /// Told, with no lock held, when the last job ends (a keyed queue then frees the key's line).
   private let idleHandler: (@Sendable (JobQueueCore) -> Void)?
+  /// A copy of ``JobLineState/lowestPriority``, written under the lock, read without it: a
+  /// waiter whose priority is not above it has nothing to raise, and takes no lock to find out.
+  private let lowestPriority = Atomic<UInt8>(.max)
 
   init(
     name: String,
@@ -54,7 +57,11 @@ final class JobQueueCore: Sendable {
     isolation: isolated (any Actor)?,
     operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
-    let node = admitTurn(named: name, isBarrier: isBarrier)
+    let node = admitTurn(
+      named: name,
+      isBarrier: isBarrier,
+      priority: (priority ?? Task.currentPriority).rawValue
+    )
     return makeTask(for: node, priority: priority, isolation: isolation, operation: operation)
   }
 
@@ -103,7 +110,11 @@ final class JobQueueCore: Sendable {
   ) async throws -> Success {
     try JobFrame.checkNotInside(self)
     try Task.checkCancellation()
-    let node = admitTurn(named: name, isBarrier: isBarrier)
+    let node = admitTurn(
+      named: name,
+      isBarrier: isBarrier,
+      priority: Task.currentPriority.rawValue
+    )
     return try await runTurn(
       node,
       in: RunningTask.current,
@@ -113,7 +124,17 @@ final class JobQueueCore: Sendable {
   }
 
   /// Numbers a job that runs in a task of its own and puts it in line.
-  func admitTurn(named name: String?, isBarrier: Bool = false) -> TurnNode {
+  ///
+  /// - Parameters:
+  ///   - name: The job's name, for events.
+  ///   - isBarrier: Whether the job runs alone.
+  ///   - priority: The priority of the job's task (`TaskPriority.rawValue`).
+  /// - Returns: The job's place in line.
+  func admitTurn(
+    named name: String?,
+    isBarrier: Bool = false,
+    priority: UInt8 = TaskPriority.medium.rawValue
+  ) -> TurnNode {
     let (node, launches) = update(movingInboxFirst: false) { state, _, launches in
       let (waiting, id) = inbox.takeAllAndNumber { announceEnqueued($0, name: name) }
       admit(waiting, into: &state, launches: &launches)
@@ -122,7 +143,8 @@ final class JobQueueCore: Sendable {
         name: name,
         purpose: .job,
         isBarrier: isBarrier,
-        granted: state.startsAtOnce(isBarrier: isBarrier)
+        granted: state.startsAtOnce(isBarrier: isBarrier),
+        basePriority: priority
       )
       _ = state.admit(.turn(node))
       return node
@@ -276,6 +298,7 @@ final class JobQueueCore: Sendable {
     isolation: isolated (any Actor)? = #isolation
   ) async throws {
     if node.isGranted { return }
+    if node.purpose == .job { escalateIfNeeded(through: node.id) }
     try await withTaskCancellationHandler(
       operation: {
         _ = isolation  // stay on the caller's actor (see runTurn)
@@ -330,7 +353,9 @@ final class JobQueueCore: Sendable {
       let wasIdle = state.isIdle
       let result = body(&state, &wakeups, &launches)
       settleInbox(&state, launches: &launches)
-      becameIdle = hasIdleHandler && !wasIdle && state.isIdle
+      let isIdle = state.isIdle
+      becameIdle = hasIdleHandler && !wasIdle && isIdle
+      mirrorLowestPriority(&state, isIdle: isIdle)
       return result
     }
     wakeups.run()
@@ -348,10 +373,46 @@ final class JobQueueCore: Sendable {
       var launches = Launches()
       _ = moveInbox(into: &state, launches: &launches)
       settleInbox(&state, launches: &launches)
+      mirrorLowestPriority(&state, isIdle: state.isIdle)
       return (body(state), launches)
     }
     startRunners(for: launches)
     return result
+  }
+
+  /// Forgets the lowest priority once the line is idle, and publishes it for waiters; call it
+  /// under the queue's lock, last.
+  @inline(__always)
+  private func mirrorLowestPriority(_ state: inout JobLineState, isIdle: Bool) {
+    if isIdle { state.lowestPriority = .max }
+    if lowestPriority.load(ordering: .relaxed) != state.lowestPriority {
+      lowestPriority.store(state.lowestPriority, ordering: .relaxed)
+    }
+  }
+
+  // MARK: - Priority escalation
+
+  /// Raises every job up to `id` to the current task's priority, if any of them may run lower.
+  ///
+  /// Called by a task about to wait for its turn, or for a job's result: awaiting a `Task`
+  /// raises it the same way. A waiter whose priority is not above every admitted job's takes
+  /// no lock.
+  @inline(__always)
+  func escalateIfNeeded(through id: JobID, jobPriority: UInt8 = .max) {
+    let priority = Task.currentPriority
+    guard
+      priority.rawValue > lowestPriority.load(ordering: .relaxed)
+        || priority.rawValue > jobPriority
+    else { return }
+    escalate(through: id, to: priority)
+  }
+
+  /// Raises every job up to `id` (running, or waiting ahead in line) to at least `priority`.
+  func escalate(through id: JobID, to priority: TaskPriority) {
+    let (_, launches) = update { state, wakeups, _ in
+      state.escalate(through: id, to: priority, wakeups: &wakeups)
+    }
+    startRunners(for: launches)
   }
 
   /// Moves every job waiting in the inbox into the line, in order; call it under the queue's
@@ -458,6 +519,10 @@ extension JobQueueCore: JobQueueBackend {
 
   func cancel(_ job: any RunnableJob) {
     cancel(.detached(job))
+  }
+
+  func escalateForAwaiter(of id: JobID, jobPriority: UInt8) {
+    escalateIfNeeded(through: id, jobPriority: jobPriority)
   }
 
   private func cancel(_ entry: JobLineState.Entry) {

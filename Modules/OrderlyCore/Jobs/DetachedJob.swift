@@ -226,14 +226,17 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
 
   @_specialize(where Success == Void)
   func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport {
+    var escalation: TaskPriority?
     let operation = state.withLock(announcingTo: self) {
       state -> (() async throws -> Success)? in
       guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
       state.phase = .running
       state.owner = owner
-      state.pins.start(in: task)
+      escalation = state.pins.start(in: task)
       return self.operation.take()
     }
+    // The job runs in the runner's task, the current one: it may raise its own priority.
+    if let escalation { RunningTask.escalateCurrent(to: escalation) }
     let result: ErasedJobState.Outcome
     if let operation {
       // A placeholder that allocates nothing: a `CancellationError` here would box an error

@@ -56,4 +56,7 @@ protocol JobQueueBackend: JobOwner {
   func cancel(_ node: TurnNode)
   /// Cancels a detached job: it leaves the line, or is cancelled if running.
   func cancel(_ job: any RunnableJob)
+  /// Raises the job `id` and every job ahead of it to the current task's priority, if needed:
+  /// the current task is about to await the job's result.
+  func escalateForAwaiter(of id: JobID, jobPriority: UInt8)
 }

@@ -55,7 +55,17 @@ public struct QueuedTask<Success: Sendable>: Sendable, Hashable {
   /// - Throws: The job's own error, `CancellationError`, or ``QueueError``.
   public var value: Success {
     get async throws {
-      if !isOver { try JobFrame.checkNotInside(owner) }
+      if !isOver {
+        try JobFrame.checkNotInside(owner)
+        // Awaiting a Task raises its priority; a job waiting in line needs the jobs ahead of it
+        // raised too, or it waits for them at their priority.
+        switch backing {
+        case .attached(_, let node):
+          owner.escalateForAwaiter(of: node.id, jobPriority: node.basePriority)
+        case .detached(let job):
+          owner.escalateForAwaiter(of: job.id, jobPriority: (job.priority ?? .medium).rawValue)
+        }
+      }
       switch backing {
       case .attached(let task, _): return try await task.value
       case .detached(let job): return try await job.result().get()

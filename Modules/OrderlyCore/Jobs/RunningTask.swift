@@ -24,4 +24,21 @@ struct RunningTask: @unchecked Sendable {
   func cancel() {
     task.cancel()
   }
+
+  /// Raises the task's priority to at least `priority`, as awaiting it from a task of that
+  /// priority would.
+  ///
+  /// Call it only while holding a pin on the job that stored this reference.
+  func escalate(to priority: TaskPriority) {
+    if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
+      task.escalatePriority(to: priority)
+    }
+  }
+
+  /// Raises the priority of the task this code runs in to at least `priority`.
+  static func escalateCurrent(to priority: TaskPriority) {
+    if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, visionOS 26, *) {
+      withUnsafeCurrentTask { $0?.escalatePriority(to: priority) }
+    }
+  }
 }

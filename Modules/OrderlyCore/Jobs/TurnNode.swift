@@ -36,6 +36,8 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   /// Whether the node was created with its turn, as it started the moment it was admitted: the
   /// queue then took no lock of the node to grant it.
   let isGrantedAtAdmission: Bool
+  /// The priority the job's task had when it was admitted (`TaskPriority.rawValue`).
+  let basePriority: UInt8
   private let state: Mutex<State>
 
   /// Creates a node.
@@ -47,18 +49,21 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   ///   - isBarrier: Whether the job runs alone.
   ///   - granted: Whether the node has its turn already (it starts the moment it is admitted):
   ///     the queue then takes no lock of the node to give it.
+  ///   - basePriority: The priority of the job's task at admission.
   init(
     id: JobID,
     name: String?,
     purpose: Purpose,
     isBarrier: Bool = false,
-    granted: Bool = false
+    granted: Bool = false,
+    basePriority: UInt8 = TaskPriority.medium.rawValue
   ) {
     self.id = id
     self.name = name
     self.purpose = purpose
     self.isBarrier = isBarrier
     self.isGrantedAtAdmission = granted
+    self.basePriority = basePriority
     self.state = Mutex(State(phase: granted ? .granted : .waiting))
   }
 
@@ -154,14 +159,18 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     owner: JobQueueCore,
     parent: (any RunningJobFrame)?
   ) -> Bool {
-    state.withLock(announcingTo: self) { state in
-      guard state.phase == .granted, !state.pins.cancelRequested else { return false }
+    let (begins, escalation) = state.withLock(announcingTo: self) {
+      state -> (Bool, TaskPriority?) in
+      guard state.phase == .granted, !state.pins.cancelRequested else { return (false, nil) }
       state.phase = .running
-      state.pins.start(in: task)
+      let escalation = state.pins.start(in: task)
       state.owner = owner
       state.parentFrame = parent
-      return true
+      return (true, escalation)
     }
+    // The job runs in the current task: it may raise its own priority.
+    if let escalation { RunningTask.escalateCurrent(to: escalation) }
+    return begins
   }
 
   var runningJob: (owner: any JobOwner, id: JobID)? {

@@ -14,6 +14,8 @@ struct Wakeups: Sendable {
     case cancelAwaiters(any RunnableJob)
     /// Cancel the task running a job, then release the job's pin.
     case cancelTask(RunningTask, any PinnedJob)
+    /// Raise the priority of the task running a job, then release the job's pin.
+    case escalateTask(RunningTask, any PinnedJob, TaskPriority)
   }
 
   // Most locked sections wake at most one task: keep it inline, without an array. A count
@@ -53,6 +55,9 @@ struct Wakeups: Sendable {
     case .cancelTask(let task, let job):
       task.cancel()
       job.unpin()
+    case .escalateTask(let task, let job, let priority):
+      task.escalate(to: priority)
+      job.unpin()
     }
   }
 }
@@ -74,6 +79,13 @@ extension PinnedJob {
   func cancelRunning(into wakeups: inout Wakeups) {
     let task = withPins { phase, pins in pins.requestCancellation(in: phase) }
     if let task { wakeups.append(.cancelTask(task, self)) }
+  }
+
+  /// Raises the job to at least `priority`: a running job's task now (by `wakeups`, after the
+  /// locks are released), a job that has not begun when it begins.
+  func escalate(to priority: TaskPriority, into wakeups: inout Wakeups) {
+    let task = withPins { phase, pins in pins.requestEscalation(to: priority, in: phase) }
+    if let task { wakeups.append(.escalateTask(task, self, priority)) }
   }
 
   /// Releases a pin, resuming the job's task if it waits for the last one.
@@ -112,6 +124,9 @@ struct PinState {
   private(set) var runningTask: RunningTask?
   /// Set when the job is cancelled after it was given its turn.
   private(set) var cancelRequested = false
+  /// The priority a job that has not begun must raise its task to when it begins: a
+  /// higher-priority task waits behind it.
+  private var pendingEscalation: TaskPriority?
   private var pins = 0
   private var endWaiter: UnsafeContinuation<Void, Never>?
 
@@ -119,8 +134,29 @@ struct PinState {
   var isPinned: Bool { pins > 0 }
 
   /// Records the task that runs the job.
-  mutating func start(in task: RunningTask?) {
+  ///
+  /// - Returns: The priority the job's task must be raised to, if a higher-priority task waited
+  ///   behind the job before it began.
+  mutating func start(in task: RunningTask?) -> TaskPriority? {
     runningTask = task
+    guard let escalation = pendingEscalation else { return nil }
+    pendingEscalation = nil
+    return escalation
+  }
+
+  /// Records that a task of `priority` waits behind the job: a job that has not begun raises
+  /// its task when it begins; a running job is pinned and its task returned, to raise once the
+  /// lock is released.
+  mutating func requestEscalation(to priority: TaskPriority, in phase: JobPhase) -> RunningTask? {
+    switch phase {
+    case .waiting, .granted:
+      if pendingEscalation.map({ $0 < priority }) ?? true { pendingEscalation = priority }
+      return nil
+    case .running:
+      return pin()
+    case .finished, .cancelled:
+      return nil
+    }
   }
 
   /// Records a cancellation of a job in `phase`: a granted job will not begin; a running job

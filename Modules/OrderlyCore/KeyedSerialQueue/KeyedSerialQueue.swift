@@ -73,7 +73,11 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
     isolation: isolated (any Actor)? = #isolation,
     @_inheritActorContext operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
-    let (core, node) = admitTurn(forKey: key, named: name)
+    let (core, node) = admitTurn(
+      forKey: key,
+      named: name,
+      priority: (priority ?? Task.currentPriority).rawValue
+    )
     if let permits {
       return core.makeTask(for: node, priority: priority, isolation: isolation) {
         _ = isolation
@@ -139,7 +143,11 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
       try JobFrame.checkNotInside(core)
     }
     try Task.checkCancellation()
-    let (core, node) = admitTurn(forKey: key, named: name)
+    let (core, node) = admitTurn(
+      forKey: key,
+      named: name,
+      priority: Task.currentPriority.rawValue
+    )
     return try await core.runTurn(
       node,
       in: RunningTask.current,
@@ -151,10 +159,12 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
     }
   }
 
-  private func admitTurn(forKey key: Key, named name: String?) -> (JobQueueCore, TurnNode) {
+  private func admitTurn(forKey key: Key, named name: String?, priority: UInt8) -> (
+    JobQueueCore, TurnNode
+  ) {
     lines.withLock(announcingTo: self) { lines in
       let core = line(forKey: key, in: &lines)
-      return (core, core.admitTurn(named: name))
+      return (core, core.admitTurn(named: name, priority: priority))
     }
   }
 
