@@ -100,8 +100,11 @@ public final class TaskStore<Key: Hashable & Sendable> {
 
   deinit {
     for line in lines.values {
-      for box in line.running { box.cancel() }
-      for waiting in line.waiting { waiting.box.cancel() }
+      for box in line.running { box.cancel(caller: nil) }
+      for waiting in line.waiting {
+        waiting.box.setWaitingHook(nil)
+        waiting.box.cancel(caller: nil)
+      }
     }
     for listener in listeners.values { listener.finish() }
   }
@@ -159,10 +162,10 @@ public final class TaskStore<Key: Hashable & Sendable> {
     let requirement: Requirement?  // nil: start now
     switch policy {
     case .cancelPrevious:
-      cancel(&line)
+      cancel(&line, key: key)
       requirement = nil
     case .cancelPreviousAndWait:
-      cancel(&line)
+      cancel(&line, key: key)
       requirement = line.running.isEmpty ? nil : .exclusive
     case .enqueue:
       requirement = busy ? .exclusive : nil
@@ -178,14 +181,20 @@ public final class TaskStore<Key: Hashable & Sendable> {
       if busy {
         lines[key] = line
         box.drop(.dropped(key: "\(key)", policy: policy))
-        end(box.id, key: key, outcome: .dropped)
+        end(box, key: key, outcome: .dropped)
         return handle
       }
       requirement = nil
     case .keepLatest:
-      for waiting in line.waiting where !waiting.box.isResolved {
-        waiting.box.drop(.dropped(key: "\(key)", policy: policy))
-        end(waiting.box.id, key: key, outcome: .dropped)
+      for waiting in line.waiting {
+        waiting.box.setWaitingHook(nil)
+        if !waiting.box.isResolved {
+          waiting.box.drop(.dropped(key: "\(key)", policy: policy))
+          end(waiting.box, key: key, outcome: .dropped)
+        } else {
+          // Cancelled while it waited: it ends as cancelled, once.
+          end(waiting.box, key: key, outcome: waiting.box.outcomeKind ?? .cancelled)
+        }
       }
       line.waiting = []
       requirement = line.running.isEmpty ? nil : .exclusive
@@ -199,6 +208,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
       )
       lines[key] = line
       emit(.waiting(key: key, task: box.id))
+      box.setWaitingHook(waitingHook(forTask: box.id, key: key, isolation: isolation))
     } else {
       lines[key] = line
       start(box, key: key, priority: priority, run: run)
@@ -213,6 +223,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
     run: @escaping () async -> Void,
     isolation: isolated any Actor = #isolation
   ) {
+    box.setWaitingHook(nil)
     lines[key, default: Line()].running.append(box)
     states[key, default: KeyState()].performedCount += 1
     emit(.started(key: key, task: box.id))
@@ -230,7 +241,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
     guard var line = lines[key] else { return }
     line.running.removeAll { $0 === box }
     lines[key] = line
-    end(box.id, key: key, outcome: box.outcomeKind ?? .cancelled)
+    end(box, key: key, outcome: box.outcomeKind ?? .cancelled)
     advance(key)
   }
 
@@ -240,7 +251,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
     while let head = line.waiting.first {
       if head.box.isResolved {
         line.waiting.removeFirst()
-        end(head.box.id, key: key, outcome: .cancelled)
+        end(head.box, key: key, outcome: head.box.outcomeKind ?? .cancelled)
         continue
       }
       let running = line.running.count
@@ -258,15 +269,59 @@ public final class TaskStore<Key: Hashable & Sendable> {
     lines[key] = line.running.isEmpty && line.waiting.isEmpty ? nil : line
   }
 
-  private func end(_ id: UInt64, key: Key, outcome: TaskOutcomeKind) {
+  /// Records a task's end and announces it, once per task whatever path gets here first.
+  private func end(_ box: any AnyTaskBox, key: Key, outcome: TaskOutcomeKind) {
+    guard box.markEnded() else { return }
     states[key, default: KeyState()].lastOutcome = outcome
-    emit(.ended(key: key, task: id, outcome: outcome))
+    emit(.ended(key: key, task: box.id, outcome: outcome))
   }
 
-  /// Cancels every task of a line: running ones see cancellation, waiting ones end at once.
-  private func cancel(_ line: inout Line) {
-    for box in line.running { box.cancel() }
-    for waiting in line.waiting { waiting.box.cancel() }
+  /// Cancels every task of the line: running ones see `Task.isCancelled`; waiting ones end as
+  /// cancelled now and leave the line.
+  private func cancel(_ line: inout Line, key: Key) {
+    for box in line.running { box.cancel(caller: nil) }
+    for waiting in line.waiting {
+      waiting.box.setWaitingHook(nil)
+      waiting.box.cancel(caller: nil)
+      end(waiting.box, key: key, outcome: .cancelled)
+    }
+    line.waiting = []
+  }
+
+  /// What a waiting task tells the store when it is cancelled before it began: the store ends
+  /// it then, in order with the other events, instead of when its turn would have come.
+  ///
+  /// Cancelled on the store's actor, the store settles it before `cancel()` returns; cancelled
+  /// elsewhere, as soon as the store's actor runs the settling job.
+  private func waitingHook(
+    forTask id: UInt64,
+    key: Key,
+    isolation: isolated any Actor
+  ) -> @Sendable ((any Actor)?) -> Void {
+    let reference = StoreReference(store: self, actor: isolation)
+    return { caller in
+      if let caller, caller === reference.actor {
+        reference.actor.assumeIsolated { actor in
+          reference.settleCancelledWaiting(id, key: key, isolation: actor)
+        }
+      } else {
+        Task { await reference.settleCancelledWaiting(id, key: key, isolation: reference.actor) }
+      }
+    }
+  }
+
+  /// Ends a task cancelled while it waited, and lets the line go on.
+  fileprivate func settleCancelledWaiting(
+    _ id: UInt64,
+    key: Key,
+    isolation: isolated any Actor = #isolation
+  ) {
+    guard var line = lines[key], let index = line.waiting.firstIndex(where: { $0.box.id == id })
+    else { return }
+    let box = line.waiting.remove(at: index).box
+    lines[key] = line
+    end(box, key: key, outcome: box.outcomeKind ?? .cancelled)
+    advance(key)
   }
 
   // MARK: - Cancelling
@@ -278,7 +333,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
   ///   - isolation: The caller's actor; leave the default.
   public func cancelTask(forKey key: Key, isolation: isolated any Actor = #isolation) {
     guard var line = lines[key] else { return }
-    cancel(&line)
+    cancel(&line, key: key)
     lines[key] = line
     advance(key)
   }
@@ -351,5 +406,20 @@ public final class TaskStore<Key: Hashable & Sendable> {
     for (token, listener) in listeners {
       if case .terminated = listener.yield(event) { listeners[token] = nil }
     }
+  }
+}
+
+/// The store, for a waiting task's cancellation hook, which is `@Sendable` because a task may be
+/// cancelled from anywhere.
+///
+/// `@unchecked Sendable` is safe because the store is only ever touched on `actor`, the actor
+/// the store's methods were called on: either inside `actor.assumeIsolated` (which checks it at
+/// run time), or in ``settleCancelledWaiting(_:key:isolation:)``, a method isolated to `actor`.
+private struct StoreReference<Key: Hashable & Sendable>: @unchecked Sendable {
+  weak var store: TaskStore<Key>?
+  let actor: any Actor
+
+  func settleCancelledWaiting(_ id: UInt64, key: Key, isolation: isolated any Actor) {
+    store?.settleCancelledWaiting(id, key: key, isolation: isolation)
   }
 }

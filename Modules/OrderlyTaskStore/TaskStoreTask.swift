@@ -33,8 +33,15 @@ public struct TaskStoreTask<Success: Sendable>: Sendable, Hashable {
   ///
   /// A task still waiting never runs and its awaiters resume at once with `CancellationError`;
   /// a running task sees `Task.isCancelled`. Does nothing once the task has ended.
-  public func cancel() {
-    box.cancel()
+  ///
+  /// A waiting task's end is recorded by its store (its ``TaskStoreEvent/ended(key:task:outcome:)``
+  /// event and the key's `lastOutcome`) at once when this is called on the store's actor, and
+  /// otherwise as soon as the store's actor runs: in both cases before the task ahead of it
+  /// ends, so the events keep the order things happened in.
+  ///
+  /// - Parameter isolation: The caller's isolation; leave the default.
+  public func cancel(isolation: isolated (any Actor)? = #isolation) {
+    box.cancel(caller: isolation)
   }
 
   /// Whether ``cancel()`` was called or the store cancelled the task.
@@ -53,7 +60,12 @@ protocol AnyTaskBox: AnyObject, Sendable {
   var isResolved: Bool { get }
   /// How the task ended, once it has.
   var outcomeKind: TaskOutcomeKind? { get }
-  func cancel()
+  /// Cancels the task; `caller` is the isolation of the code cancelling it.
+  func cancel(caller: (any Actor)?)
+  /// Records that the store announced the task's end; `false` if it had already.
+  func markEnded() -> Bool
+  /// Tells the store, while the task waits in its line, when it is cancelled before it began.
+  func setWaitingHook(_ hook: (@Sendable ((any Actor)?) -> Void)?)
   func drop(_ error: TaskStoreError)
   func attach(_ task: Task<Void, Never>)
 }
@@ -70,6 +82,8 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
     var started = false
     var cancelled = false
     var dropped: TaskStoreError?
+    var ended = false
+    var waitingHook: (@Sendable ((any Actor)?) -> Void)?
   }
 
   let id: UInt64
@@ -120,15 +134,28 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
     return true
   }
 
-  func cancel() {
-    let (task, resolveNow) = state.withLock(announcingTo: self) {
-      state -> (Task<Void, Never>?, Bool) in
-      guard state.outcome == nil else { return (nil, false) }
+  func cancel(caller: (any Actor)?) {
+    let (task, resolveNow, hook) = state.withLock(announcingTo: self) {
+      state -> (Task<Void, Never>?, Bool, (@Sendable ((any Actor)?) -> Void)?) in
+      guard state.outcome == nil else { return (nil, false, nil) }
       state.cancelled = true
-      return (state.task, !state.started)
+      let resolveNow = !state.started
+      return (state.task, resolveNow, resolveNow ? state.waitingHook.take() : nil)
     }
     task?.cancel()
     if resolveNow { resolve(.cancelled) }
+    hook?(caller)
+  }
+
+  func markEnded() -> Bool {
+    state.withLock(announcingTo: self) { state in
+      defer { state.ended = true }
+      return !state.ended
+    }
+  }
+
+  func setWaitingHook(_ hook: (@Sendable ((any Actor)?) -> Void)?) {
+    state.withLock(announcingTo: self) { $0.waitingHook = hook }
   }
 
   func drop(_ error: TaskStoreError) {
