@@ -16,9 +16,9 @@ func busyQueue(_ name: String, gate: AsyncSemaphore) async throws -> SerialQueue
   let started = AsyncSemaphore(value: 0)
   queue.enqueueDetached {
     started.signal()
-    try await gate.wait()
+    try await gate.waitUnlessCancelled()
   }
-  try await started.wait()
+  await started.wait()
   return queue
 }
 
@@ -37,7 +37,7 @@ do {
   let queue = SerialQueue(name: "two")
   let gate = AsyncSemaphore(value: 0)
   let job = queue.enqueue {
-    try? await gate.wait()  // returns when the job's task is cancelled
+    try? await gate.waitUnlessCancelled()  // returns when the job's task is cancelled
     return Task.isCancelled ? "stopped early: Task.isCancelled was true" : "finished"
   }
   while queue.isIdle { await Task.yield() }
@@ -50,7 +50,7 @@ print("3. cancelAll() with one job running and two pending")
 do {
   let queue = ConcurrentQueue(name: "three", limit: 1)
   let gate = AsyncSemaphore(value: 0)
-  let running = queue.enqueue { try await gate.wait() }
+  let running = queue.enqueue { try await gate.waitUnlessCancelled() }
   let pending = [queue.enqueue { "a" }, queue.enqueue { "b" }]
   while queue.runningCount == 0 { await Task.yield() }
   queue.cancelAll()
@@ -76,7 +76,7 @@ do {
   let gate = AsyncSemaphore(value: 0)
   let caller = Task {
     try await queue.enqueueAndWait {
-      try await gate.wait()
+      try await gate.waitUnlessCancelled()
       return "finished"
     }
   }
@@ -101,7 +101,7 @@ print("7. A barrier cancelled while it waits")
 do {
   let queue = ConcurrentQueue(name: "seven", limit: 2)
   let gate = AsyncSemaphore(value: 0)
-  let reader = queue.enqueue { try await gate.wait() }
+  let reader = queue.enqueue { try await gate.waitUnlessCancelled() }
   let barrier = queue.enqueueBarrier { "barrier ran" }
   let behind = queue.enqueue { "the job behind it ran" }
   barrier.cancel()
@@ -114,7 +114,7 @@ do {
 print("8. A task waiting for an AsyncSemaphore permit is cancelled")
 do {
   let semaphore = AsyncSemaphore(value: 0)
-  let waiter = Task { try await semaphore.wait() }
+  let waiter = Task { try await semaphore.waitUnlessCancelled() }
   while semaphore.waiterCount == 0 { await Task.yield() }
   waiter.cancel()
   print(

@@ -24,7 +24,7 @@ final class MyModel {
 
   func doThingButtonTapped() {
     taskStore.addTask(forKey: .doThing, policy: .dropNew) {
-      try await self.server.wait()  // get something from the server
+      try await self.server.waitUnlessCancelled()  // get something from the server
       self.doThingResponse()
     }
   }

@@ -12,15 +12,15 @@ struct AsyncSemaphoreTests {
   @Test("permits are taken without waiting until none is left; signal hands one on")
   func permits() async throws {
     let semaphore = AsyncSemaphore(value: 2)
-    try await semaphore.wait()
-    try await semaphore.wait()
+    await semaphore.wait()
+    try await semaphore.waitUnlessCancelled()
     #expect(semaphore.availablePermits == 0)
-    let third = Task { try await semaphore.wait() }
+    let third = Task { await semaphore.wait() }
     await waitForWaiters(semaphore, 1)
-    semaphore.signal()
-    try await third.value
+    #expect(semaphore.signal() == true)  // it resumed the waiter
+    await third.value
     #expect(semaphore.availablePermits == 0 && semaphore.waiterCount == 0)
-    semaphore.signal()
+    #expect(semaphore.signal() == false)  // nobody waited: the permit is kept
     #expect(semaphore.availablePermits == 1)
   }
 
@@ -32,7 +32,7 @@ struct AsyncSemaphoreTests {
     for index in 0..<20 {
       tasks.append(
         Task {
-          try await semaphore.wait()
+          try await semaphore.waitUnlessCancelled()
           order.record(index)
         }
       )
@@ -53,17 +53,17 @@ struct AsyncSemaphoreTests {
     let semaphore = AsyncSemaphore(value: 0)
     let order = OrderedRecorder<String>()
     let first = Task {
-      try await semaphore.wait()
+      try await semaphore.waitUnlessCancelled()
       order.record("first")
     }
     await waitForWaiters(semaphore, 1)
     let cancelled = Task {
-      try await semaphore.wait()
+      try await semaphore.waitUnlessCancelled()
       order.record("cancelled one ran")
     }
     await waitForWaiters(semaphore, 2)
     let last = Task {
-      try await semaphore.wait()
+      try await semaphore.waitUnlessCancelled()
       order.record("last")
     }
     await waitForWaiters(semaphore, 3)
@@ -84,10 +84,42 @@ struct AsyncSemaphoreTests {
     let semaphore = AsyncSemaphore(value: 1)
     let task = Task {
       withUnsafeCurrentTask { $0?.cancel() }
-      try await semaphore.wait()
+      try await semaphore.waitUnlessCancelled()
     }
     await #expect(throws: CancellationError.self) { try await task.value }
     #expect(semaphore.availablePermits == 1)
+  }
+
+  @Test("wait() ignores cancellation: a cancelled waiter keeps its place and gets its permit")
+  func waitIgnoringCancellation() async throws {
+    let semaphore = AsyncSemaphore(value: 0)
+    let order = OrderedRecorder<String>()
+    let cancelled = Task {
+      await semaphore.wait()
+      order.record("cancelled waiter got its permit")
+    }
+    await waitForWaiters(semaphore, 1)
+    let next = Task {
+      await semaphore.wait()
+      order.record("next")
+    }
+    await waitForWaiters(semaphore, 2)
+    cancelled.cancel()
+    #expect(semaphore.waiterCount == 2)
+    #expect(semaphore.signal())
+    try await order.waitForCount(1)
+    #expect(semaphore.signal())
+    await cancelled.value
+    await next.value
+    #expect(order.values == ["cancelled waiter got its permit", "next"])
+    // Already cancelled before the call: it still takes a free permit.
+    #expect(!semaphore.signal())
+    let early = Task {
+      withUnsafeCurrentTask { $0?.cancel() }
+      await semaphore.wait()
+    }
+    await early.value
+    #expect(semaphore.availablePermits == 0)
   }
 
   @Test("withPermit returns the permit however the operation ends")

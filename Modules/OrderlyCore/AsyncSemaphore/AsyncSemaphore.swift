@@ -11,16 +11,22 @@ import Synchronization
 ///
 /// ## Fairness
 ///
-/// Waiters get permits in the order they called ``wait(isolation:)``. A released permit goes
-/// straight to the first waiter; a task arriving later cannot take it first, even if it arrives
-/// between the release and the waiter's resumption.
+/// Waiters get permits in the order they called ``wait(isolation:)`` or
+/// ``waitUnlessCancelled(isolation:)``. A released permit goes straight to the first waiter; a
+/// task arriving later cannot take it first, even if it arrives between the release and the
+/// waiter's resumption.
 ///
 /// ## Cancellation
 ///
-/// A task cancelled while it waits leaves the line at once and ``wait(isolation:)`` throws
-/// `CancellationError` without taking a permit. A task cancelled before it calls `wait` throws
-/// at once too. A task that was given a permit before it was cancelled keeps it, and must
-/// ``signal()`` it back (``withPermit(isolation:operation:)`` does).
+/// Two ways to wait, as in the Semaphore package:
+///
+/// | call | a cancelled task |
+/// |---|---|
+/// | ``waitUnlessCancelled(isolation:)`` | leaves the line at once and throws `CancellationError` without a permit; a task cancelled before the call throws at once |
+/// | ``wait(isolation:)`` | keeps waiting, and gets its permit in turn: use it when the permit must be taken whatever happens, as before a `defer` that signals |
+///
+/// A task that was given a permit keeps it whatever happens next, and must ``signal()`` it back
+/// (``withPermit(isolation:operation:)`` does).
 public final class AsyncSemaphore: Sendable {
   private struct State {
     var permits: Int
@@ -52,24 +58,30 @@ public final class AsyncSemaphore: Sendable {
     state.withLock(announcingTo: self) { $0.waiters.count - $0.tombstones }
   }
 
-  /// Takes a permit, waiting in line for one if none is available.
+  /// Takes a permit, waiting in line for one if none is available, whether or not the task is
+  /// cancelled.
+  ///
+  /// Cancellation does not end the wait: the task gets its permit in turn. Use
+  /// ``waitUnlessCancelled(isolation:)`` to stop waiting when the task is cancelled.
+  ///
+  /// - Parameter isolation: The caller's isolation; leave the default.
+  public func wait(isolation: isolated (any Actor)? = #isolation) async {
+    guard let node = takePermitOrQueue() else { return }
+    // No cancellation handler is installed, so nothing can cancel the node: the continuation
+    // is only ever resumed by a grant, never with an error.
+    _ = try? await withUnsafeThrowingContinuation(isolation: isolation) {
+      node.parkUntilGranted($0)
+    }
+  }
+
+  /// Takes a permit, waiting in line for one if none is available, unless the task is cancelled.
   ///
   /// - Parameter isolation: The caller's isolation; leave the default.
   /// - Throws: `CancellationError` if the task is cancelled before or while it waits; it then
   ///   holds no permit and must not call ``signal()`` for this wait.
-  public func wait(isolation: isolated (any Actor)? = #isolation) async throws {
+  public func waitUnlessCancelled(isolation: isolated (any Actor)? = #isolation) async throws {
     try Task.checkCancellation()
-    let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .waiter)
-    let mustWait = state.withLock(announcingTo: self) { state -> Bool in
-      // Permits are only ever left over when nobody waits, so taking one cannot jump the line.
-      if state.permits > 0 {
-        state.permits -= 1
-        return false
-      }
-      state.waiters.append(node)
-      return true
-    }
-    guard mustWait else { return }
+    guard let node = takePermitOrQueue() else { return }
     try await withTaskCancellationHandler(
       operation: {
         _ = isolation  // stay on the caller's actor
@@ -82,18 +94,39 @@ public final class AsyncSemaphore: Sendable {
     )
   }
 
+  /// Takes a free permit, or puts a new waiter in line.
+  ///
+  /// - Returns: The waiter to park, or `nil` if a permit was taken.
+  private func takePermitOrQueue() -> TurnNode? {
+    let node = TurnNode(id: JobID(rawValue: 0), name: nil, purpose: .waiter)
+    return state.withLock(announcingTo: self) { state -> TurnNode? in
+      // Permits are only ever left over when nobody waits, so taking one cannot jump the line.
+      if state.permits > 0 {
+        state.permits -= 1
+        return nil
+      }
+      state.waiters.append(node)
+      return node
+    }
+  }
+
   /// Returns a permit: the first waiter gets it, or it becomes available.
-  public func signal() {
-    let wakeups = state.withLock(announcingTo: self) { state in
+  ///
+  /// - Returns: `true` if a waiting task was resumed with the permit, `false` if nobody waited
+  ///   and the permit became available.
+  @discardableResult
+  public func signal() -> Bool {
+    let (resumed, wakeups) = state.withLock(announcingTo: self) { state in
       var wakeups = Wakeups()
       while let node = state.waiters.popFirst() {
-        if node.grant(into: &wakeups) { return wakeups }
+        if node.grant(into: &wakeups) { return (true, wakeups) }
         state.tombstones -= 1
       }
       state.permits += 1
-      return wakeups
+      return (false, wakeups)
     }
     wakeups.run()
+    return resumed
   }
 
   /// Runs `operation` holding a permit, and returns the permit when it ends, however it ends.
@@ -103,12 +136,13 @@ public final class AsyncSemaphore: Sendable {
   ///   - operation: The work to run under the permit.
   /// - Returns: What `operation` returned.
   /// - Throws: `CancellationError` if the task is cancelled before it gets a permit (the
-  ///   operation then does not run); otherwise what `operation` threw.
+  ///   operation then does not run: the wait is ``waitUnlessCancelled(isolation:)``); otherwise
+  ///   what `operation` threw.
   public func withPermit<Result>(
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws -> Result
   ) async throws -> Result {
-    try await wait()
+    try await waitUnlessCancelled()
     defer { signal() }
     return try await operation()
   }
