@@ -29,8 +29,16 @@
 /// The actor is an argument of every call, so there is nothing to adopt in an initializer and
 /// no way to enqueue without one: forgetting it is a compile error. The queue keeps no actor
 /// alive. A pending job keeps its actor alive until it has run, exactly as
-/// `Task { await actor.work() }` would. One queue may serve several actors of the same type; its
-/// jobs still start in enqueue order, each on its own actor.
+/// `Task { await actor.work() }` would.
+///
+/// ## Several actors on one queue
+///
+/// One queue may serve several actors of the same type. Jobs are admitted in enqueue order,
+/// and the order of starts holds *per actor*: on any one actor, each job's code up to its first
+/// suspension runs before the next job's. Across different actors there is no such order: the
+/// turn passes on as soon as a job begins, and jobs on different actors then run in parallel, so
+/// their first lines may run in either order. Use one queue per actor, or a ``SerialQueue``,
+/// when work on different actors must happen in a fixed order.
 ///
 /// ## Cancellation
 ///

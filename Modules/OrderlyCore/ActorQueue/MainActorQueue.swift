@@ -43,7 +43,7 @@ public final class MainActorQueue: Sendable {
   public func enqueue<Success: Sendable>(
     name: String? = nil,
     priority: TaskPriority? = nil,
-    operation: @escaping @MainActor () async throws -> Success
+    @_implicitSelfCapture operation: @escaping @MainActor () async throws -> Success
   ) -> QueuedTask<Success> {
     let node = core.admitTurn(
       named: name,

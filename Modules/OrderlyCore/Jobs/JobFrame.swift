@@ -40,13 +40,20 @@ enum JobFrame {
   /// - Throws: The owner's `reentrantWaitError`.
   static func checkNotInside(_ owner: any JobOwner, always: Bool = false) throws {
     guard always || owner.detectsReentrantWaits else { return }
+    if isInside(owner) { throw owner.reentrantWaitError }
+  }
+
+  /// Whether the current task runs a job of `owner`, or was started from one that still runs
+  /// (a child task, or a `Task {}` that inherited the task-local values).
+  static func isInside(_ owner: any JobOwner) -> Bool {
     var frame = current
     while let candidate = frame {
       if let job = candidate.runningJob, job.owner === owner, owner.isRunning(job.id) {
-        throw owner.reentrantWaitError
+        return true
       }
       frame = candidate.parent
     }
+    return false
   }
 }
 

@@ -10,6 +10,11 @@ public enum QueueError: Error, Equatable, Sendable, CustomStringConvertible {
   /// - Parameter queue: The name of the queue.
   case reentrantWait(queue: String)
 
+  /// A ``CoalescingQueue`` job was replaced by a newer one before it started, and never ran.
+  ///
+  /// - Parameter queue: The name of the queue.
+  case superseded(queue: String)
+
   /// What went wrong and what to do about it.
   public var description: String {
     switch self {
@@ -19,6 +24,11 @@ public enum QueueError: Error, Equatable, Sendable, CustomStringConvertible {
       waited for work on the same queue, which can deadlock because that work cannot start \
       (or the queue cannot go idle) until the waiting job ends. Use enqueue(...) without \
       awaiting to run the work after the current job, or call the work directly inside the job.
+      """
+    case .superseded(let queue):
+      """
+      superseded on queue '\(queue)': a newer job was enqueued before this one started, and \
+      replaced it; it never ran. Await the newest job's value for the latest result.
       """
     }
   }

@@ -62,7 +62,9 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   ///   - key: The line to join.
   ///   - name: A name for the job, shown in ``events``.
   ///   - priority: The priority of the job's task; `nil` inherits the caller's.
-  ///   - isolation: The actor the job runs on; leave the default, the caller's isolation.
+  ///   - isolation: The caller's isolation; leave the default. The operation is isolated to the
+  ///     caller's actor as a `Task {}` closure is; passing another actor changes only where the
+  ///     job's task starts, not where a nonisolated operation runs.
   ///   - operation: The job's work.
   /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
   @discardableResult
@@ -71,7 +73,8 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
     name: String? = nil,
     priority: TaskPriority? = nil,
     isolation: isolated (any Actor)? = #isolation,
-    @_inheritActorContext operation: sending @escaping () async throws -> Success
+    @_inheritActorContext @_implicitSelfCapture operation:
+      sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
     let (core, node) = admitTurn(
       forKey: key,
@@ -104,7 +107,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
     forKey key: Key,
     name: String? = nil,
     priority: TaskPriority? = nil,
-    operation: sending @escaping () async throws -> Success
+    @_implicitSelfCapture operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
     let job: DetachedJob<Success>
     if let permits {
@@ -157,6 +160,63 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
       if let permits { return try await permits.withPermit(operation: operation) }
       return try await operation()
     }
+  }
+
+  // MARK: - Asserting where code runs
+
+  /// Whether the current task runs inside a job of `key`'s line.
+  ///
+  /// `true` in a running job's operation, and in a child task or a `Task {}` started from it
+  /// while the job still runs; `false` anywhere else, including a `Task.detached {}`.
+  ///
+  /// - Parameter key: The line to check.
+  /// - Returns: Whether the current task runs inside one of the line's jobs.
+  public func isCurrent(forKey key: Key) -> Bool {
+    lines.withLock(announcingTo: self) { $0[key] }?.isCurrent ?? false
+  }
+
+  /// Stops a debug build if the current task is not inside a job of `key`'s line (see
+  /// ``isCurrent(forKey:)``); does nothing in a release build, like `assert`.
+  ///
+  /// - Parameters:
+  ///   - key: The line the code must run on.
+  ///   - message: What the code expected, shown before the reason.
+  ///   - file: The file to name; leave the default.
+  ///   - line: The line to name; leave the default.
+  public func assertOnQueue(
+    forKey key: Key,
+    _ message: @autoclosure () -> String = String(),
+    file: StaticString = #fileID,
+    line: UInt = #line
+  ) {
+    assert(
+      isCurrent(forKey: key),
+      QueueAssertions.failure(queue: "\(name)[\(key)]", message: message()),
+      file: file,
+      line: line
+    )
+  }
+
+  /// Stops the program, in debug and release builds alike, if the current task is not inside a
+  /// job of `key`'s line (see ``isCurrent(forKey:)``), like `precondition`.
+  ///
+  /// - Parameters:
+  ///   - key: The line the code must run on.
+  ///   - message: What the code expected, shown before the reason.
+  ///   - file: The file to name; leave the default.
+  ///   - line: The line to name; leave the default.
+  public func preconditionOnQueue(
+    forKey key: Key,
+    _ message: @autoclosure () -> String = String(),
+    file: StaticString = #fileID,
+    line: UInt = #line
+  ) {
+    precondition(
+      isCurrent(forKey: key),
+      QueueAssertions.failure(queue: "\(name)[\(key)]", message: message()),
+      file: file,
+      line: line
+    )
   }
 
   private func admitTurn(forKey key: Key, named name: String?, priority: UInt8) -> (

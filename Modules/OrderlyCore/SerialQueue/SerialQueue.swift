@@ -36,8 +36,17 @@
 /// ## Reentrancy
 ///
 /// A job that waits for work on its own queue could only deadlock, so the queue detects it and
-/// throws ``QueueError/reentrantWait(queue:)`` instead. Enqueuing without waiting from
-/// inside a job is fine: the new job runs after the current one.
+/// throws ``QueueError/reentrantWait(queue:)`` instead: a direct wait, a wait from a child task
+/// or a `Task {}` started in the job while it runs, and cycles across queues. Two cases cannot
+/// be seen and hang: a wait from a `Task.detached {}` started in the job (it inherits no
+/// task-local values), and a job awaiting something only a later job provides (a continuation,
+/// a signal). Enqueuing without waiting from inside a job is fine: the new job runs after the
+/// current one.
+///
+/// ## Priority
+///
+/// A task waiting for its turn or for a job's `value` raises the running job and the jobs ahead
+/// of it to its priority, as awaiting a `Task` does.
 ///
 /// ## Lifetime
 ///
@@ -70,7 +79,9 @@ public final class SerialQueue: Sendable {
   /// - Parameters:
   ///   - name: A name for the job, shown in ``events``.
   ///   - priority: The priority of the job's task; `nil` inherits the caller's, as `Task` does.
-  ///   - isolation: The actor the job runs on; leave the default, the caller's isolation.
+  ///   - isolation: The caller's isolation; leave the default. The operation is isolated to the
+  ///     caller's actor as a `Task {}` closure is; passing another actor changes only where the
+  ///     job's task starts, not where a nonisolated operation runs.
   ///   - operation: The job's work. It sees `Task.isCancelled` if the job is cancelled while it
   ///     runs.
   /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
@@ -80,7 +91,8 @@ public final class SerialQueue: Sendable {
     name: String? = nil,
     priority: TaskPriority? = nil,
     isolation: isolated (any Actor)? = #isolation,
-    @_inheritActorContext operation: sending @escaping () async throws -> Success
+    @_inheritActorContext @_implicitSelfCapture operation:
+      sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
     core.enqueue(name: name, priority: priority, isolation: isolation, operation: operation)
   }
@@ -102,7 +114,7 @@ public final class SerialQueue: Sendable {
   public func enqueueDetached<Success: Sendable>(
     name: String? = nil,
     priority: TaskPriority? = nil,
-    operation: sending @escaping () async throws -> Success
+    @_implicitSelfCapture operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
     core.enqueueDetached(name: name, priority: priority, operation: operation)
   }
@@ -172,4 +184,43 @@ public final class SerialQueue: Sendable {
   /// the next event. The sequence ends when the queue and its last job are freed. With no
   /// listener, the queue builds no events at all.
   public var events: AsyncStream<QueueEvent> { core.events }
+
+  // MARK: - Asserting where code runs
+
+  /// Whether the current task runs inside a job of this queue.
+  ///
+  /// `true` in a running job's operation, and in a child task or a `Task {}` started from it
+  /// while the job still runs (they inherit its task-local record); `false` anywhere else,
+  /// including a `Task.detached {}` started from a job (it inherits nothing).
+  public var isCurrent: Bool { core.isCurrent }
+
+  /// Stops a debug build if the current task is not inside a job of this queue (see
+  /// ``isCurrent``); does nothing in a release build, like `assert`.
+  ///
+  /// - Parameters:
+  ///   - message: What the code expected, shown before the reason.
+  ///   - file: The file to name; leave the default.
+  ///   - line: The line to name; leave the default.
+  public func assertOnQueue(
+    _ message: @autoclosure () -> String = String(),
+    file: StaticString = #fileID,
+    line: UInt = #line
+  ) {
+    core.assertCurrent(message, file: file, line: line)
+  }
+
+  /// Stops the program, in debug and release builds alike, if the current task is not inside a
+  /// job of this queue (see ``isCurrent``), like `precondition`.
+  ///
+  /// - Parameters:
+  ///   - message: What the code expected, shown before the reason.
+  ///   - file: The file to name; leave the default.
+  ///   - line: The line to name; leave the default.
+  public func preconditionOnQueue(
+    _ message: @autoclosure () -> String = String(),
+    file: StaticString = #fileID,
+    line: UInt = #line
+  ) {
+    core.preconditionCurrent(message, file: file, line: line)
+  }
 }

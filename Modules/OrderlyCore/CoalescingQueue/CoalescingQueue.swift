@@ -1,0 +1,138 @@
+import Synchronization
+
+/// A serial queue that keeps at most one job waiting: a new job replaces the waiting one.
+///
+/// Jobs run one at a time, each ending before the next starts, as on a ``SerialQueue``. While a
+/// job runs, only the newest job enqueued after it waits: enqueuing another replaces it, and the
+/// replaced job never runs; its awaiter throws ``QueueError/superseded(queue:)``. The running job
+/// is never touched. This is what a refresh, a search-as-you-type or a save of the latest state
+/// wants: after the current run, one more run with the newest input, however many came in.
+///
+/// ```swift
+/// let refresh = CoalescingQueue(name: "refresh")
+/// for query in ["s", "sw", "swi", "swift"] {
+///   refresh.enqueue { try await search(query) }  // "s" runs; "sw" and "swi" are replaced
+/// }
+/// ```
+///
+/// ## Submitting
+///
+/// ``enqueue(name:priority:isolation:operation:)`` runs the job like `Task { }`: in a new task
+/// that inherits the caller's priority, task-local values and actor isolation. Each call takes
+/// its place synchronously, so of two calls from the same code the later one replaces the
+/// earlier.
+///
+/// ## Cancellation
+///
+/// Cancelling the waiting job (through its ``QueuedTask`` or ``cancelAll()``) removes it, and its
+/// awaiter throws `CancellationError`; a running job sees `Task.isCancelled`. A job that awaits a
+/// job of its own queue throws ``QueueError/reentrantWait(queue:)``, as on a ``SerialQueue``.
+public final class CoalescingQueue: Sendable {
+  /// The waiting job's mark: set when a newer job replaces it.
+  private final class Waiting: Sendable {
+    let node: TurnNode
+    private let replaced = Atomic(false)
+
+    init(node: TurnNode) {
+      self.node = node
+    }
+
+    var wasReplaced: Bool { replaced.load(ordering: .acquiring) }
+
+    func markReplaced() { replaced.store(true, ordering: .releasing) }
+  }
+
+  /// The queue's name, used in its events and errors.
+  public var name: String { core.name }
+
+  let core: JobQueueCore
+  /// The job waiting for its turn, if any.
+  private let waiting = Mutex<Waiting?>(nil)
+
+  /// Creates an empty, idle queue.
+  ///
+  /// - Parameter name: A name for events and error messages.
+  public init(name: String = "CoalescingQueue") {
+    core = JobQueueCore(name: name, limit: 1)
+  }
+
+  /// Enqueues a job that runs like `Task { }` once the running job has ended, replacing the job
+  /// that waits, if any.
+  ///
+  /// Callable from synchronous code. The job runs in a new task that inherits what `Task { }`
+  /// inherits: the caller's priority, task-local values and actor isolation.
+  ///
+  /// - Important: The replaced job never runs, and awaiting its value throws
+  ///   ``QueueError/superseded(queue:)``.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority of the job's task; `nil` inherits the caller's, as `Task` does.
+  ///   - isolation: The caller's isolation; leave the default.
+  ///   - operation: The job's work.
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  public func enqueue<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    @_inheritActorContext @_implicitSelfCapture operation:
+      sending @escaping () async throws
+      -> Success
+  ) -> QueuedTask<Success> {
+    let basePriority = (priority ?? Task.currentPriority).rawValue
+    // Admitted and recorded under one lock, so the newest job is always the one kept.
+    let (mine, replaced) = waiting.withLock(announcingTo: self) { waiting in
+      let node = core.admitTurn(named: name, priority: basePriority)
+      let mine = Waiting(node: node)
+      defer { waiting = mine }
+      return (mine, waiting)
+    }
+    if let replaced {
+      replaced.markReplaced()
+      core.cancel(replaced.node)
+    }
+    let queueName = core.name
+    let task = Task(priority: priority) { [self] () async throws -> Success in
+      _ = isolation  // start on the caller's actor, as `Task {}` does
+      do {
+        return try await core.runTurn(mine.node, in: nil, parentFrame: nil) {
+          // A job replaced just as it began must not run.
+          let replaced = waiting.withLock(announcingTo: self) { current -> Bool in
+            if current === mine { current = nil }
+            return mine.wasReplaced
+          }
+          if replaced { throw QueueError.superseded(queue: queueName) }
+          return try await operation()
+        }
+      } catch is CancellationError where mine.wasReplaced {
+        throw QueueError.superseded(queue: queueName)
+      }
+    }
+    return QueuedTask(backing: .attached(task, mine.node), owner: core)
+  }
+
+  /// Cancels the running job and the waiting one; the queue stays usable.
+  public func cancelAll() {
+    core.cancelAll()
+  }
+
+  /// The number of jobs waiting for their turn: 0 or 1.
+  public var pendingCount: Int { core.pendingCount }
+
+  /// Whether no job is running or waiting.
+  public var isIdle: Bool { core.isIdle }
+
+  /// Returns once every job enqueued before this call has ended or been replaced.
+  ///
+  /// - Parameter isolation: The caller's isolation; leave the default.
+  /// - Throws: `CancellationError` if the waiting task is cancelled;
+  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue.
+  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
+    try await core.waitUntilIdle(isolation: isolation)
+  }
+
+  /// A sequence of everything that happens to this queue's jobs from now on, in order; a
+  /// replaced job shows as cancelled.
+  public var events: AsyncStream<QueueEvent> { core.events }
+}

@@ -1,0 +1,31 @@
+/// The checks behind each queue's `isCurrent`, `assertOnQueue` and `preconditionOnQueue`.
+enum QueueAssertions {
+  /// The message of a failed check.
+  static func failure(queue: String, message: String) -> String {
+    let reason = "not running inside a job of queue '\(queue)'"
+    return message.isEmpty ? reason : "\(message): \(reason)"
+  }
+}
+
+extension JobQueueCore {
+  /// Whether the current task runs a job of this queue, or was started from one that still runs.
+  var isCurrent: Bool { JobFrame.isInside(self) }
+
+  func assertCurrent(_ message: () -> String, file: StaticString, line: UInt) {
+    assert(
+      isCurrent,
+      QueueAssertions.failure(queue: name, message: message()),
+      file: file,
+      line: line
+    )
+  }
+
+  func preconditionCurrent(_ message: () -> String, file: StaticString, line: UInt) {
+    precondition(
+      isCurrent,
+      QueueAssertions.failure(queue: name, message: message()),
+      file: file,
+      line: line
+    )
+  }
+}
