@@ -18,6 +18,8 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    // `swift package generate-documentation`: the DocC catalogs, checked in CI.
+    .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
   ],
   targets: []
 )
@@ -147,6 +149,9 @@ package.targets += [
 ]
 
 package.targets += [
+  // Finds and runs the built executables (orderly, the examples, the probe) the same way on
+  // Linux and macOS: every test that runs a binary goes through it. No product.
+  .target(name: "BuiltProducts", path: "Tests/BuiltProducts"),
   .testTarget(
     name: "OrderlyCoreTests",
     dependencies: ["OrderlyCore", "OrderlyTestSupport"]
@@ -163,7 +168,8 @@ package.targets += [
     name: "OrderlySQLiteTests",
     // The probe is a child process the durability test kills; depending on it builds it first.
     dependencies: [
-      "OrderlySQLite", "notes-sqlite-probe", .product(name: "GRDB", package: "GRDB.swift"),
+      "OrderlySQLite", "notes-sqlite-probe", "BuiltProducts",
+      .product(name: "GRDB", package: "GRDB.swift"),
     ]
   ),
   .testTarget(
@@ -177,12 +183,12 @@ package.targets += [
   .testTarget(
     name: "OrderlyCLITests",
     // Runs the built `orderly` binary; depending on its target builds it first.
-    dependencies: ["OrderlyCLI"]
+    dependencies: ["OrderlyCLI", "BuiltProducts"]
   ),
   .testTarget(
     name: "ExamplesTests",
     // Depending on the examples makes `swift test` build their binaries before running them.
-    dependencies: examples.map { .target(name: $0.name) }
+    dependencies: examples.map { .target(name: $0.name) } + ["BuiltProducts"]
   ),
 ]
 

@@ -44,7 +44,7 @@ public struct TaskStoreTask<Success: Sendable>: Sendable, Hashable {
     box.cancel(caller: isolation)
   }
 
-  /// Whether ``cancel()`` was called or the store cancelled the task.
+  /// Whether ``cancel(isolation:)`` was called or the store cancelled the task.
   public var isCancelled: Bool { box.isCancelled }
 
   /// Whether two handles refer to the same task.

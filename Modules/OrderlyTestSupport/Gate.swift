@@ -13,7 +13,7 @@
 /// release.open()             // let it finish
 /// ```
 ///
-/// Once open, a gate stays open: every later ``wait()`` returns at once. Safe to use from any
+/// Once open, a gate stays open: every later ``wait(isolation:)`` returns at once. Safe to use from any
 /// thread or task.
 public final class Gate: Sendable {
   private let door: ConditionWaiters<Bool>

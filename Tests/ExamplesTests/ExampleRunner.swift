@@ -1,31 +1,15 @@
+import BuiltProducts
 import Foundation
 import Testing
 
-/// Runs an example's built binary and returns what it printed.
+/// Runs an example's built binary and returns what it printed (standard output and standard
+/// error, in the order printed).
 ///
-/// `swift test` builds the examples first, because this test target depends on them; their
-/// binaries sit next to the test bundle.
+/// `swift test` builds the examples first, because this test target depends on them.
 func runExample(_ name: String) throws -> String {
-  let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-  let binary = products.appendingPathComponent(name)
-  guard FileManager.default.isExecutableFile(atPath: binary.path) else {
-    throw ExampleNotBuilt(path: binary.path)
-  }
-  let process = Process()
-  process.executableURL = binary
-  let pipe = Pipe()
-  process.standardOutput = pipe
-  process.standardError = pipe
-  try process.run()
-  let data = pipe.fileHandleForReading.readDataToEndOfFile()
-  process.waitUntilExit()
-  #expect(process.terminationStatus == 0, "\(name) exited with \(process.terminationStatus)")
-  return String(decoding: data, as: UTF8.self)
-}
-
-struct ExampleNotBuilt: Error, CustomStringConvertible {
-  let path: String
-  var description: String { "no example binary at \(path); run `swift build` first" }
+  let result = try BuiltProducts.run(name, mergingErrors: true)
+  #expect(result.status == 0, "\(name) exited with \(result.status)")
+  return result.stdout
 }
 
 /// The task numbers of the log lines of one kind (`start`, `finish` or `error`), in order.

@@ -1,3 +1,4 @@
+import BuiltProducts
 import Foundation
 import Testing
 

@@ -1,3 +1,4 @@
+import BuiltProducts
 import Foundation
 import GRDB
 import OrderlyRepository
@@ -73,8 +74,7 @@ struct SQLiteNotesServiceTests {
   func durabilityAfterKill() async throws {
     let folder = try TemporaryFolder()
     let path = folder.path("notes.sqlite")
-    let probe = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-      .appendingPathComponent("notes-sqlite-probe")
+    let probe = BuiltProducts.url(of: "notes-sqlite-probe")
     for round in 1...3 {
       let process = Process()
       process.executableURL = probe

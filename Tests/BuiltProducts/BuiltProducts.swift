@@ -1,0 +1,159 @@
+public import Foundation
+
+/// The package's built executables (`orderly`, the examples, the test probes), found the same
+/// way on Linux and macOS, and run from one place.
+///
+/// `swift test` builds them first, because the test targets depend on them; they sit in the
+/// build's bin folder, next to the test bundle. The folder is found once per run:
+/// 1. `ORDERLY_BIN_PATH`, if set;
+/// 2. the folder holding the `.xctest` bundle: on Linux the test process *is* that bundle, on
+///    macOS it is loaded into `xctest` or `swiftpm-testing-helper` and listed in
+///    `Bundle.allBundles`;
+/// 3. failing both, `swift build --show-bin-path` in the package.
+public enum BuiltProducts {
+  /// What a run of a product printed, and how it ended.
+  public struct Result: Sendable {
+    /// The exit status (or the signal's number, when `reason` is `.uncaughtSignal`).
+    public let status: Int32
+    /// Why the process ended.
+    public let reason: Process.TerminationReason
+    /// Standard output, as UTF-8.
+    public let stdout: String
+    /// Standard error, as UTF-8; empty when `mergingErrors` put it in `stdout`.
+    public let stderr: String
+  }
+
+  /// The build's bin folder.
+  public static let folder: URL = locate()
+
+  /// The executable named `name` in the bin folder.
+  ///
+  /// - Parameter name: The product's name, such as `orderly` or `serial-queue`.
+  /// - Returns: Its path.
+  public static func url(of name: String) -> URL {
+    folder.appendingPathComponent(name)
+  }
+
+  /// Runs a product to its end with `input` on standard input.
+  ///
+  /// Both pipes are read to their end before waiting, so a full pipe cannot stall the child.
+  ///
+  /// - Parameters:
+  ///   - name: The product's name.
+  ///   - arguments: Its arguments.
+  ///   - input: What to write to its standard input, which is then closed.
+  ///   - environment: Variables to set (or, with an empty value, to clear) on top of this
+  ///     process's environment; `NO_COLOR` is always cleared.
+  ///   - mergingErrors: Whether standard error goes to the standard output pipe, so that
+  ///     answers and errors can be read in the order they were printed.
+  /// - Returns: What it printed and how it ended.
+  /// - Throws: If the product is not built or cannot be started.
+  public static func run(
+    _ name: String,
+    arguments: [String] = [],
+    input: Data = Data(),
+    environment: [String: String] = [:],
+    mergingErrors: Bool = false
+  ) throws -> Result {
+    let binary = url(of: name)
+    guard FileManager.default.isExecutableFile(atPath: binary.path) else {
+      throw NotBuilt(path: binary.path)
+    }
+    let process = Process()
+    process.executableURL = binary
+    process.arguments = arguments
+    var merged = ProcessInfo.processInfo.environment
+    merged["NO_COLOR"] = nil
+    for (key, value) in environment { merged[key] = value.isEmpty ? nil : value }
+    process.environment = merged
+    let stdin = Pipe()
+    let stdout = Pipe()
+    let stderr = Pipe()
+    process.standardInput = stdin
+    process.standardOutput = stdout
+    process.standardError = mergingErrors ? stdout : stderr
+    try process.run()
+    // Written and read on threads of their own: a child that answers before it has read all
+    // of its input must not stall on a full pipe.
+    let writer = Thread {
+      stdin.fileHandleForWriting.write(input)
+      try? stdin.fileHandleForWriting.close()
+    }
+    writer.start()
+    let errors = ErrorsReader(mergingErrors ? nil : stderr)
+    let output = stdout.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return Result(
+      status: process.terminationStatus,
+      reason: process.terminationReason,
+      stdout: String(decoding: output, as: UTF8.self),
+      stderr: String(decoding: errors.finish(), as: UTF8.self)
+    )
+  }
+
+  /// A product that is not built.
+  public struct NotBuilt: Error, CustomStringConvertible {
+    /// Where it was looked for.
+    public let path: String
+    /// What to do.
+    public var description: String { "no built product at \(path); run `swift build` first" }
+  }
+
+  private static func locate() -> URL {
+    if let path = ProcessInfo.processInfo.environment["ORDERLY_BIN_PATH"], !path.isEmpty {
+      return URL(fileURLWithPath: path)
+    }
+    let candidates =
+      Bundle.allBundles.map(\.bundlePath) + [CommandLine.arguments.first ?? ""]
+    for path in candidates where path.hasSuffix(".xctest") {
+      return URL(fileURLWithPath: path).deletingLastPathComponent()
+    }
+    return binPathFromSwiftBuild()
+  }
+
+  /// `swift build --show-bin-path`, run in the package that holds this file.
+  private static func binPathFromSwiftBuild() -> URL {
+    let package = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .deletingLastPathComponent().deletingLastPathComponent()
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["swift", "build", "--show-bin-path"]
+    process.currentDirectoryURL = package
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    do {
+      try process.run()
+    } catch {
+      return package.appendingPathComponent(".build/debug")
+    }
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    let path = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+    return URL(fileURLWithPath: path.isEmpty ? package.appendingPathComponent(".build/debug").path : path)
+  }
+}
+
+/// Reads a pipe to its end on a thread of its own.
+private final class ErrorsReader: @unchecked Sendable {
+  // Written once by the reading thread before `done` is signalled, read only after waiting on
+  // `done`: the semaphore orders the two.
+  private var data = Data()
+  private let done = DispatchSemaphore(value: 0)
+  private let hasPipe: Bool
+
+  init(_ pipe: Pipe?) {
+    hasPipe = pipe != nil
+    guard let pipe else { return }
+    let thread = Thread { [self] in
+      data = pipe.fileHandleForReading.readDataToEndOfFile()
+      done.signal()
+    }
+    thread.start()
+  }
+
+  func finish() -> Data {
+    guard hasPipe else { return Data() }
+    done.wait()
+    return data
+  }
+}
