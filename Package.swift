@@ -94,6 +94,7 @@ package.targets += [
 ///
 /// Each folder holds `main.swift` and `README.md`.
 let examples: [(name: String, dependencies: [Target.Dependency])] = [
+  ("readme-sample", ["OrderlyCore"]),
   ("sequential-await", ["OrderlyExampleSupport"]),
   ("unordered-tasks", ["OrderlyExampleSupport"]),
   ("actor-reentrancy", ["OrderlyExampleSupport"]),

@@ -1,4 +1,4 @@
-// Seed 002's serial download manager: an actor owns an AsyncChannel of file names and one loop
+// The "run serially" answer's serial download manager: an actor owns an AsyncChannel of file names and one loop
 // that downloads them one at a time with `for await`. Downloads are fake and local: a "server"
 // returns bytes after a delay, and the manager writes them to a temporary folder. Then the same
 // pipeline with a SerialQueue, for comparison.
@@ -62,7 +62,7 @@ let files = (0..<8).map { "\($0).jpg" }
 
 print("8 fake downloads; file 0 is the slowest, file 7 the fastest.")
 print("")
-print("AsyncChannel + for await (seed 002):")
+print("AsyncChannel + for await (the “run serially” answer):")
 let channelDownloads = Downloads(folder: folder.appending(component: "channel"))
 try FileManager.default.createDirectory(
   at: channelDownloads.folder,

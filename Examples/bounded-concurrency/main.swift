@@ -1,4 +1,4 @@
-// Seed 002's download manager with a concurrency cap: a task group that waits for one download
+// The "run serially" answer's download manager with a concurrency cap: a task group that waits for one download
 // to end before adding another once four are running. Then the same cap with a
 // ConcurrentQueue(limit: 4), enqueued from synchronous code. Downloads are fake: each sleeps a
 // fixed time and returns a size, so nothing touches the network.
@@ -36,7 +36,7 @@ let maxConcurrency = 4
 
 print("12 downloads, at most \(maxConcurrency) at once.")
 print("")
-print("Task group with a counter (seed 002):")
+print("Task group with a counter (the “run serially” answer):")
 let groupTracker = Tracker()
 var total = 0
 try await withThrowingTaskGroup(of: Int.self) { group in

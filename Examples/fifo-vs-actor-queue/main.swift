@@ -1,4 +1,4 @@
-// Seed 003's counter: an actor counts calls sent from synchronous code, and each call checks it
+// The queue library's counter: an actor counts calls sent from synchronous code, and each call checks it
 // sees the count it expects. Sent with plain Task {} calls at mixed priorities, they arrive out
 // of order; through an ActorQueue or a SerialQueue they arrive in order. Then one job that
 // suspends shows the difference between the two queues: ActorQueue orders starts only,

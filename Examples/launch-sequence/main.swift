@@ -1,4 +1,4 @@
-// Seed 001's launch steps, with terminal "modals" in place of view controllers. The app calls
+// The serial-modals article's launch steps, with terminal "modals" in place of view controllers. The app calls
 // addLaunchSteps() at launch and again on every return to the foreground; the sequencer runs the
 // steps one at a time, in order, without queuing a step twice.
 import OrderlyLaunch
@@ -63,7 +63,7 @@ final class AppState {
 let app = AppState()
 let sequencer = LaunchSequencer()
 
-/// Seed 001's function, called on launch and on every foreground.
+/// The serial-modals article's function, called on launch and on every foreground.
 @MainActor
 func addLaunchSteps() {
   var steps: [any LaunchStep] = [

@@ -1,4 +1,4 @@
-// Seed 001's passcode step bridges a delegate into async code by hand, with a continuation and a
+// The serial-modals article's passcode step bridges a delegate into async code by hand, with a continuation and a
 // cancellation handler. LaunchSignal does that part: the delegate fires it, the step awaits it,
 // and cancellation while the prompt is up dismisses the prompt without leaking anything.
 import Dispatch

@@ -1,10 +1,10 @@
-// Seed 000's seven calls, each fired as its own Task {} against a slow in-memory notes service:
+// The notes screen's seven calls, each fired as its own Task {} against a slow in-memory notes service:
 // first straight at the service, where they finish whenever their latency says; then through
 // NotesRepository, whose SerialQueue makes them start and finish in the order they were made.
 import Foundation
 import OrderlyRepository
 
-/// The seven calls of seed 000, numbered as the screen makes them.
+/// The notes screen's seven calls, numbered as the screen makes them.
 let seven: [(call: Int, operation: NotesOperation)] = [
   (1, .fetchNotes), (2, .fetchNote), (3, .createNote), (4, .fetchNotes),
   (5, .updateNote), (6, .fetchNotes), (7, .deleteNote),

@@ -1,4 +1,4 @@
-// Seed 004's model: a "Do thing" button that is enabled while nothing runs, a Cancel button shown
+// The task management article's model: a "Do thing" button that is enabled while nothing runs, a Cancel button shown
 // while something does, and text that grows when the work completes. The model keeps no Task
 // handles: a TaskStore does. Its state is printed every time it changes, through Observation,
 // as a view would be redrawn.

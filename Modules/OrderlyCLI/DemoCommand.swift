@@ -2,11 +2,11 @@ import ArgumentParser
 import Foundation
 import OrderlyRepository
 
-/// `orderly demo`: seed 000's seven calls under each strategy, with log, timeline and verdict.
+/// `orderly demo`: the notes screen's seven calls under each strategy, with log, timeline and verdict.
 struct DemoCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "demo",
-    abstract: "Run seed 000's seven notes calls under each strategy and show their order.",
+    abstract: "Run the notes screen's seven calls under each strategy and show their order.",
     discussion: """
       Each strategy makes the same seven calls (fetch all, fetch one, add, fetch all, update, \
       fetch all, delete) against an in-memory service with seeded random latency, and prints \
@@ -86,7 +86,7 @@ struct DemoCommand: AsyncParsableCommand {
   ) {
     let paint = Paint(enabled: colourEnabled())
     print(
-      "Seed 000's seven calls, latency \(latency) ms, seed \(seed)"
+      "The notes screen's seven calls, latency \(latency) ms, seed \(seed)"
         + (failTask.map { ", call \($0) fails" } ?? "") + "."
     )
     for (run, strategy) in zip(runs, strategies) {

@@ -1,7 +1,7 @@
 import ArgumentParser
 import Foundation
 
-/// `orderly`: the demo of seed 000's ordering problem, and an interactive notes shell.
+/// `orderly`: the demo of the notes screen's ordering problem, and an interactive notes shell.
 @main
 struct OrderlyCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(

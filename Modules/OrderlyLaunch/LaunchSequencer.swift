@@ -77,7 +77,7 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
 
 /// Runs ``LaunchStep``s one at a time, in the order they were enqueued, on the main actor.
 ///
-/// The replacement for an `OperationQueue` of modal operations (seed 001): at launch and on every
+/// The replacement for an `OperationQueue` of modal operations (the serial-modals article): at launch and on every
 /// return to the foreground the app enqueues its steps from synchronous code, and the sequencer
 /// runs them one after another.
 ///

@@ -46,7 +46,7 @@ public struct ActivityEntry: Sendable, Equatable, CustomStringConvertible {
   }
 }
 
-/// The "UI messages" of seed 000: for each call, a numbered start entry, then a finish or an
+/// The "UI messages" of the serial task executor article: for each call, a numbered start entry, then a finish or an
 /// error entry, in the order they happened.
 ///
 /// Read it as a list with ``entries``, or follow it as an `AsyncSequence` with ``updates``.

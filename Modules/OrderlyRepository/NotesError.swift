@@ -1,4 +1,4 @@
-/// Why a ``NotesRepository`` call failed: one case per operation, as in seed 000, each keeping
+/// Why a ``NotesRepository`` call failed: one case per operation, as in the serial task executor article, each keeping
 /// what went wrong underneath.
 public enum NotesError: Error, Sendable, Equatable, CustomStringConvertible {
   /// Fetching all notes failed.

@@ -1,7 +1,7 @@
 public import OrderlyCore
 import Synchronization
 
-/// The notes of seed 000, behind a repository that runs every call through one
+/// The notes of the serial task executor article, behind a repository that runs every call through one
 /// `SerialQueue`.
 ///
 /// Calls made concurrently, say one `Task {}` per tap, start and finish in the order they were

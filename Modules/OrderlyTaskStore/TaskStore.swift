@@ -23,7 +23,7 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 }
 
 /// Runs asynchronous work under keys, so UI code never juggles `Task` handles, with a policy for
-/// what happens when a key already has a task (seed 004, finished).
+/// what happens when a key already has a task (the task management article's open question, answered).
 ///
 /// ```swift
 /// @MainActor @Observable final class Model {
@@ -42,7 +42,7 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 ///
 /// A store is used from one actor: the main actor, or any actor that owns it. Every method takes
 /// the caller's actor as a non-optional `isolated` parameter that defaults to `#isolation`, and
-/// its tasks run on that actor, as `Task {}` does. Seed 004's footnote warns that its store could
+/// its tasks run on that actor, as `Task {}` does. The task management article's footnote warns that its store could
 /// be called from nonisolated code and race; here such a call does not compile (`#isolation` is
 /// `nil` there, and `nil` is not an actor). The store is not `Sendable`, so it cannot be handed to
 /// a second actor either.

@@ -129,7 +129,9 @@ public enum BuiltProducts {
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
     let path = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
-    return URL(fileURLWithPath: path.isEmpty ? package.appendingPathComponent(".build/debug").path : path)
+    return URL(
+      fileURLWithPath: path.isEmpty ? package.appendingPathComponent(".build/debug").path : path
+    )
   }
 }
 

@@ -3,6 +3,20 @@ import Testing
 
 @Suite("Examples", .serialized)
 struct ExamplesTests {
+  @Test("readme-sample: the README's code runs and prints its four lines in order")
+  func readmeSample() throws {
+    let output = try runExample("readme-sample")
+    #expect(
+      output == """
+        1. saved the first note
+        2. saved the second, after the first ended
+        3. counted 2 notes
+        4. the cancelled job never ran
+
+        """
+    )
+  }
+
   @Test("sequential-await: one task, seven calls, in order")
   func sequentialAwait() throws {
     let output = try runExample("sequential-await")
@@ -111,7 +125,7 @@ struct ExamplesTests {
   func asyncChannelPipeline() throws {
     let output = try runExample("async-channel-pipeline")
     let all = "saved in order: 0.jpg 1.jpg 2.jpg 3.jpg 4.jpg 5.jpg 6.jpg 7.jpg"
-    #expect(output.contains("AsyncChannel + for await (seed 002):\n  \(all)"))
+    #expect(output.contains("AsyncChannel + for await (the “run serially” answer):\n  \(all)"))
     #expect(
       output.contains("SerialQueue:\n  saved in order: 0.jpg 1.jpg 2.jpg 3.jpg 4.jpg 6.jpg 7.jpg")
     )

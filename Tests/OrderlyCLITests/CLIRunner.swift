@@ -10,7 +10,12 @@ let orderlyBinary = BuiltProducts.url(of: "orderly")
 /// Runs the built `orderly` binary, which `swift test` builds first because this target depends
 /// on it, with `input` on standard input.
 ///
-/// - Parameter environment: Variables to set; an empty value clears one.
+/// - Parameters:
+///   - arguments: The command's arguments.
+///   - input: What to write to its standard input.
+///   - environment: Variables to set; an empty value clears one.
+/// - Returns: What it printed and how it ended.
+/// - Throws: If the binary is not built or cannot be started.
 func orderly(
   _ arguments: [String],
   input: Data = Data(),

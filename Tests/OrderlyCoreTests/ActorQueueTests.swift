@@ -34,7 +34,7 @@ struct ActorQueueTests {
     #expect(await ledger.entries == (0..<100).map { "\($0)" })
   }
 
-  @Test("seed 003's counter: every increment sees the count it expects")
+  @Test("the queue library's counter: every increment sees the count it expects")
   func counter() async throws {
     let ledger = Ledger()
     let queue = ActorQueue<Ledger>()

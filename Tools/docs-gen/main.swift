@@ -6,8 +6,8 @@
 //   <!-- orderly:output EXAMPLE -->  and  <!-- orderly:end -->
 // is replaced with what `EXAMPLE`'s binary prints, and a region opened by
 //   <!-- orderly:code EXAMPLE -->
-// with `Examples/EXAMPLE/main.swift`. With no FILE, every Markdown file under `docs/` and the
-// DocC catalogs in `Modules/` is processed. Examples are run from the build folder, so build
+// with `Examples/EXAMPLE/main.swift`. With no FILE, README.md, every Markdown file under `docs/`
+// and the DocC catalogs in `Modules/` are processed. Examples are run from the build folder, so build
 // them first.
 import Foundation
 
@@ -95,7 +95,7 @@ func fill(_ text: String, in file: String) throws -> (String, Int) {
 }
 
 func markdownFiles() -> [String] {
-  var files: [String] = []
+  var files: [String] = ["README.md"]
   for folder in ["docs", "Modules"] {
     let enumerator = FileManager.default.enumerator(
       atPath: root.appendingPathComponent(folder).path

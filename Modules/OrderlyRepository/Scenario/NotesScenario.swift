@@ -2,7 +2,7 @@ import Foundation
 internal import OrderlyCore
 import Synchronization
 
-/// Seed 000's seven-call notes scenario, run under one of four strategies, with the facts to
+/// The notes screen's seven-call scenario, run under one of four strategies, with the facts to
 /// show what each strategy does to the order of the answers.
 ///
 /// Every run uses a fresh ``InMemoryNotesService``. Each call's latency belongs to the call's
@@ -42,7 +42,7 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
     public var description: String { rawValue }
   }
 
-  /// Seed 000's seven calls, in the order the screen makes them.
+  /// The notes screen's seven calls, in the order the screen makes them.
   public static var calls: [NotesOperation] {
     [.fetchNotes, .fetchNote, .createNote, .fetchNotes, .updateNote, .fetchNotes, .deleteNote]
   }
@@ -84,7 +84,7 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
 
   /// Runs the seven calls under `strategy` and reports what happened.
   ///
-  /// Like seed 000's screen, it runs on the main actor and makes each call of the concurrent
+  /// Like the notes screen, it runs on the main actor and makes each call of the concurrent
   /// strategies from its own `Task {}`, created in call order.
   ///
   /// - Parameter strategy: How the calls are made.
@@ -190,7 +190,7 @@ extension NotesScenario where C == ContinuousClock {
   }
 }
 
-/// Seed 000's first attempt: an actor repository. Each method awaits the service, and the actor
+/// The serial task executor article's first attempt: an actor repository. Each method awaits the service, and the actor
 /// lets the next call in at that await.
 private actor ActorNotesRepository {
   let service: ScenarioService

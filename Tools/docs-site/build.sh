@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the documentation site, then (with --check) loads it in a real browser.
+#
+#   Tools/docs-site/build.sh            # builds .build-site/site
+#   Tools/docs-site/build.sh --check    # builds it, serves it on loopback, checks it in Chromium
+#
+# The site: the DocC archive of every library module, transformed for static hosting, the
+# course (docs/course), the examples gallery and the other pages of docs/, under one landing
+# page. DocC runs with --analyze and --warnings-as-errors, so a warning fails the build.
+# SITE_BASE sets the path the site is served under (for example /Orderly on GitHub Pages);
+# SITE_OUTPUT the folder it is written to.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
+  export PATH="/opt/swift/usr/bin:$PATH"
+fi
+
+out=${SITE_OUTPUT:-.build-site/site}
+base=${SITE_BASE:-}
+base=${base#/}
+base=${base%/}
+modules=(OrderlyCore OrderlyTestSupport OrderlyRepository OrderlySQLite OrderlyLaunch OrderlyTaskStore)
+
+rm -rf "$out"
+mkdir -p "$out"
+
+for module in "${modules[@]}"; do
+  echo "==> DocC: $module"
+  swift package --disable-sandbox --allow-writing-to-directory "$out" \
+    generate-documentation --target "$module" \
+    --analyze --warnings-as-errors \
+    --transform-for-static-hosting \
+    --hosting-base-path "${base:+$base/}$module" \
+    --output-path "$out/$module"
+done
+
+echo "==> pages: docs/"
+pages=$(find docs -name '*.md' | sort)
+# shellcheck disable=SC2086
+python3 Tools/docs-site/render.py . "$out" $pages
+
+echo "==> landing page"
+python3 Tools/docs-site/landing.py "$out" "${modules[@]}"
+
+echo "site written to $out"
+
+if [ "${1:-}" = "--check" ]; then
+  python3 Tools/docs-site/check.py "$out" "${modules[@]}"
+fi
