@@ -1,4 +1,5 @@
 // swift-tools-version: 6.2
+import Foundation
 import PackageDescription
 
 let package = Package(
@@ -80,45 +81,44 @@ package.targets += [
     ],
     path: "Modules/OrderlyCLI"
   ),
-  // Helper for the examples: the seed's seven-task notes scenario and its log. No product.
-  .target(
-    name: "OrderlyExampleSupport",
-    dependencies: ["OrderlyCore"],
-    path: "Modules/OrderlyExampleSupport"
-  ),
 ]
 
 // MARK: - Examples
 
-/// Every runnable example, run as `swift run <name>`.
+/// Every runnable example, run as `swift run <name>`, discovered from `Examples/`.
 ///
-/// Each folder holds `main.swift` and `README.md`.
-let examples: [(name: String, dependencies: [Target.Dependency])] = [
-  ("readme-sample", ["OrderlyCore"]),
-  ("sequential-await", ["OrderlyExampleSupport"]),
-  ("unordered-tasks", ["OrderlyExampleSupport"]),
-  ("actor-reentrancy", ["OrderlyExampleSupport"]),
-  ("naive-serial-queue", ["OrderlyExampleSupport"]),
-  ("serial-queue", ["OrderlyCore", "OrderlyExampleSupport"]),
-  ("deadlock-detection", ["OrderlyCore"]),
-  ("task-chaining", ["OrderlyExampleSupport"]),
-  ("fifo-vs-actor-queue", ["OrderlyCore"]),
-  ("main-actor-queue", ["OrderlyCore"]),
-  ("bounded-concurrency", ["OrderlyCore"]),
-  (
-    "async-channel-pipeline",
-    ["OrderlyCore", .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")]
-  ),
-  ("keyed-serial-queue", ["OrderlyCore"]),
-  ("barrier", ["OrderlyCore"]),
-  ("cancellation", ["OrderlyCore"]),
-  ("notes-repository", ["OrderlyRepository"]),
-  ("notes-sqlite", ["OrderlyRepository", "OrderlySQLite"]),
-  ("launch-sequence", ["OrderlyLaunch"]),
-  ("launch-step-signal", ["OrderlyLaunch"]),
-  ("task-store-policies", ["OrderlyTaskStore", "OrderlyTestSupport"]),
-  ("task-store-model", ["OrderlyTaskStore", "OrderlyCore"]),
-]
+/// An example is a folder holding `main.swift` and a `README.md` that opens with a front
+/// matter; its `modules:` line (comma-separated) names what the example imports, so adding an
+/// example means adding a folder. `Tests/ExamplesTests` fails when an example has no front
+/// matter, no lesson, or no test.
+let examples: [(name: String, dependencies: [Target.Dependency])] = discoverExamples()
+
+func discoverExamples() -> [(name: String, dependencies: [Target.Dependency])] {
+  // Products of other packages that examples may import, by module name.
+  let external: [String: Target.Dependency] = [
+    "AsyncAlgorithms": .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")
+  ]
+  let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+  let folder = root.appendingPathComponent("Examples")
+  let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+  return names.sorted().compactMap { name in
+    let readme = folder.appendingPathComponent(name).appendingPathComponent("README.md")
+    guard let text = try? String(contentsOf: readme, encoding: .utf8) else { return nil }
+    let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+    guard lines.first == "---", let end = lines.dropFirst().firstIndex(of: "---") else {
+      return (name, [])
+    }
+    let modules =
+      lines[1..<end]
+      .first { $0.hasPrefix("modules:") }
+      .map { $0.dropFirst("modules:".count).split(separator: ",") } ?? []
+    let dependencies: [Target.Dependency] = modules.map { module in
+      let module = module.trimmingCharacters(in: .whitespaces)
+      return external[module] ?? .target(name: module)
+    }
+    return (name, dependencies)
+  }
+}
 
 // A hyphenated target name builds a module with underscores (`serial_queue`); the executable
 // keeps the hyphenated name, so `swift run serial-queue` works as written.

@@ -1,6 +1,6 @@
 // The source's serial queue, rebuilt in its three versions: an actor that holds a list of
 // jobs and a loop that runs them one by one. Each version fixes one gap and leaves others.
-import OrderlyExampleSupport
+import OrderlyRepository
 
 /// Version 1: runs jobs in order, but a job cannot report an error.
 actor NaiveQueue1 {
@@ -57,39 +57,36 @@ actor NaiveQueue3 {
   }
 }
 
-let service = SlowNotesService(failing: [5])
+let scenario = NotesScenario(
+  seed: 3,
+  latency: .milliseconds(20) ... .milliseconds(380),
+  failingCall: 5
+)
 
 print("Version 1: in order, but a job can return neither its answer nor its error.")
-let log1 = ScenarioLog()
+let service1 = scenario.makeService()
+let log1 = ActivityLog()
 let queue1 = NaiveQueue1()
-for task in ScenarioTask.seven {
-  log1.start(task)
-  await queue1.enqueue { _ = try? await service.perform(task) }
-  log1.finish(task, answer: "done, as far as the caller can tell")
+for call in 1...7 {
+  await queue1.enqueue { _ = try? await service1.perform(call, log: log1) }
 }
-print("  Task 5 was rejected by the service, yet its caller saw it finish.")
+for entry in log1.entries { print("  \(entry)") }
+print("  Call 5 failed, yet its caller saw its enqueue return like every other.")
 
-print("Version 3, seven Task {} calls: results and errors come back, typed through Any.")
-let log3 = ScenarioLog()
+print("Version 3: results and errors come back to the caller, typed through Any.")
+let service3 = scenario.makeService()
+let log3 = ActivityLog()
 let queue3 = NaiveQueue3()
-var tasks: [Task<Void, Never>] = []
-for task in ScenarioTask.seven {
-  tasks.append(
-    Task {
-      log3.start(task)
-      do {
-        let answer = try await queue3.enqueue { try await service.perform(task) }
-        log3.finish(task, answer: answer)
-      } catch {
-        log3.fail(task, error: error)
-      }
-    }
-  )
+for call in [4, 5] {
+  do {
+    let answer: String = try await queue3.enqueue { try await service3.perform(call, log: log3) }
+    print("  call \(call) returned \"\(answer)\" (cast back from Any at run time)")
+  } catch {
+    print("  call \(call) threw: \(error)")
+  }
 }
-for task in tasks { await task.value }
-print("Verdict: \(log3.verdict)")
-print("  Each Task {} reaches the actor when it gets to run, so the line follows that order,")
-print("  not the order of the calls in the code.")
+print("  Its enqueue is an actor method, so code outside the actor needs a Task {} per call, and")
+print("  those tasks reach the actor in whatever order they get to run: the order is lost again.")
 
 print("Cancelling a caller does not take its job out of version 3's line:")
 let gate = Task { try await queue3.enqueue { try await Task.sleep(for: .milliseconds(50)) } }

@@ -1,28 +1,33 @@
 // The same seven calls, each fired from synchronous code as a separate job, go through one
 // SerialQueue: each starts only after the previous one has finished, so they end in order.
 import OrderlyCore
-import OrderlyExampleSupport
+import OrderlyRepository
 
-print("SerialQueue: seven calls enqueued from synchronous code; task 5 fails.")
-let log = ScenarioLog()
-let service = SlowNotesService(failing: [5])
+print("SerialQueue: seven calls enqueued from synchronous code; call 5 fails.")
+let scenario = NotesScenario(
+  seed: 3,
+  latency: .milliseconds(20) ... .milliseconds(380),
+  failingCall: 5
+)
+let service = scenario.makeService()
+let log = ActivityLog()
 let queue = SerialQueue(name: "notes")
 
-for task in ScenarioTask.seven {
-  queue.enqueue { await service.run(task, log: log) }
+var jobs: [QueuedTask<String>] = []
+for call in 1...7 {
+  jobs.append(queue.enqueue { try await service.perform(call, log: log) })
 }
 try await queue.waitUntilIdle()
+for entry in log.entries { print("  \(entry)") }
 print("Verdict: \(log.verdict)")
 
 print("Typed results and errors reach the caller unchanged:")
-let fetch = ScenarioTask(number: 8, operation: .fetchNotes, latency: .milliseconds(10))
-let notes: String = try await queue.enqueueAndWait { try await service.perform(fetch) }
-print("  task 8 returned \"\(notes)\"")
-
-let update = ScenarioTask(number: 5, operation: .updateNote, latency: .milliseconds(10))
+print("  call 4's job returned \"\(try await jobs[3].value)\"")
 do {
-  _ = try await queue.enqueue { try await service.perform(update) }.value
-} catch let error as NotesServiceError {
-  print("  task 5 threw NotesServiceError: \(error)")
+  _ = try await jobs[4].value
+} catch let error as InjectedFailure {
+  print("  call 5's job threw InjectedFailure: \(error)")
 }
+let count: Int = try await queue.enqueueAndWait { try await service.fetchNotes().count }
+print("  enqueueAndWait returned an Int: \(count)")
 print("  the queue went on: \(queue.isIdle ? "idle" : "busy"), \(queue.pendingCount) pending")

@@ -1,6 +1,6 @@
 // Chaining each task on the previous one: every new Task first awaits the task before it.
 // It keeps order, and shows what such a chain cannot do.
-import OrderlyExampleSupport
+import OrderlyRepository
 
 actor Chain {
   private var previous: Task<Void, any Error>?
@@ -18,24 +18,30 @@ actor Chain {
   }
 }
 
-let service = SlowNotesService(failing: [5])
+let service = NotesScenario(
+  seed: 3,
+  latency: .milliseconds(20) ... .milliseconds(380),
+  failingCall: 5
+).makeService()
 let chain = Chain()
 
-print("Task chaining: each call added to the chain in turn; task 5 fails.")
-let log = ScenarioLog()
-for task in ScenarioTask.seven {
-  await chain.add { await service.run(task, log: log) }
+print("Task chaining: each call added to the chain in turn; call 5 fails.")
+let log = ActivityLog()
+for call in 1...7 {
+  await chain.add { try await service.perform(call, log: log) }
 }
 await chain.waitForLast()
+for entry in log.entries { print("  \(entry)") }
 print("Verdict: \(log.verdict)")
 
 print("Its limits:")
-let errors = ScenarioLog(echo: false)
-await chain.add { throw NotesServiceError(task: 9) }
-await chain.add { errors.start(ScenarioTask(number: 10, operation: .fetchNotes, latency: .zero)) }
+let heard = ActivityLog()
+await chain.add { throw InjectedFailure(operation: .fetchNotes, call: 9) }
+await chain.add { _ = try await service.perform(1, log: heard) }
 await chain.waitForLast()
 print(
-  "  - a job's error goes nowhere: task 9 threw, nobody heard, task 10 ran (\(errors.all.count) entry)"
+  "  - a job's error goes nowhere: the job after the failing one ran "
+    + "(\(heard.entries.count) log entries), and nobody heard of the failure"
 )
 print("  - add() returns nothing: no result to await, no handle to cancel one job")
 print("  - add() is actor-isolated, so synchronous code must wrap it in Task {}, and those")

@@ -9,8 +9,10 @@ struct DemoCommand: AsyncParsableCommand {
     abstract: "Run the notes screen's seven calls under each strategy and show their order.",
     discussion: """
       Each strategy makes the same seven calls (fetch all, fetch one, add, fetch all, update, \
-      fetch all, delete) against an in-memory service with seeded random latency, and prints \
-      the activity log, a timeline and a verdict.
+      fetch all, delete) against an in-memory service whose latency is drawn per call number \
+      from the seed, so a seed names one run. It prints the activity log, a timeline, the \
+      verdict and what went wrong because of the order; --format json gives the same for \
+      programs, --format svg a timeline picture (with --output, to a file).
       """
   )
 
@@ -19,7 +21,7 @@ struct DemoCommand: AsyncParsableCommand {
   }
 
   enum Format: String, ExpressibleByArgument, CaseIterable {
-    case text, json
+    case text, json, svg
   }
 
   @Option(help: "Which strategy to run.")
@@ -36,6 +38,9 @@ struct DemoCommand: AsyncParsableCommand {
 
   @Option(help: "Output format.")
   var format: Format = .text
+
+  @Option(help: ArgumentHelp("Write the output to this file instead.", valueName: "PATH"))
+  var output: String?
 
   func validate() throws {
     if let failTask, !(1...7).contains(failTask) {
@@ -58,6 +63,44 @@ struct DemoCommand: AsyncParsableCommand {
     switch format {
     case .json: try printJSON(runs)
     case .text: printText(runs, strategies: strategies)
+    case .svg: try emit(Self.picture(of: runs).svg())
+    }
+  }
+
+  /// One picture of every run: a run's rows, then the next run's, each labelled with its
+  /// strategy, on a shared axis of milliseconds from each run's start.
+  static func picture(of runs: [ScenarioRun]) -> TimelinePicture {
+    guard runs.count > 1 else {
+      return runs.first.map(TimelinePicture.init(run:))
+        ?? TimelinePicture(rows: [], unit: "ms", caption: "")
+    }
+    var rows: [TimelinePicture.Row] = []
+    for run in runs {
+      for row in TimelinePicture(run: run).rows {
+        rows.append(
+          TimelinePicture.Row(
+            label: "\(run.strategy) · \(row.label)",
+            start: row.start,
+            end: row.end,
+            outcome: row.outcome
+          )
+        )
+      }
+    }
+    let caption = runs.map { "\($0.strategy): \($0.verdict)" }.joined(separator: "; ")
+    return TimelinePicture(rows: rows, unit: "ms", caption: caption)
+  }
+
+  /// Prints `text`, or writes it to `--output`.
+  private func emit(_ text: String) throws {
+    guard let output else {
+      print(text, terminator: "")
+      return
+    }
+    do {
+      try text.write(toFile: output, atomically: true, encoding: .utf8)
+    } catch {
+      throw fail("cannot write \(output): \(error.localizedDescription)")
     }
   }
 
@@ -77,7 +120,7 @@ struct DemoCommand: AsyncParsableCommand {
       failTask: failTask,
       runs: runs
     )
-    print(String(decoding: try encoder.encode(report), as: UTF8.self))
+    try emit(String(decoding: try encoder.encode(report), as: UTF8.self) + "\n")
   }
 
   private func printText(
@@ -100,6 +143,10 @@ struct DemoCommand: AsyncParsableCommand {
       for line in run.timeline() { print("  " + line) }
       let verdict = "Verdict: \(run.verdict)"
       print(run.inOrder ? paint.green(verdict) : paint.red(verdict))
+      if !run.consequences.isEmpty {
+        print("What went wrong because of the order:")
+        for sentence in run.consequences { print("  " + paint.red(sentence)) }
+      }
     }
   }
 }

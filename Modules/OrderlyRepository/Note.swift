@@ -33,4 +33,15 @@ public struct Note: Sendable, Codable, Identifiable, Hashable {
     self.createdAt = createdAt
     self.updatedAt = updatedAt ?? createdAt
   }
+
+  /// `note 3: todo`: the note as the activity log and the demo show it.
+  public var summary: String { "note \(id): \(title)" }
+
+  /// `1 note`, `3 notes`.
+  ///
+  /// - Parameter count: How many notes.
+  /// - Returns: The count with the noun in the right number.
+  public static func count(_ count: Int) -> String {
+    count == 1 ? "1 note" : "\(count) notes"
+  }
 }

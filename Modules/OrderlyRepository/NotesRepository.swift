@@ -61,7 +61,7 @@ public final class NotesRepository: Sendable {
   public func notes(isolation: isolated (any Actor)? = #isolation) async throws(NotesError)
     -> [Note]
   {
-    try await perform(.fetchNotes, summary: { "\($0.count) notes" }) { service in
+    try await perform(.fetchNotes, summary: { Note.count($0.count) }) { service in
       try await service.fetchNotes()
     } failure: {
       .fetchNotes(reason: $0)
@@ -79,7 +79,7 @@ public final class NotesRepository: Sendable {
     id: Note.ID,
     isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) -> Note {
-    try await perform(.fetchNote, summary: { "note \($0.id): \($0.title)" }) { service in
+    try await perform(.fetchNote, summary: { $0.summary }) { service in
       guard let note = try await service.fetchNote(id: id) else { throw NoteNotFound(id: id) }
       return note
     } failure: {
@@ -102,7 +102,7 @@ public final class NotesRepository: Sendable {
     body: String = "",
     isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) -> Note {
-    try await perform(.createNote, summary: { "note \($0.id): \($0.title)" }) { service in
+    try await perform(.createNote, summary: { $0.summary }) { service in
       try NoteTextError.check(title: title, body: body)
       return try await service.createNote(title: title, body: body)
     } failure: {
@@ -127,7 +127,7 @@ public final class NotesRepository: Sendable {
     body: String = "",
     isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) -> Note {
-    try await perform(.updateNote, summary: { "note \($0.id): \($0.title)" }) { service in
+    try await perform(.updateNote, summary: { $0.summary }) { service in
       try NoteTextError.check(title: title, body: body)
       return try await service.updateNote(id: id, title: title, body: body)
     } failure: {

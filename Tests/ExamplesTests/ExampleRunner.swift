@@ -12,23 +12,30 @@ func runExample(_ name: String) throws -> String {
   return result.stdout
 }
 
-/// The task numbers of the log lines of one kind (`start`, `finish` or `error`), in order.
+/// The call number of a log line (`start 3 createNote`, `finish task 3 …`) and its kind.
+private func event(_ line: Substring) -> (kind: Substring, number: Int)? {
+  let words = line.split(separator: " ")
+  guard words.count >= 2 else { return nil }
+  if let number = Int(words[1]) { return (words[0], number) }
+  if words.count >= 3, words[1] == "task", let number = Int(words[2]) { return (words[0], number) }
+  return nil
+}
+
+/// The call numbers of the log lines of one kind (`start`, `finish` or `error`), in order.
 func tasks(_ kind: String, in output: String) -> [Int] {
   output.split(separator: "\n").compactMap { line -> Int? in
-    let words = line.split(separator: " ")
-    guard words.count >= 3, words[0] == kind, words[1] == "task" else { return nil }
-    return Int(words[2])
+    guard let event = event(line), event.kind == kind else { return nil }
+    return event.number
   }
 }
 
-/// The log's task events in order, as `s1` for a start and `e1` for a finish or an error.
+/// The log's events in order, as `s1` for a start and `e1` for a finish or an error.
 func timeline(of output: String) -> [String] {
   output.split(separator: "\n").compactMap { line -> String? in
-    let words = line.split(separator: " ")
-    guard words.count >= 3, words[1] == "task" else { return nil }
-    switch words[0] {
-    case "start": return "s\(words[2])"
-    case "finish", "error": return "e\(words[2])"
+    guard let event = event(line) else { return nil }
+    switch event.kind {
+    case "start": return "s\(event.number)"
+    case "finish", "error": return "e\(event.number)"
     default: return nil
     }
   }

@@ -73,12 +73,18 @@ struct SerialQueueSubmissionTests {
   @Test("enqueueDetached honours an explicit priority", arguments: QueueKind.allCases)
   func detachedPriority(kind: QueueKind) async throws {
     let queue = kind.make()
-    let low = queue.enqueueDetached(priority: .low) { Task.currentPriority }
-    let high = queue.enqueueDetached(priority: .high) { Task.currentPriority }
-    // Awaited from a low task: awaiting from a higher one would raise the job, as it raises a
-    // Task.
-    #expect(try await Task(priority: .low) { try await low.value }.value == .low)
-    #expect(try await high.value >= .high)
+    // Read through a recorder and a gate, not by awaiting the jobs: awaiting a job from a
+    // higher-priority task raises it, as awaiting a Task does.
+    let seen = OrderedRecorder<TaskPriority>()
+    let done = Gate()
+    queue.enqueueDetached(priority: .low) { seen.record(Task.currentPriority) }
+    queue.enqueueDetached(priority: .high) {
+      seen.record(Task.currentPriority)
+      done.open()
+    }
+    try await done.wait()
+    #expect(seen.values.first == .low)
+    #expect(seen.values.last.map { $0 >= .high } == true)
   }
 
   @Test(

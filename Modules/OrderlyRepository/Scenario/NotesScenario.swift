@@ -91,12 +91,7 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
   /// - Returns: The activity log, each call's span on the clock, and the verdict.
   @MainActor
   public func run(_ strategy: Strategy) async -> ScenarioRun {
-    let service = ScenarioService(
-      base: makeService(),
-      latencies: latencies,
-      failingCall: failingCall,
-      clock: clock
-    )
+    let service = makeService()
     let log = ActivityLog(clock: clock)
     let calls = Array(Self.calls.enumerated())
     var tasks: [Task<Void, Never>] = []
@@ -131,17 +126,79 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
       }
     }
     for task in tasks { await task.value }
-    return ScenarioRun(strategy: strategy, seed: seed, entries: log.entries)
+    let entries = log.entries
+    return ScenarioRun(
+      strategy: strategy,
+      seed: seed,
+      entries: entries,
+      consequences: await Self.findConsequences(in: entries)
+    )
   }
 
-  private func makeService() -> InMemoryNotesService {
-    InMemoryNotesService(
-      notes: [
-        Note(id: 1, title: "groceries", body: "milk", createdAt: .init(timeIntervalSince1970: 0)),
-        Note(id: 2, title: "ideas", body: "", createdAt: .init(timeIntervalSince1970: 0)),
-      ],
+  /// A fresh service for one run: the two notes the screen starts with, and this scenario's
+  /// latencies and failing call, by call number.
+  ///
+  /// - Returns: The service; make the calls with ``ScenarioNotesService/perform(_:log:)`` or
+  ///   through a ``NotesRepository``.
+  public func makeService() -> ScenarioNotesService {
+    ScenarioNotesService(
+      base: InMemoryNotesService(notes: Self.startingNotes, clock: clock),
+      latencies: latencies,
+      failingCall: failingCall,
       clock: clock
     )
+  }
+
+  /// The notes the screen starts with: 1 "groceries" and 2 "ideas".
+  static var startingNotes: [Note] {
+    [
+      Note(id: 1, title: "groceries", body: "milk", createdAt: .init(timeIntervalSince1970: 0)),
+      Note(id: 2, title: "ideas", body: "", createdAt: .init(timeIntervalSince1970: 0)),
+    ]
+  }
+
+  /// What the seven calls answer when each waits for the one before: the answers a screen
+  /// expects.
+  ///
+  /// - Returns: Each call's summary, by call number (the first is call 1's).
+  public static func answersInOrder() async -> [String] {
+    let service = InMemoryNotesService(notes: startingNotes)
+    var answers: [String] = []
+    for operation in calls {
+      do {
+        answers.append(try await perform(operation, on: service))
+      } catch {
+        answers.append("\(error)")
+      }
+    }
+    return answers
+  }
+
+  /// What went wrong because calls ended out of order: each call whose answer differs from the
+  /// answer it gives when the calls run in order.
+  ///
+  /// - Parameter entries: A run's activity log.
+  /// - Returns: One sentence per call that answered differently, in call order, such as
+  ///   `call 4 fetchNotes saw 2 notes; in order it would have seen 3 notes`.
+  public func consequences(of entries: [ActivityEntry]) async -> [String] {
+    await Self.findConsequences(in: entries)
+  }
+
+  static func findConsequences(in entries: [ActivityEntry]) async -> [String] {
+    let expected = await answersInOrder()
+    var sentences: [String] = []
+    for entry in entries.sorted(by: { $0.call < $1.call }) {
+      guard case .finish(let answer) = entry.kind, expected.indices.contains(entry.call - 1)
+      else { continue }
+      let wanted = expected[entry.call - 1]
+      if answer != wanted {
+        sentences.append(
+          "call \(entry.call) \(entry.operation) saw \(answer); in order it would have seen "
+            + wanted
+        )
+      }
+    }
+    return sentences
   }
 
   /// One of the seven calls straight at the service, with a summary of its answer.
@@ -149,11 +206,13 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
     -> String
   {
     switch operation {
-    case .fetchNotes: return "\(try await service.fetchNotes().count) notes"
-    case .fetchNote: return "note 1: \(try await service.fetchNote(id: 1)?.title ?? "none")"
-    case .createNote: return "note \(try await service.createNote(title: "todo", body: "").id)"
+    case .fetchNotes: return Note.count(try await service.fetchNotes().count)
+    case .fetchNote:
+      guard let note = try await service.fetchNote(id: 1) else { throw NoteNotFound(id: 1) }
+      return note.summary
+    case .createNote: return try await service.createNote(title: "todo", body: "").summary
     case .updateNote:
-      return "note \(try await service.updateNote(id: 1, title: "shopping", body: "").id)"
+      return try await service.updateNote(id: 1, title: "shopping", body: "").summary
     case .deleteNote:
       try await service.deleteNote(id: 2)
       return "deleted note 2"
@@ -193,10 +252,10 @@ extension NotesScenario where C == ContinuousClock {
 /// The serial task executor article's first attempt: an actor repository. Each method awaits the service, and the actor
 /// lets the next call in at that await.
 private actor ActorNotesRepository {
-  let service: ScenarioService
+  let service: ScenarioNotesService
   let log: ActivityLog
 
-  init(service: ScenarioService, log: ActivityLog) {
+  init(service: ScenarioNotesService, log: ActivityLog) {
     self.service = service
     self.log = log
   }
@@ -208,13 +267,21 @@ private actor ActorNotesRepository {
   }
 }
 
-/// The scenario's service: each call waits its own latency and fails if it is the failing call,
-/// by call number.
+/// The scenario's notes service: call number *n* waits the scenario's *n*-th latency, and fails
+/// if it is the failing call, whatever order the calls arrive in.
 ///
-/// The concurrent strategies name the call (``perform(_:call:)``); calls through
-/// ``NotesRepository`` reach it one at a time in call order, so they are numbered as they
-/// arrive.
-private final class ScenarioService: NotesService {
+/// Make one with ``NotesScenario/makeService()`` to write a strategy by hand, as the examples
+/// do: ``perform(_:log:)`` makes one of the seven calls by its number and logs it. Calls made
+/// through its `NotesService` methods (by a ``NotesRepository``, say) are numbered in the order
+/// they arrive, which for a repository is the order they were made.
+///
+/// ```swift
+/// let scenario = NotesScenario(seed: 7, latency: .milliseconds(20) ... .milliseconds(260))
+/// let service = scenario.makeService()
+/// let log = ActivityLog()
+/// let tasks = (1...7).map { call in Task { try? await service.perform(call, log: log) } }
+/// ```
+public final class ScenarioNotesService: NotesService {
   let base: InMemoryNotesService
   let latencies: [Duration]
   let failingCall: Int?
@@ -231,6 +298,27 @@ private final class ScenarioService: NotesService {
     self.latencies = latencies
     self.failingCall = failingCall
     self.clock = clock
+  }
+
+  /// Makes call number `call` of the seven, after its latency, and writes it to `log`.
+  ///
+  /// - Parameters:
+  ///   - call: The call's number, 1 to 7 (see ``NotesScenario/calls``).
+  ///   - log: Where its start and its finish or error are written.
+  ///   - isolation: The caller's isolation; leave the default.
+  /// - Returns: A summary of the answer, as in `3 notes` or `note 1: groceries`.
+  /// - Throws: ``InjectedFailure`` for the scenario's failing call; what the service threw.
+  @discardableResult
+  public func perform(
+    _ call: Int,
+    log: ActivityLog,
+    isolation: isolated (any Actor)? = #isolation
+  ) async throws -> String {
+    let calls = NotesScenario<ContinuousClock>.calls
+    let operation = calls[(call - 1) % calls.count]
+    return try await log.track(operation, call: call, summary: { $0 }) {
+      try await perform(operation, call: call)
+    }
   }
 
   /// One of the seven calls, as call number `call`, with a summary of its answer.
@@ -256,27 +344,55 @@ private final class ScenarioService: NotesService {
     try await prepare(call: call, operation: operation)
   }
 
-  func fetchNotes() async throws -> [Note] {
+  /// All notes, as the arriving call's number; see ``perform(_:log:)``.
+  ///
+  /// - Returns: Every note, oldest first.
+  /// - Throws: ``InjectedFailure`` if this is the failing call.
+  public func fetchNotes() async throws -> [Note] {
     try await arrive(.fetchNotes)
     return try await base.fetchNotes()
   }
 
-  func fetchNote(id: Note.ID) async throws -> Note? {
+  /// One note, as the arriving call's number.
+  ///
+  /// - Parameter id: The note's identifier.
+  /// - Returns: The note, or `nil`.
+  /// - Throws: ``InjectedFailure`` if this is the failing call.
+  public func fetchNote(id: Note.ID) async throws -> Note? {
     try await arrive(.fetchNote)
     return try await base.fetchNote(id: id)
   }
 
-  func createNote(title: String, body: String) async throws -> Note {
+  /// Creates a note, as the arriving call's number.
+  ///
+  /// - Parameters:
+  ///   - title: The title.
+  ///   - body: The text.
+  /// - Returns: The new note.
+  /// - Throws: ``InjectedFailure`` if this is the failing call.
+  public func createNote(title: String, body: String) async throws -> Note {
     try await arrive(.createNote)
     return try await base.createNote(title: title, body: body)
   }
 
-  func updateNote(id: Note.ID, title: String, body: String) async throws -> Note {
+  /// Changes a note, as the arriving call's number.
+  ///
+  /// - Parameters:
+  ///   - id: The note's identifier.
+  ///   - title: The new title.
+  ///   - body: The new text.
+  /// - Returns: The changed note.
+  /// - Throws: ``InjectedFailure`` if this is the failing call; `NoteNotFound`.
+  public func updateNote(id: Note.ID, title: String, body: String) async throws -> Note {
     try await arrive(.updateNote)
     return try await base.updateNote(id: id, title: title, body: body)
   }
 
-  func deleteNote(id: Note.ID) async throws {
+  /// Deletes a note, as the arriving call's number.
+  ///
+  /// - Parameter id: The note's identifier.
+  /// - Throws: ``InjectedFailure`` if this is the failing call; `NoteNotFound`.
+  public func deleteNote(id: Note.ID) async throws {
     try await arrive(.deleteNote)
     try await base.deleteNote(id: id)
   }

@@ -28,8 +28,17 @@ public struct ScenarioRun: Sendable, Codable, Equatable {
   public let verdict: String
   /// Whether the calls ended in call order.
   public let inOrder: Bool
+  /// What went wrong because of the order: each call whose answer differs from its answer in
+  /// a run in call order (see ``NotesScenario/consequences(of:)``).
+  public let consequences: [String]
 
-  init<C: Clock>(strategy: NotesScenario<C>.Strategy, seed: UInt64, entries: [ActivityEntry]) {
+  init<C: Clock>(
+    strategy: NotesScenario<C>.Strategy,
+    seed: UInt64,
+    entries: [ActivityEntry],
+    consequences: [String]
+  ) {
+    self.consequences = consequences
     self.strategy = strategy.rawValue
     self.seed = seed
     log = entries.map(\.description)

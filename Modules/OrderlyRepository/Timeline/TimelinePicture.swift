@@ -1,0 +1,268 @@
+import Foundation
+
+/// A timeline picture: one row per job, a bar from its start to its end on a shared axis,
+/// coloured by outcome, with the verdict as a caption, drawn as an SVG that renders on GitHub.
+///
+/// The axis is either time (a run's milliseconds) or *steps*: the order events happened in,
+/// one step per log line. A picture in steps shows exactly what the order was and is the same
+/// for every run that happened in the same order, so the course's pictures never drift.
+///
+/// ```swift
+/// let picture = TimelinePicture(entries: log.entries, caption: "\(log.verdict)")
+/// try picture.svg().write(toFile: "timeline.svg", atomically: true, encoding: .utf8)
+/// ```
+public struct TimelinePicture: Sendable, Equatable {
+  /// How a job ended.
+  public enum Outcome: String, Sendable, Equatable {
+    /// It returned.
+    case finished
+    /// It threw.
+    case failed
+    /// It was cancelled, or dropped, before or while it ran.
+    case cancelled
+    /// It had not ended when the picture was taken.
+    case running
+  }
+
+  /// One job's bar.
+  public struct Row: Sendable, Equatable {
+    /// The row's label, as in `3 createNote`.
+    public var label: String
+    /// Where the bar starts on the axis.
+    public var start: Double
+    /// Where the bar ends on the axis.
+    public var end: Double
+    /// How the job ended: the bar's colour.
+    public var outcome: Outcome
+
+    /// Creates a row.
+    ///
+    /// - Parameters:
+    ///   - label: The row's label.
+    ///   - start: Where the bar starts on the axis.
+    ///   - end: Where the bar ends on the axis.
+    ///   - outcome: How the job ended.
+    public init(label: String, start: Double, end: Double, outcome: Outcome) {
+      self.label = label
+      self.start = start
+      self.end = end
+      self.outcome = outcome
+    }
+  }
+
+  /// The rows, top to bottom.
+  public var rows: [Row]
+  /// What the axis counts: `ms`, or `step` for the order of events.
+  public var unit: String
+  /// The line under the picture, usually the verdict.
+  public var caption: String
+
+  /// Creates a picture from rows.
+  ///
+  /// - Parameters:
+  ///   - rows: The rows, top to bottom.
+  ///   - unit: What the axis counts: `ms`, or `step`.
+  ///   - caption: The line under the picture.
+  public init(rows: [Row], unit: String, caption: String) {
+    self.rows = rows
+    self.unit = unit
+    self.caption = caption
+  }
+
+  /// A picture in steps of an activity log: each entry is one step.
+  ///
+  /// - Parameters:
+  ///   - entries: The log, in the order written.
+  ///   - caption: The line under the picture; the log's verdict if `nil`.
+  public init(entries: [ActivityEntry], caption: String? = nil) {
+    let lines = entries.map(\.description)
+    self.init(
+      rows: Self.rows(fromLog: lines),
+      unit: "step",
+      caption: caption ?? ActivityLog.verdict(of: entries).description
+    )
+  }
+
+  /// A picture in milliseconds of a scenario run, with its verdict as the caption.
+  ///
+  /// - Parameter run: The run.
+  public init(run: ScenarioRun) {
+    self.init(
+      rows: run.spans.map {
+        Row(
+          label: "\($0.call) \($0.operation)",
+          start: $0.startMilliseconds,
+          end: $0.endMilliseconds,
+          outcome: $0.failed ? .failed : .finished
+        )
+      },
+      unit: "ms",
+      caption: "\(run.strategy): \(run.verdict)"
+    )
+  }
+
+  /// Rows in steps from log lines such as an example prints: `start 3 createNote`,
+  /// `finish 3 createNote: note 3: todo`, `error 5 updateNote: …`, `cancelled 2 fetchNote`.
+  ///
+  /// Lines may be indented and may say `task 3` for `3`; any other line is not an event and
+  /// takes no step. A job that started but never ended is drawn as running to the last step.
+  ///
+  /// - Parameter lines: The printed lines, in order.
+  /// - Returns: One row per job that started, ordered by job number.
+  public static func rows(fromLog lines: [String]) -> [Row] {
+    var starts: [Int: (label: String, step: Double)] = [:]
+    var ends: [Int: (step: Double, outcome: Outcome)] = [:]
+    var step = 0.0
+    for line in lines {
+      guard let event = Event(line) else { continue }
+      step += 1
+      switch event.kind {
+      case "start", "started":
+        if starts[event.number] == nil {
+          starts[event.number] = ("\(event.number) \(event.label)", step)
+        }
+      case "finish", "finished":
+        ends[event.number] = (step, .finished)
+      case "error", "failed":
+        ends[event.number] = (step, .failed)
+      default:
+        ends[event.number] = (step, .cancelled)
+      }
+    }
+    return starts.keys.sorted().map { number in
+      let start = starts[number].map(\.step) ?? 0
+      let end = ends[number]
+      return Row(
+        label: starts[number]?.label ?? "\(number)",
+        start: start - 0.5,
+        end: (end?.step ?? step) + 0.5,
+        outcome: end?.outcome ?? .running
+      )
+    }
+  }
+
+  /// One parsed log line.
+  private struct Event {
+    let kind: String
+    let number: Int
+    let label: String
+
+    init?(_ line: String) {
+      let words = line.split(separator: " ", omittingEmptySubsequences: true)
+      guard words.count >= 2 else { return nil }
+      let kind = words[0].lowercased()
+      let known = [
+        "start", "started", "finish", "finished", "error", "failed", "cancelled", "canceled",
+      ]
+      guard known.contains(kind) else { return nil }
+      var rest = words.dropFirst()
+      if rest.first == "task" { rest = rest.dropFirst() }
+      guard let first = rest.first, let number = Int(first.trimmingPrefix("#")) else {
+        return nil
+      }
+      let label = rest.dropFirst().joined(separator: " ")
+      self.kind = kind
+      self.number = number
+      self.label = String(label.split(separator: ":", maxSplits: 1).first ?? "")
+        .trimmingCharacters(in: .whitespaces)
+    }
+  }
+
+  // MARK: - Drawing
+
+  /// The picture as an SVG document: plain shapes and text, no script, no external resource,
+  /// so it renders on GitHub and in any browser.
+  ///
+  /// - Returns: The SVG text, ending with a newline.
+  public func svg() -> String {
+    let rowHeight = 26
+    let labelWidth = max(120, (rows.map(\.label.count).max() ?? 0) * 8 + 24)
+    let plotWidth = 520
+    let width = labelWidth + plotWidth + 24
+    let top = 16
+    let plotHeight = max(rows.count, 1) * rowHeight
+    let height = top + plotHeight + 64
+    let low = min(rows.map(\.start).min() ?? 0, 0)
+    let high = max(rows.map(\.end).max() ?? 1, low + 1)
+    func x(_ value: Double) -> Int {
+      labelWidth + Int(((value - low) / (high - low) * Double(plotWidth)).rounded())
+    }
+    var parts: [String] = [
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(width)\" height=\"\(height)\" "
+        + "viewBox=\"0 0 \(width) \(height)\" font-family=\"Helvetica, Arial, sans-serif\" "
+        + "font-size=\"13\">",
+      "<rect width=\"\(width)\" height=\"\(height)\" fill=\"#ffffff\"/>",
+    ]
+    for (index, row) in rows.enumerated() {
+      let y = top + index * rowHeight
+      if index % 2 == 0 {
+        parts.append(
+          "<rect x=\"0\" y=\"\(y)\" width=\"\(width)\" height=\"\(rowHeight)\" fill=\"#f5f5f7\"/>"
+        )
+      }
+      parts.append(
+        "<text x=\"12\" y=\"\(y + 17)\" fill=\"#1d1d1f\">\(Self.escaped(row.label))</text>"
+      )
+      let start = x(row.start)
+      let end = max(x(row.end), start + 3)
+      parts.append(
+        "<rect x=\"\(start)\" y=\"\(y + 5)\" width=\"\(end - start)\" height=\"\(rowHeight - 10)\" "
+          + "rx=\"3\" fill=\"\(Self.colour(row.outcome))\"><title>\(Self.escaped(row.label)): "
+          + "\(row.outcome.rawValue)</title></rect>"
+      )
+    }
+    let axisY = top + plotHeight + 6
+    parts.append(
+      "<line x1=\"\(labelWidth)\" y1=\"\(axisY)\" x2=\"\(labelWidth + plotWidth)\" y2=\"\(axisY)\" "
+        + "stroke=\"#86868b\"/>"
+    )
+    let axisLabel =
+      unit == "step"
+      ? "events, in the order they happened →"
+      : "0 \(unit) … \(Int(high.rounded())) \(unit) →"
+    parts.append(
+      "<text x=\"\(labelWidth)\" y=\"\(axisY + 17)\" fill=\"#515154\">\(Self.escaped(axisLabel))"
+        + "</text>"
+    )
+    var legendX = labelWidth + plotWidth
+    for outcome in [Outcome.running, .cancelled, .failed, .finished]
+    where rows.contains(where: { $0.outcome == outcome }) {
+      legendX -= outcome.rawValue.count * 7 + 26
+      parts.append(
+        "<rect x=\"\(legendX)\" y=\"\(axisY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "fill=\"\(Self.colour(outcome))\"/>"
+          + "<text x=\"\(legendX + 16)\" y=\"\(axisY + 17)\" fill=\"#515154\">"
+          + "\(outcome.rawValue)</text>"
+      )
+    }
+    parts.append(
+      "<text x=\"12\" y=\"\(axisY + 44)\" fill=\"#1d1d1f\" font-weight=\"bold\">"
+        + "\(Self.escaped(caption))</text>"
+    )
+    parts.append("</svg>")
+    return parts.joined(separator: "\n") + "\n"
+  }
+
+  private static func colour(_ outcome: Outcome) -> String {
+    switch outcome {
+    case .finished: "#34a853"
+    case .failed: "#d93025"
+    case .cancelled: "#9aa0a6"
+    case .running: "#1a73e8"
+    }
+  }
+
+  private static func escaped(_ text: String) -> String {
+    var result = ""
+    for character in text {
+      switch character {
+      case "&": result += "&amp;"
+      case "<": result += "&lt;"
+      case ">": result += "&gt;"
+      case "\"": result += "&quot;"
+      default: result.append(character)
+      }
+    }
+    return result
+  }
+}
