@@ -135,7 +135,12 @@ package.targets += examples.map { example in
 
 package.targets += [
   // Fills documentation regions with real example code and output: `swift run docs-gen`.
-  .executableTarget(name: "docs-gen", path: "Tools/docs-gen", exclude: ["README.md"])
+  .executableTarget(
+    name: "docs-gen",
+    dependencies: ["OrderlyRepository"],
+    path: "Tools/docs-gen",
+    exclude: ["README.md"]
+  )
 ]
 
 // MARK: - Tests

@@ -57,55 +57,48 @@ for call in 1...100 {
 try await serialQueue.waitUntilIdle()
 print("  " + (await viaSerialQueue.report("SerialQueue (FIFO):      ")))
 
-// Start order and end order: job 1 suspends halfway (awaiting a signal that job 2 sends).
+// Start order and end order: the same two jobs on each queue. Job 1 suspends halfway, on a
+// slow call; job 2 does not suspend at all.
 actor Journal {
   private(set) var lines: [String] = []
-  private var signal: CheckedContinuation<Void, Never>?
-  private var signalled = false
 
   func write(_ line: String) { lines.append(line) }
+}
 
-  func waitForSignal() async {
-    if signalled { return }
-    await withCheckedContinuation { signal = $0 }
-  }
-
-  func sendSignal() {
-    signalled = true
-    signal?.resume()
-    signal = nil
-  }
+/// A slow call job 1 awaits: 50 ms, long enough for job 2 to run meanwhile if it may.
+func slowCall() async {
+  try? await Task.sleep(for: .milliseconds(50))
 }
 
 print("")
-print("Job 1 suspends until job 2 signals it:")
+print("ActorQueue, two jobs (job 1 suspends on a 50 ms call; job 2 never suspends):")
 let journal = Journal()
 let queue = ActorQueue<Journal>(name: "journal")
 queue.enqueue(on: journal) { journal in
-  journal.write("job 1 starts")
-  await journal.waitForSignal()
-  journal.write("job 1 ends")
+  journal.write("start 1 slow")
+  await slowCall()
+  journal.write("finish 1 slow")
 }
 queue.enqueue(on: journal) { journal in
-  journal.write("job 2 starts")
-  journal.sendSignal()
-  journal.write("job 2 ends")
+  journal.write("start 2 quick")
+  journal.write("finish 2 quick")
 }
 try await queue.waitUntilIdle()
-print("  ActorQueue:  " + (await journal.lines).joined(separator: ", "))
+for line in await journal.lines { print("  \(line)") }
 print("  (job 2 starts while job 1 is suspended: starts in order, ends not)")
 
+print("SerialQueue, the same two jobs:")
 let fifoJournal = Journal()
 let fifo = SerialQueue(name: "journal")
 fifo.enqueue {
-  await fifoJournal.write("job 1 starts")
-  await fifoJournal.sendSignal()  // on a SerialQueue, job 1 cannot wait for job 2: it would hang
-  await fifoJournal.write("job 1 ends")
+  await fifoJournal.write("start 1 slow")
+  await slowCall()
+  await fifoJournal.write("finish 1 slow")
 }
 fifo.enqueue {
-  await fifoJournal.write("job 2 starts")
-  await fifoJournal.write("job 2 ends")
+  await fifoJournal.write("start 2 quick")
+  await fifoJournal.write("finish 2 quick")
 }
 try await fifo.waitUntilIdle()
-print("  SerialQueue: " + (await fifoJournal.lines).joined(separator: ", "))
+for line in await fifoJournal.lines { print("  \(line)") }
 print("  (job 2 waits for job 1 to end: starts and ends in order)")

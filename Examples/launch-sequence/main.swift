@@ -96,5 +96,14 @@ print("  cancelAll(): idle at once: \(sequencer.isIdle)")
 while app.passcodeOnScreen { await Task.yield() }
 
 print("")
-print("History:")
-for record in sequencer.history { print("  \(record)") }
+print("History, one step at a time, in order:")
+for (index, record) in sequencer.history.enumerated() {
+  let number = index + 1
+  print("  start \(number) \(record.name)")
+  switch record.outcome {
+  case .completed: print("  finish \(number) \(record.name): completed")
+  case .skipped: print("  dropped \(number) \(record.name): skipped (shouldRun() said no)")
+  case .cancelled: print("  cancelled \(number) \(record.name): cancelled")
+  case .timedOut: print("  error \(number) \(record.name): timed out")
+  }
+}

@@ -1,41 +1,14 @@
-// The notes screen's seven calls, each fired as its own Task {} against a slow in-memory notes service:
-// first straight at the service, where they finish whenever their latency says; then through
-// NotesRepository, whose SerialQueue makes them start and finish in the order they were made.
-import Foundation
+// The notes screen's seven calls, each fired as its own Task {} against a slow in-memory notes
+// service: first straight at the service, where they finish whenever their latency says; then
+// through NotesRepository, whose SerialQueue makes them start and finish in the order made.
 import OrderlyRepository
 
-/// The notes screen's seven calls, numbered as the screen makes them.
-let seven: [(call: Int, operation: NotesOperation)] = [
-  (1, .fetchNotes), (2, .fetchNote), (3, .createNote), (4, .fetchNotes),
-  (5, .updateNote), (6, .fetchNotes), (7, .deleteNote),
-]
-
-/// A service with seeded random latency (the same run every time) whose first update fails.
-func slowService() -> InMemoryNotesService {
-  InMemoryNotesService(
-    notes: [
-      Note(id: 1, title: "groceries", body: "milk", createdAt: .now),
-      Note(id: 2, title: "ideas", body: "", createdAt: .now),
-    ],
-    latency: .random(.milliseconds(20) ... .milliseconds(150)),
-    failures: [.call(1, of: .updateNote)],
-    seed: 7
-  )
-}
-
-/// Makes one call straight at the service and returns a summary of the answer.
-func call(_ operation: NotesOperation, on service: InMemoryNotesService) async throws -> String {
-  switch operation {
-  case .fetchNotes: return "\(try await service.fetchNotes().count) notes"
-  case .fetchNote: return "note 1: \(try await service.fetchNote(id: 1)?.title ?? "none")"
-  case .createNote: return "note \(try await service.createNote(title: "todo", body: "").id): todo"
-  case .updateNote:
-    return "note \(try await service.updateNote(id: 1, title: "shopping", body: "").id)"
-  case .deleteNote:
-    try await service.deleteNote(id: 2)
-    return "deleted note 2"
-  }
-}
+/// The same latencies for both runs, by call number, 60 ms apart; call 5 (the update) fails.
+let scenario = NotesScenario(
+  seed: 3,
+  latency: .milliseconds(20) ... .milliseconds(380),
+  failingCall: 5
+)
 
 /// Makes one call through the repository; the repository logs it.
 ///
@@ -55,33 +28,30 @@ func call(
   }
 }
 
-func show(_ log: ActivityLog) {
+func show(_ log: ActivityLog) async {
   for entry in log.entries { print("  \(entry)") }
   print("Verdict: \(log.verdict)")
+  let consequences = await scenario.consequences(of: log.entries)
+  if !consequences.isEmpty { print("What went wrong because of the order:") }
+  for sentence in consequences { print("  \(sentence)") }
 }
 
 print("Straight at the service: seven Task {} calls, each logged around the call.")
-let direct = slowService()
+let direct = scenario.makeService()
 let directLog = ActivityLog()
 var tasks: [Task<Void, Never>] = []
-for (number, operation) in seven {
-  tasks.append(
-    Task {
-      _ = try? await directLog.track(operation, call: number, summary: { $0 }) {
-        try await call(operation, on: direct)
-      }
-    }
-  )
+for number in 1...7 {
+  tasks.append(Task { _ = try? await direct.perform(number, log: directLog) })
 }
 for task in tasks { await task.value }
-show(directLog)
+await show(directLog)
 
 print("")
 print("Through NotesRepository: the same seven Task {} calls.")
-let repository = NotesRepository(service: slowService())
+let repository = NotesRepository(service: scenario.makeService())
 tasks = []
-for (_, operation) in seven {
+for operation in NotesScenario<ContinuousClock>.calls {
   tasks.append(Task { await call(operation, on: repository) })
 }
 for task in tasks { await task.value }
-show(repository.log)
+await show(repository.log)

@@ -40,41 +40,59 @@ final class MyModel {
 }
 
 let model = MyModel()
+/// The "screen": redraws asked for by Observation and not drawn yet, and the last frame drawn.
+@MainActor
+final class Screen {
+  var pendingRedraws = 0
+  var lastFrame = ""
+}
+let screen = Screen()
 
 /// Prints the "view", and again whenever something it reads changes.
+///
+/// A redraw that would print the frame already on screen prints nothing, as a view that did not
+/// change shows nothing new.
 @MainActor
 func render(_ label: String) {
   withObservationTracking {
     let button = model.doThingButtonEnabled ? "[Do thing]" : "[Do thing] (disabled)"
     let cancel = model.showCancelButton ? "  [Cancel]" : ""
-    print(
-      "  \(label.padding(toLength: 26, withPad: " ", startingAt: 0)) \(button)\(cancel)  text: \"\(model.someText)\""
-    )
+    let frame = "\(button)\(cancel)  text: \"\(model.someText)\""
+    if frame != screen.lastFrame {
+      print("  \(label.padding(toLength: 26, withPad: " ", startingAt: 0)) \(frame)")
+      screen.lastFrame = frame
+    }
   } onChange: {
-    Task { @MainActor in render("changed") }
+    MainActor.assumeIsolated { screen.pendingRedraws += 1 }
+    Task { @MainActor in
+      render("changed")
+      screen.pendingRedraws -= 1
+    }
   }
 }
 
-/// Lets queued main-actor work (tasks, redraws) run.
+/// Waits until the model shows `condition` and every redraw it caused has been drawn.
 @MainActor
-func settle() async {
-  for _ in 0..<10 { await Task.yield() }
+func settle(until condition: () -> Bool = { true }) async {
+  // A few turns of the main actor first, so that a change just made has asked for its redraw.
+  for _ in 0..<3 { await Task.yield() }
+  while !condition() || screen.pendingRedraws > 0 { await Task.yield() }
 }
 
 render("first draw")
 print("Tap Do thing:")
 model.doThingButtonTapped()
-await settle()
+await settle { !model.doThingButtonEnabled }
 print("The server answers:")
 model.server.signal()
-await settle()
+await settle { model.someText == "!" && model.doThingButtonEnabled }
 print("Tap Do thing, then tap it again while it runs (the button is disabled; .dropNew agrees):")
 model.doThingButtonTapped()
 model.doThingButtonTapped()
-await settle()
+await settle { !model.doThingButtonEnabled }
 print("Tap Cancel:")
 model.cancelButtonTapped()
-await settle()
+await settle { model.doThingButtonEnabled }
 print("The late answer changes nothing:")
 model.server.signal()
 await settle()

@@ -57,6 +57,7 @@ for policy in policies {
   let clock = ManualClock()
   let timeline = Timeline()
   let store = TaskStore<String>()
+  let events = store.events()
   var taps: [Tap] = []
   var handles: [TaskStoreTask<Int>] = []
   for current in 0..<steps {
@@ -112,5 +113,13 @@ for policy in policies {
       summary = "dropped"
     }
     print("  tap \(tap.number) │\(tap.row(joined: joined, dropped: dropped))│ \(summary)")
+  }
+  if case .cancelPrevious = policy {
+    // The store's own account of the same run: three starts, three ends.
+    print("  the store's events:")
+    var iterator = events.makeAsyncIterator()
+    for _ in 0..<6 {
+      if let event = await iterator.next() { print("    \(event)") }
+    }
   }
 }

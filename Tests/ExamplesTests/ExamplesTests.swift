@@ -90,10 +90,26 @@ struct ExamplesTests {
     #expect(output.contains("SerialQueue (FIFO):       100 calls, in order"))
     #expect(output.contains("Task {} to the actor:     100 calls, "))
     #expect(
-      output.contains("ActorQueue:  job 1 starts, job 2 starts, job 2 ends, job 1 ends")
+      output.contains(
+        """
+        ActorQueue, two jobs (job 1 suspends on a 50 ms call; job 2 never suspends):
+          start 1 slow
+          start 2 quick
+          finish 2 quick
+          finish 1 slow
+        """
+      )
     )
     #expect(
-      output.contains("SerialQueue: job 1 starts, job 1 ends, job 2 starts, job 2 ends")
+      output.contains(
+        """
+        SerialQueue, the same two jobs:
+          start 1 slow
+          finish 1 slow
+          start 2 quick
+          finish 2 quick
+        """
+      )
     )
   }
 
@@ -218,16 +234,25 @@ struct ExamplesTests {
     #expect(
       output.components(separatedBy: "already pending or running, not queued").count == 6
     )
-    let history = try #require(output.components(separatedBy: "History:\n").last)
+    let history = try #require(
+      output.components(separatedBy: "History, one step at a time, in order:\n").last
+    )
     #expect(
       history == """
-          AppUpgradeNudgeStep: completed
-          PasscodeStep: completed
-          RemoveLaunchScreenStep: completed
-          DeepLinkStep: skipped
-          WhatsNewStep: timed out
-          AppUpgradeNudgeStep: completed
-          PasscodeStep: cancelled
+          start 1 AppUpgradeNudgeStep
+          finish 1 AppUpgradeNudgeStep: completed
+          start 2 PasscodeStep
+          finish 2 PasscodeStep: completed
+          start 3 RemoveLaunchScreenStep
+          finish 3 RemoveLaunchScreenStep: completed
+          start 4 DeepLinkStep
+          dropped 4 DeepLinkStep: skipped (shouldRun() said no)
+          start 5 WhatsNewStep
+          error 5 WhatsNewStep: timed out
+          start 6 AppUpgradeNudgeStep
+          finish 6 AppUpgradeNudgeStep: completed
+          start 7 PasscodeStep
+          cancelled 7 PasscodeStep: cancelled
 
         """
     )

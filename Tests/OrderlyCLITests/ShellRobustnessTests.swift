@@ -196,3 +196,50 @@ struct ShellRobustnessTests {
     #expect(try FileManager.default.contentsOfDirectory(atPath: folder.path) == ["pipe"])
   }
 }
+
+@Suite("orderly examples and the demo's pictures")
+struct GalleryAndPictureTests {
+  @Test("orderly examples lists every example folder with the command that runs it")
+  func examples() async throws {
+    let result = try await orderly(["examples"])
+    #expect(result.status == 0)
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .deletingLastPathComponent().deletingLastPathComponent()
+    let folders = try FileManager.default.contentsOfDirectory(
+      atPath: root.appendingPathComponent("Examples").path
+    )
+    #expect(folders.count >= 20)
+    for folder in folders {
+      #expect(result.stdout.contains("swift run \(folder)\n"), "\(folder) is not listed")
+    }
+    #expect(result.stdout.hasPrefix("Lesson 1: Why Task {} calls finish out of order\n"))
+  }
+
+  @Test("orderly demo --format svg prints a timeline picture, or writes it with --output")
+  func svg() async throws {
+    let printed = try await orderly([
+      "demo", "--strategy", "serial", "--format", "svg", "--latency", "1-5",
+    ])
+    #expect(printed.status == 0)
+    #expect(printed.stdout.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\""))
+    #expect(printed.stdout.contains("7 deleteNote") && printed.stdout.contains("serial: in order"))
+    let file = FileManager.default.temporaryDirectory
+      .appendingPathComponent("orderly-demo-\(UUID().uuidString).svg")
+    defer { try? FileManager.default.removeItem(at: file) }
+    let written = try await orderly([
+      "demo", "--format", "svg", "--latency", "1-5", "--output", file.path,
+    ])
+    #expect(written.status == 0 && written.stdout.isEmpty)
+    let svg = try String(contentsOf: file, encoding: .utf8)
+    #expect(svg.contains("unordered · 1 fetchNotes") && svg.contains("serial · 7 deleteNote"))
+  }
+
+  @Test("the demo says what went wrong because of the order")
+  func consequences() async throws {
+    let result = try await orderly([
+      "demo", "--strategy", "unordered", "--seed", "3", "--latency", "20-380",
+    ])
+    #expect(result.stdout.contains("What went wrong because of the order:"))
+    #expect(result.stdout.contains("call 4 fetchNotes saw 2 notes; in order it would have seen 3"))
+  }
+}

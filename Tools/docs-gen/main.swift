@@ -1,15 +1,23 @@
-// Fills the marked regions of the documentation with real example code and real output.
+// Fills the marked regions of the documentation with real example code, real output and
+// timeline pictures drawn from real runs, and writes the examples gallery; `--check` says
+// where the committed documentation differs from what a fresh run gives, and changes nothing.
 //
-//   swift build && swift run docs-gen [FILE ...]
+//   swift build && swift run docs-gen [--check] [FILE ...]
 //
-// In a Markdown file, a region between
-//   <!-- orderly:output EXAMPLE -->  and  <!-- orderly:end -->
-// is replaced with what `EXAMPLE`'s binary prints, and a region opened by
-//   <!-- orderly:code EXAMPLE -->
-// with `Examples/EXAMPLE/main.swift`. With no FILE, README.md, every Markdown file under `docs/`
-// and the DocC catalogs in `Modules/` are processed. Examples are run from the build folder, so build
-// them first.
+// Markers, each on its own line, closed by `<!-- orderly:end -->`:
+//   <!-- orderly:output EXAMPLE -->           what EXAMPLE's binary prints
+//   <!-- orderly:code EXAMPLE -->             Examples/EXAMPLE/main.swift
+//   <!-- orderly:picture EXAMPLE [FROM] -->   a link to pictures/EXAMPLE.svg beside the file,
+//                                             drawn from the log lines EXAMPLE prints (from the
+//                                             first line starting with FROM, if given)
+//   <!-- orderly:gallery -->                  the table of every example's front matter
+// An example whose front matter says `output: varies` shows a recorded run: its output regions
+// are compared (and rewritten) only when more than their numbers differ.
+// With no FILE: README.md, every Markdown file under docs/ and the DocC catalogs in Modules/.
+// It also writes Modules/OrderlyCLI/Gallery.swift, the list `orderly examples` prints.
+// Examples are run from the build folder, so build them first.
 import Foundation
+import OrderlyRepository
 
 struct DocsGenError: Error, CustomStringConvertible {
   let description: String
@@ -18,6 +26,59 @@ struct DocsGenError: Error, CustomStringConvertible {
 let root = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
 let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
 var outputCache: [String: String] = [:]
+
+// MARK: - Examples
+
+/// An example's front matter.
+struct Example {
+  let name: String
+  let title: String
+  let summary: String
+  let lesson: Int
+  let modules: [String]
+  /// Whether the example's output changes from run to run on purpose (`output: varies`): its
+  /// regions are then compared with every number masked, and kept when only numbers differ.
+  let outputVaries: Bool
+}
+
+func frontMatter(of name: String) throws -> Example {
+  let readme = root.appendingPathComponent("Examples/\(name)/README.md")
+  guard let text = try? String(contentsOf: readme, encoding: .utf8) else {
+    throw DocsGenError(description: "\(readme.path): cannot read it")
+  }
+  let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+  guard lines.first == "---", let end = lines.dropFirst().firstIndex(of: "---") else {
+    throw DocsGenError(description: "\(readme.path): no front matter (--- title: ... ---)")
+  }
+  var fields: [String: String] = [:]
+  for line in lines[1..<end] {
+    guard let colon = line.firstIndex(of: ":") else { continue }
+    fields[String(line[..<colon])] = line[line.index(after: colon)...]
+      .trimmingCharacters(in: .whitespaces)
+  }
+  guard let title = fields["title"], let summary = fields["summary"],
+    let lesson = fields["lesson"].flatMap(Int.init), let modules = fields["modules"]
+  else {
+    throw DocsGenError(
+      description: "\(readme.path): front matter needs title, summary, lesson, modules"
+    )
+  }
+  return Example(
+    name: name,
+    title: title,
+    summary: summary,
+    lesson: lesson,
+    modules: modules.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) },
+    outputVaries: fields["output"] == "varies"
+  )
+}
+
+func allExamples() throws -> [Example] {
+  let folder = root.appendingPathComponent("Examples").path
+  let names = try FileManager.default.contentsOfDirectory(atPath: folder)
+  return try names.filter { !$0.hasPrefix(".") }.sorted().map(frontMatter(of:))
+    .sorted { ($0.lesson, $0.name) < ($1.lesson, $1.name) }
+}
 
 @MainActor
 func run(example: String) throws -> String {
@@ -52,20 +113,112 @@ func code(of example: String) throws -> String {
   return text
 }
 
-/// Replaces every marked region of `text`; returns the new text and the number of regions.
+// MARK: - Pictures
+
+/// The timeline picture of an example's log lines, from the first line starting with `from`.
 @MainActor
-func fill(_ text: String, in file: String) throws -> (String, Int) {
+func picture(of example: String, from: String?) throws -> String {
+  var lines = try run(example: example).components(separatedBy: "\n")
+  if let from {
+    guard let start = lines.firstIndex(where: { $0.hasPrefix(from) }) else {
+      throw DocsGenError(description: "example '\(example)' prints no line starting with '\(from)'")
+    }
+    lines = Array(lines[start...])
+  }
+  // The events of one section: indented log lines, up to the first line that is not one.
+  var section: [String] = []
+  var caption: String?
+  for line in lines.dropFirst(from == nil ? 0 : 1) {
+    if line.hasPrefix("Verdict: ") {
+      caption = String(line.dropFirst("Verdict: ".count))
+      break
+    }
+    if !line.hasPrefix(" "), !section.isEmpty { break }
+    section.append(line)
+  }
+  let rows = TimelinePicture.rows(fromLog: section)
+  guard !rows.isEmpty else {
+    throw DocsGenError(description: "example '\(example)' prints no log lines to draw")
+  }
+  let title = try frontMatter(of: example).title
+  return TimelinePicture(
+    rows: rows,
+    unit: "step",
+    caption: caption.map { "\(title): \($0)" } ?? title
+  )
+  .svg()
+}
+
+// MARK: - Gallery
+
+func galleryTable() throws -> String {
+  var lines = ["| lesson | example | what it shows | run it |", "|---|---|---|---|"]
+  for example in try allExamples() {
+    lines.append(
+      "| \(example.lesson) | [\(example.title)](../Examples/\(example.name)/README.md) "
+        + "| \(example.summary.replacingOccurrences(of: "|", with: "\\|")) "
+        + "| `swift run \(example.name)` |"
+    )
+  }
+  return lines.joined(separator: "\n")
+}
+
+/// The Swift source of the list `orderly examples` prints.
+func gallerySource() throws -> String {
+  func literal(_ text: String) -> String {
+    "\""
+      + text.replacingOccurrences(of: "\\", with: "\\\\")
+      .replacingOccurrences(of: "\"", with: "\\\"") + "\""
+  }
+  var lines = [
+    "// swift-format-ignore-file",
+    "// Generated by `swift run docs-gen` from the examples' front matter; do not edit.",
+    "",
+    "/// Every runnable example, by lesson, as `orderly examples` lists it.",
+    "let gallery: [GalleryEntry] = [",
+  ]
+  for example in try allExamples() {
+    lines.append(
+      "  GalleryEntry(name: \(literal(example.name)), title: \(literal(example.title)), "
+        + "lesson: \(example.lesson),"
+    )
+    lines.append("    summary: \(literal(example.summary))),")
+  }
+  lines.append("]")
+  return lines.joined(separator: "\n") + "\n"
+}
+
+// MARK: - Regions
+
+/// A file the run would write, and what it would write.
+struct Change {
+  let file: String
+  let what: String
+  let content: String
+}
+
+/// Replaces every marked region of `text`; returns the new text, the number of regions, and the
+/// pictures to write.
+@MainActor
+func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
   var lines = text.components(separatedBy: "\n")
   var index = 0
   var regions = 0
+  var pictures: [Change] = []
   while index < lines.count {
     let line = lines[index].trimmingCharacters(in: .whitespaces)
     guard line.hasPrefix("<!-- orderly:"), line != "<!-- orderly:end -->" else {
       index += 1
       continue
     }
-    let words = line.dropFirst("<!-- orderly:".count).split(separator: " ")
-    guard words.count == 3, words[2] == "-->", ["output", "code"].contains(words[0]) else {
+    let words = line.dropFirst("<!-- orderly:".count).split(separator: " ").map(String.init)
+    guard words.last == "-->", let kind = words.first,
+      ["output", "code", "picture", "gallery"].contains(kind)
+    else {
+      throw DocsGenError(description: "\(file):\(index + 1): bad marker \(line)")
+    }
+    let arguments = Array(words.dropFirst().dropLast())
+    guard kind == "gallery" ? arguments.isEmpty : !arguments.isEmpty else {
       throw DocsGenError(description: "\(file):\(index + 1): bad marker \(line)")
     }
     guard
@@ -75,23 +228,63 @@ func fill(_ text: String, in file: String) throws -> (String, Int) {
     else {
       throw DocsGenError(description: "\(file):\(index + 1): no <!-- orderly:end --> after \(line)")
     }
-    let example = String(words[1])
-    let body: String
-    let fence: String
-    if words[0] == "output" {
-      body = try run(example: example)
-      fence = "```"
-    } else {
-      body = try code(of: example)
-      fence = "```swift"
+    let block: [String]
+    switch kind {
+    case "output":
+      let output = try run(example: arguments[0])
+      let fresh =
+        ["```"] + output.trimmingCharacters(in: .newlines).components(separatedBy: "\n") + ["```"]
+      let committed = Array(lines[(index + 1)..<end])
+      // A run that varies on purpose keeps its recorded run while only its numbers differ.
+      let varies = try frontMatter(of: arguments[0]).outputVaries
+      block = varies && structure(of: committed) == structure(of: fresh) ? committed : fresh
+    case "code":
+      let source = try code(of: arguments[0])
+      block =
+        ["```swift"] + source.trimmingCharacters(in: .newlines).components(separatedBy: "\n")
+        + ["```"]
+    case "picture":
+      let example = arguments[0]
+      let section = arguments.count > 1 ? arguments[1] : nil
+      let name = ([example] + (section.map { [$0] } ?? []))
+        .joined(separator: "-").lowercased()
+        .replacingOccurrences(of: "[^a-z0-9]+", with: "-", options: .regularExpression)
+        .trimmingCharacters(in: CharacterSet(charactersIn: "-"))
+      let folder = file.split(separator: "/").dropLast().joined(separator: "/")
+      let path = (folder.isEmpty ? "" : folder + "/") + "pictures/\(name).svg"
+      pictures.append(
+        Change(
+          file: path,
+          what: "picture of \(arguments.joined(separator: " "))",
+          content: try picture(of: example, from: section)
+        )
+      )
+      block = ["![Timeline of \(example)](pictures/\(name).svg)"]
+    default:
+      block = try galleryTable().components(separatedBy: "\n")
     }
-    let block =
-      [fence] + body.trimmingCharacters(in: .newlines).components(separatedBy: "\n") + ["```"]
     lines.replaceSubrange((index + 1)..<end, with: block)
     index += block.count + 2
     regions += 1
   }
-  return (lines.joined(separator: "\n"), regions)
+  return (lines.joined(separator: "\n"), regions, pictures)
+}
+
+/// The lines with every run of digits replaced by `#`: what a varying run keeps from one run to
+/// the next.
+func structure(of lines: [String]) -> [String] {
+  lines.map { $0.replacingOccurrences(of: "[0-9]+", with: "#", options: .regularExpression) }
+}
+
+/// Where two versions of a file first differ, as a line number.
+func firstDifference(_ old: String, _ new: String) -> Int {
+  let a = old.components(separatedBy: "\n")
+  let b = new.components(separatedBy: "\n")
+  for index in 0..<max(a.count, b.count)
+  where index >= a.count || index >= b.count || a[index] != b[index] {
+    return index + 1
+  }
+  return 1
 }
 
 func markdownFiles() -> [String] {
@@ -108,18 +301,53 @@ func markdownFiles() -> [String] {
 }
 
 do {
-  let files =
-    CommandLine.arguments.count > 1 ? Array(CommandLine.arguments.dropFirst()) : markdownFiles()
+  var arguments = Array(CommandLine.arguments.dropFirst())
+  let check = arguments.contains("--check")
+  arguments.removeAll { $0 == "--check" }
+  let files = arguments.isEmpty ? markdownFiles() : arguments
+  var changes: [Change] = []
   for file in files {
     let url = root.appendingPathComponent(file)
     guard let text = try? String(contentsOf: url, encoding: .utf8) else {
       throw DocsGenError(description: "cannot read \(file)")
     }
-    let (filled, regions) = try fill(text, in: file)
-    if regions > 0 {
-      try filled.write(to: url, atomically: true, encoding: .utf8)
-      print("\(file): \(regions) region\(regions == 1 ? "" : "s") filled")
+    let (filled, regions, pictures) = try fill(text, in: file)
+    if regions > 0 { changes.append(Change(file: file, what: "regions", content: filled)) }
+    changes += pictures
+  }
+  if arguments.isEmpty {
+    changes.append(
+      Change(
+        file: "Modules/OrderlyCLI/Gallery.swift",
+        what: "gallery",
+        content: try gallerySource()
+      )
+    )
+  }
+  var stale = 0
+  for change in changes {
+    let url = root.appendingPathComponent(change.file)
+    let current = try? String(contentsOf: url, encoding: .utf8)
+    guard current != change.content else { continue }
+    if check {
+      stale += 1
+      let line = current.map { firstDifference($0, change.content) } ?? 1
+      print("\(change.file):\(line): \(change.what) differs from a fresh run")
+    } else {
+      try FileManager.default.createDirectory(
+        at: url.deletingLastPathComponent(),
+        withIntermediateDirectories: true
+      )
+      try change.content.write(to: url, atomically: true, encoding: .utf8)
+      print("\(change.file): \(change.what) written")
     }
+  }
+  if check {
+    if stale > 0 {
+      print("docs-gen --check: \(stale) file(s) differ; run `swift run docs-gen` and commit them")
+      exit(1)
+    }
+    print("docs-gen --check: every generated region, picture and the gallery match a fresh run")
   }
 } catch {
   FileHandle.standardError.write(Data("docs-gen: \(error)\n".utf8))

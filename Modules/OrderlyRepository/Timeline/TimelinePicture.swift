@@ -102,10 +102,14 @@ public struct TimelinePicture: Sendable, Equatable {
   }
 
   /// Rows in steps from log lines such as an example prints: `start 3 createNote`,
-  /// `finish 3 createNote: note 3: todo`, `error 5 updateNote: …`, `cancelled 2 fetchNote`.
+  /// `finish 3 createNote: note 3: todo`, `error 5 updateNote: …`, `cancelled 2 fetchNote`,
+  /// or a `TaskStore`'s events, `started save #1` and `ended save #1: cancelled`.
   ///
-  /// Lines may be indented and may say `task 3` for `3`; any other line is not an event and
-  /// takes no step. A job that started but never ended is drawn as running to the last step.
+  /// A line is an event when its first word is one of `start`, `started`, `finish`,
+  /// `finished`, `error`, `failed`, `cancelled`, `dropped` or `ended` (whose outcome follows the
+  /// colon), and a later word before any colon is a number (`3`, `#3`, `task 3`). Lines may be
+  /// indented; any other line takes no step. A job that started but never ended is drawn as
+  /// running to the last step.
   ///
   /// - Parameter lines: The printed lines, in order.
   /// - Returns: One row per job that started, ordered by job number.
@@ -116,17 +120,11 @@ public struct TimelinePicture: Sendable, Equatable {
     for line in lines {
       guard let event = Event(line) else { continue }
       step += 1
-      switch event.kind {
-      case "start", "started":
-        if starts[event.number] == nil {
-          starts[event.number] = ("\(event.number) \(event.label)", step)
-        }
-      case "finish", "finished":
-        ends[event.number] = (step, .finished)
-      case "error", "failed":
-        ends[event.number] = (step, .failed)
-      default:
-        ends[event.number] = (step, .cancelled)
+      if let outcome = event.outcome {
+        ends[event.number] = (step, outcome)
+      } else if starts[event.number] == nil {
+        let label = event.label.isEmpty ? "\(event.number)" : "\(event.number) \(event.label)"
+        starts[event.number] = (label, step)
       }
     }
     return starts.keys.sorted().map { number in
@@ -141,30 +139,43 @@ public struct TimelinePicture: Sendable, Equatable {
     }
   }
 
-  /// One parsed log line.
+  /// One parsed log line: a start (no outcome) or an end.
   private struct Event {
-    let kind: String
     let number: Int
     let label: String
+    let outcome: Outcome?
 
     init?(_ line: String) {
-      let words = line.split(separator: " ", omittingEmptySubsequences: true)
-      guard words.count >= 2 else { return nil }
-      let kind = words[0].lowercased()
-      let known = [
-        "start", "started", "finish", "finished", "error", "failed", "cancelled", "canceled",
-      ]
-      guard known.contains(kind) else { return nil }
-      var rest = words.dropFirst()
-      if rest.first == "task" { rest = rest.dropFirst() }
-      guard let first = rest.first, let number = Int(first.trimmingPrefix("#")) else {
-        return nil
+      let (head, detail) = Self.split(line)
+      let words = head.split(separator: " ")
+      guard let kind = words.first?.lowercased() else { return nil }
+      switch kind {
+      case "start", "started": outcome = nil
+      case "finish", "finished": outcome = .finished
+      case "error", "failed": outcome = .failed
+      case "cancelled", "canceled", "dropped": outcome = .cancelled
+      case "ended":
+        let said = detail.lowercased()
+        outcome =
+          said.hasPrefix("succeeded") || said.hasPrefix("finished")
+          ? .finished : said.hasPrefix("failed") ? .failed : .cancelled
+      default: return nil
       }
-      let label = rest.dropFirst().joined(separator: " ")
-      self.kind = kind
+      let rest = words.dropFirst().filter { $0 != "task" }
+      guard let index = rest.firstIndex(where: { Int($0.trimmingPrefix("#")) != nil }),
+        let number = Int(rest[index].trimmingPrefix("#"))
+      else { return nil }
       self.number = number
-      self.label = String(label.split(separator: ":", maxSplits: 1).first ?? "")
-        .trimmingCharacters(in: .whitespaces)
+      var labelWords = Array(rest)
+      labelWords.remove(at: index - rest.startIndex)
+      self.label = labelWords.joined(separator: " ")
+    }
+
+    /// The line before its first `: ` (what happened) and after it (the answer).
+    private static func split(_ line: String) -> (String, String) {
+      guard let colon = line.range(of: ": ") ?? line.range(of: ":", options: .backwards)
+      else { return (line, "") }
+      return (String(line[..<colon.lowerBound]), String(line[colon.upperBound...]))
     }
   }
 

@@ -1,0 +1,48 @@
+import ArgumentParser
+import Foundation
+
+/// One example of the gallery, as its README's front matter describes it.
+struct GalleryEntry: Sendable {
+  let name: String
+  let title: String
+  let lesson: Int
+  let summary: String
+}
+
+/// `orderly examples`: the gallery of runnable examples, by lesson.
+struct ExamplesCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "examples",
+    abstract: "List the runnable examples, by lesson, with the command that runs each.",
+    discussion: """
+      Run one from the package's folder with `swift run NAME`. The course in docs/course tells \
+      the story of each lesson with the examples' code and output.
+      """
+  )
+
+  func run() {
+    let lessons = [
+      1: "Why Task {} calls finish out of order",
+      2: "A serial queue by hand",
+      3: "SerialQueue",
+      4: "Other orders",
+      5: "Start order on an actor",
+      6: "Launch steps",
+      7: "Keyed tasks",
+      8: "The repository layer on a real database",
+    ]
+    let width = gallery.map(\.name.count).max() ?? 0
+    var lesson = 0
+    for entry in gallery {
+      if entry.lesson != lesson {
+        lesson = entry.lesson
+        if lesson > 1 { print("") }
+        print("Lesson \(lesson): \(lessons[lesson] ?? "")")
+      }
+      print(
+        "  \(entry.name.padding(toLength: width, withPad: " ", startingAt: 0))  \(entry.summary)"
+      )
+      print("  \(String(repeating: " ", count: width))  swift run \(entry.name)")
+    }
+  }
+}

@@ -1,0 +1,82 @@
+import OrderlyRepository
+import Testing
+
+@Suite("TimelinePicture")
+struct TimelinePictureTests {
+  @Test("log lines become one row per job, in steps, with outcomes; other lines take no step")
+  func rowsFromLog() {
+    let rows = TimelinePicture.rows(fromLog: [
+      "Unordered tasks:",
+      "  start 1 fetchNotes",
+      "  start 2 fetchNote",
+      "  finish 2 fetchNote: note 1: groceries",
+      "  a line that is not an event",
+      "  error 1 fetchNotes: injected failure",
+      "  started save #3",
+      "  ended save #3: cancelled",
+      "  start task 4 (deleteNote)",
+    ])
+    #expect(
+      rows == [
+        .init(label: "1 fetchNotes", start: 0.5, end: 4.5, outcome: .failed),
+        .init(label: "2 fetchNote", start: 1.5, end: 3.5, outcome: .finished),
+        .init(label: "3 save", start: 4.5, end: 6.5, outcome: .cancelled),
+        .init(label: "4 (deleteNote)", start: 6.5, end: 7.5, outcome: .running),
+      ]
+    )
+  }
+
+  @Test("the SVG draws a labelled, coloured bar per row and the caption, escaped")
+  func svg() {
+    let picture = TimelinePicture(
+      rows: [
+        .init(label: "1 <fetch>", start: 0, end: 2, outcome: .finished),
+        .init(label: "2 update & save", start: 1, end: 3, outcome: .failed),
+      ],
+      unit: "step",
+      caption: "out of order: task 2 finished before task 1"
+    )
+    let svg = picture.svg()
+    #expect(svg.hasPrefix("<svg xmlns=\"http://www.w3.org/2000/svg\""))
+    #expect(svg.hasSuffix("</svg>\n"))
+    #expect(svg.contains("1 &lt;fetch&gt;") && svg.contains("2 update &amp; save"))
+    #expect(svg.contains("#34a853") && svg.contains("#d93025"))
+    #expect(svg.contains("out of order: task 2 finished before task 1"))
+    #expect(!svg.contains("<script"))
+  }
+
+  @Test("an activity log draws in steps with its verdict as the caption")
+  func fromEntries() {
+    let entries = [
+      ActivityEntry(call: 1, operation: .fetchNotes, kind: .start),
+      ActivityEntry(call: 2, operation: .deleteNote, kind: .start),
+      ActivityEntry(call: 2, operation: .deleteNote, kind: .finish("deleted note 2")),
+      ActivityEntry(call: 1, operation: .fetchNotes, kind: .finish("1 note")),
+    ]
+    let picture = TimelinePicture(entries: entries)
+    #expect(picture.rows.map(\.label) == ["1 fetchNotes", "2 deleteNote"])
+    #expect(picture.caption == "out of order: task 2 finished before task 1")
+  }
+
+  @Test("consequences name each call whose answer differs from the in-order run")
+  func consequences() async {
+    let scenario = NotesScenario(seed: 3, latency: .milliseconds(20) ... .milliseconds(380))
+    let inOrder = await NotesScenario<ContinuousClock>.answersInOrder()
+    #expect(
+      inOrder == [
+        "2 notes", "note 1: groceries", "note 3: todo", "3 notes", "note 1: shopping",
+        "3 notes", "deleted note 2",
+      ]
+    )
+    let entries = [
+      ActivityEntry(call: 4, operation: .fetchNotes, kind: .finish("2 notes")),
+      ActivityEntry(call: 1, operation: .fetchNotes, kind: .finish("2 notes")),
+      ActivityEntry(call: 5, operation: .updateNote, kind: .error("failed")),
+    ]
+    #expect(
+      await scenario.consequences(of: entries) == [
+        "call 4 fetchNotes saw 2 notes; in order it would have seen 3 notes"
+      ]
+    )
+  }
+}
