@@ -8,6 +8,7 @@ public enum MetricUnit: String, Sendable {
   case nanosecondsPerJob = "ns/job"
   case bytesPerJob = "B/job"
   case seconds = "s"
+  case nanoseconds = "ns"
 }
 
 /// One row of the ratios table: an Orderly workload, what it is compared with, and the target.

@@ -29,7 +29,7 @@ func format(_ value: Double, _ unit: MetricUnit) -> String {
   switch unit {
   case .seconds: String(format: "%.3f s", value)
   case .bytesPerJob: String(format: "%.0f B", value)
-  case .nanosecondsPerJob: String(format: "%.0f ns", value)
+  case .nanosecondsPerJob, .nanoseconds: String(format: "%.0f ns", value)
   }
 }
 
@@ -45,7 +45,8 @@ print(
   ].joined(separator: " | ")
 )
 var missed = 0
-for scenario in scenarios where only.map({ scenario.name.contains($0) }) ?? true {
+for scenario in scenarios + executorScenarios where only.map({ scenario.name.contains($0) }) ?? true
+{
   let jobs = quick ? scenario.jobs.quick : scenario.jobs.full
   if case .pending(let reason) = scenario.target {
     print(

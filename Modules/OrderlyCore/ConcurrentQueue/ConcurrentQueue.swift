@@ -52,9 +52,16 @@ public final class ConcurrentQueue: Sendable {
   /// - Parameters:
   ///   - name: A name for events and error messages.
   ///   - limit: How many jobs may run at once; 1 makes a serial queue, 0 a paused one.
-  public init(name: String = "ConcurrentQueue", limit: Int) {
+  ///   - executor: Where the jobs run: `nil` (the default) for Swift's cooperative pool, or a
+  ///     task executor such as ``DedicatedThreadExecutor`` (give it `limit` threads to run
+  ///     blocking jobs side by side); see ``SerialQueue/init(name:executor:)``.
+  public init(
+    name: String = "ConcurrentQueue",
+    limit: Int,
+    executor: (any TaskExecutor)? = nil
+  ) {
     Self.checkLimit(limit)
-    core = JobQueueCore(name: name, limit: limit)
+    core = JobQueueCore(name: name, limit: limit, executor: executor)
   }
 
   /// How many jobs may run at once.

@@ -28,6 +28,8 @@ final class JobQueueCore: Sendable {
   private let inbox = JobInbox()
   /// Told, with no lock held, when the last job ends (a keyed queue then frees the key's line).
   private let idleHandler: (@Sendable (JobQueueCore) -> Void)?
+  /// Where the queue's jobs run, if not on the cooperative pool (see `SerialQueue.init`).
+  let executor: (any TaskExecutor)?
   /// A copy of ``JobLineState/lowestPriority``, written under the lock, read without it: a
   /// waiter whose priority is not above it has nothing to raise, and takes no lock to find out.
   private let lowestPriority = Atomic<UInt8>(.max)
@@ -37,9 +39,11 @@ final class JobQueueCore: Sendable {
     limit: Int,
     slotRelease: SlotRelease = .atEnd,
     events: EventHub = EventHub(),
+    executor: (any TaskExecutor)? = nil,
     idleHandler: (@Sendable (JobQueueCore) -> Void)? = nil
   ) {
     self.name = name
+    self.executor = executor
     self.slotRelease = slotRelease
     self.idleHandler = idleHandler
     self.hub = events
@@ -73,6 +77,15 @@ final class JobQueueCore: Sendable {
     isolation: isolated (any Actor)?,
     operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
+    if let executor {
+      // Nonisolated work runs on the executor; an operation isolated to an actor still hops to
+      // its actor when called.
+      let task = Task(executorPreference: executor, priority: priority) {
+        [self] () async throws -> Success in
+        try await runTurn(node, in: nil, parentFrame: nil, operation: operation)
+      }
+      return QueuedTask(backing: .attached(task, node), owner: self)
+    }
     let task = Task(priority: priority) { [self] () async throws -> Success in
       // Capturing `isolation` makes this task start on the caller's actor, as `Task {}` does.
       _ = isolation
@@ -115,6 +128,16 @@ final class JobQueueCore: Sendable {
       isBarrier: isBarrier,
       priority: Task.currentPriority.rawValue
     )
+    if let executor {
+      return try await withTaskExecutorPreference(executor, isolation: isolation) {
+        try await runTurn(
+          node,
+          in: RunningTask.current,
+          parentFrame: JobFrame.current,
+          operation: operation
+        )
+      }
+    }
     return try await runTurn(
       node,
       in: RunningTask.current,
@@ -459,6 +482,12 @@ final class JobQueueCore: Sendable {
 
   /// Starts a runner task for a detached job that has its turn.
   func startRunner(with job: any RunnableJob) {
+    if let executor {
+      Task.detached(executorPreference: executor, priority: job.priority) { [self] in
+        await drain(startingWith: job)
+      }
+      return
+    }
     Task.detached(priority: job.priority) { [self] in
       await drain(startingWith: job)
     }

@@ -37,6 +37,8 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   private let lines = Mutex<[Key: JobQueueCore]>([:])
   private let hub = EventHub()
   private let permits: AsyncSemaphore?
+  /// Where every key's jobs run, if not on the cooperative pool.
+  private let executor: (any TaskExecutor)?
 
   /// Creates an empty queue.
   ///
@@ -44,12 +46,20 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   /// - Parameters:
   ///   - name: A name for events and error messages.
   ///   - limit: How many jobs may run at once across all keys; `nil` for no limit.
-  public init(name: String = "KeyedSerialQueue", limit: Int? = nil) {
+  ///   - executor: Where the jobs of every key run: `nil` (the default) for Swift's cooperative
+  ///     pool, or a task executor such as ``DedicatedThreadExecutor``; see
+  ///     ``SerialQueue/init(name:executor:)``.
+  public init(
+    name: String = "KeyedSerialQueue",
+    limit: Int? = nil,
+    executor: (any TaskExecutor)? = nil
+  ) {
     if let limit {
       precondition(limit >= 1, "KeyedSerialQueue limit must be 1 or more, or nil; got \(limit)")
     }
     self.name = name
     self.limit = limit
+    self.executor = executor
     self.permits = limit.map { AsyncSemaphore(value: $0) }
   }
 
@@ -237,6 +247,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
       name: "\(name)[\(key)]",
       limit: 1,
       events: hub,
+      executor: executor,
       idleHandler: { [weak self] core in self?.freeLine(forKey: key, ifIdle: core) }
     )
     lines[key] = core

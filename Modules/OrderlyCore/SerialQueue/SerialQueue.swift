@@ -60,9 +60,15 @@ public final class SerialQueue: Sendable {
 
   /// Creates an empty, idle queue.
   ///
-  /// - Parameter name: A name for events and error messages.
-  public init(name: String = "SerialQueue") {
-    core = JobQueueCore(name: name, limit: 1)
+  /// - Parameters:
+  ///   - name: A name for events and error messages.
+  ///   - executor: Where the jobs run: `nil` (the default) for Swift's cooperative pool, or a
+  ///     task executor such as ``DedicatedThreadExecutor`` for jobs that block a thread. Detached
+  ///     jobs run on it; `enqueue` jobs and `enqueueAndWait` run with it as their executor
+  ///     preference, so their nonisolated code runs there while code isolated to an actor still
+  ///     runs on the actor. Order, cancellation, task-locals and priority are unchanged.
+  public init(name: String = "SerialQueue", executor: (any TaskExecutor)? = nil) {
+    core = JobQueueCore(name: name, limit: 1, executor: executor)
   }
 
   // MARK: - Submitting work
