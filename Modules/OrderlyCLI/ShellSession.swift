@@ -238,7 +238,9 @@ final class ShellSession: Sendable {
     unfinished.withLock { $0[number] = text }
     let location = location(number)
     lines.enqueueDetached { [self] in
-      // On a terminal, a command that takes more than a second says it is still running.
+      // On a terminal, a command that takes more than a second says it is still running. A real
+      // one-second wait on purpose: it is a message for the person at the terminal, on wall
+      // time, not logic that tests drive (scripts never see it).
       let notice =
         interactive
         ? Task {
@@ -285,18 +287,10 @@ final class ShellSession: Sendable {
     number == 1 ? "1 \(noun)" : "\(number) \(noun)s"
   }
 
-  /// The text with control characters written as escapes (`\u{1B}`, `\n`), so that what a
-  /// user typed, or stored, can never move the cursor or recolour the terminal.
+  /// The text with control characters escaped, so that what a user typed, or stored, can never
+  /// move the cursor or recolour the terminal.
   static func escaped(_ text: String) -> String {
-    var result = ""
-    for scalar in text.unicodeScalars {
-      if scalar.properties.generalCategory == .control {
-        result += scalar.escaped(asASCII: true)
-      } else {
-        result.unicodeScalars.append(scalar)
-      }
-    }
-    return result
+    NoteTextError.escapingControlCharacters(in: text)
   }
 
   /// Runs one command and returns its answer, or its error and `true`.

@@ -47,6 +47,23 @@ public enum NoteTextError: Error, Sendable, Equatable, CustomStringConvertible {
     }
   }
 
+  /// The text with control characters written as escapes (`\n`, `\u{1B}`), so that it stays on
+  /// one line and a terminal shows it as it is instead of obeying it.
+  ///
+  /// - Parameter text: Text from a note, a path or a person's input.
+  /// - Returns: The same text with every control character escaped.
+  public static func escapingControlCharacters(in text: String) -> String {
+    var result = ""
+    for scalar in text.unicodeScalars {
+      if scalar.properties.generalCategory == .control {
+        result += scalar.escaped(asASCII: true)
+      } else {
+        result.unicodeScalars.append(scalar)
+      }
+    }
+    return result
+  }
+
   private static func name(of scalar: Unicode.Scalar) -> String {
     let hex = String(scalar.value, radix: 16, uppercase: true)
     let code = "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex

@@ -1,3 +1,5 @@
+import OrderlyRepository
+
 /// Why a notes database could not be opened or used.
 ///
 /// Each case names the file and the cause. When opening fails, the file is left as it was,
@@ -42,18 +44,9 @@ public enum SQLiteNotesError: Error, Sendable, Equatable, CustomStringConvertibl
     }
   }
 
-  /// The text with control characters written as escapes (`\n`, `\u{1B}`), so a message stays
-  /// on one line and a terminal shows it as it is.
+  /// The text with control characters escaped, so a message stays on one line.
   static func escaped(_ text: String) -> String {
-    var result = ""
-    for scalar in text.unicodeScalars {
-      if scalar.properties.generalCategory == .control {
-        result += scalar.escaped(asASCII: true)
-      } else {
-        result.unicodeScalars.append(scalar)
-      }
-    }
-    return result
+    NoteTextError.escapingControlCharacters(in: text)
   }
 }
 

@@ -75,7 +75,7 @@ func pingLatency(
 }
 
 /// The rows that put a queue on a task executor.
-let executorScenarios: [Scenario] = [
+public let executorScenarios: [Scenario] = [
   Scenario(
     name: "ping p50 beside 1 ms blocking jobs: executor vs pool",
     baselineName: "the same jobs on the cooperative pool",
@@ -105,26 +105,8 @@ let executorScenarios: [Scenario] = [
     target: .ratio(2),
     jobs: (1_000_000, 100_000),
     orderly: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = SerialQueue(executor: producerRowExecutor)
-        await withTaskGroup(of: Void.self) { group in
-          for _ in 0..<8 {
-            group.addTask { for _ in 0..<(jobs / 8) { queue.enqueueDetached {} } }
-          }
-        }
-        try? await queue.waitUntilIdle()
-      }
+      await eightProducers(jobs, on: SerialQueue(executor: producerRowExecutor))
     },
-    baseline: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = DispatchQueue(label: "baseline.serial")
-        await withTaskGroup(of: Void.self) { group in
-          for _ in 0..<8 {
-            group.addTask { for _ in 0..<(jobs / 8) { queue.async {} } }
-          }
-        }
-        await drain(queue)
-      }
-    }
+    baseline: eightProducersOnDispatch
   ),
 ]

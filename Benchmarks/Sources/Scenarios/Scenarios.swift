@@ -65,6 +65,39 @@ func settle() async {
   try? await Task.sleep(for: .milliseconds(300))
 }
 
+/// Eight producer tasks enqueue `jobs` no-op detached jobs between them; until the queue drains.
+///
+/// - Parameters:
+///   - jobs: How many jobs in all.
+///   - queue: The queue they enqueue on.
+/// - Returns: Nanoseconds per job.
+func eightProducers(_ jobs: Int, on queue: SerialQueue) async -> Double {
+  await nanosecondsPerJob(jobs) {
+    await withTaskGroup(of: Void.self) { group in
+      for _ in 0..<8 {
+        group.addTask { for _ in 0..<(jobs / 8) { queue.enqueueDetached {} } }
+      }
+    }
+    try? await queue.waitUntilIdle()
+  }
+}
+
+/// The same with `DispatchQueue.async` on one serial queue, until it drains.
+///
+/// - Parameter jobs: How many jobs in all.
+/// - Returns: Nanoseconds per job.
+@Sendable func eightProducersOnDispatch(_ jobs: Int) async -> Double {
+  await nanosecondsPerJob(jobs) {
+    let queue = DispatchQueue(label: "baseline.serial")
+    await withTaskGroup(of: Void.self) { group in
+      for _ in 0..<8 {
+        group.addTask { for _ in 0..<(jobs / 8) { queue.async {} } }
+      }
+    }
+    await drain(queue)
+  }
+}
+
 /// `jobs` no-op `enqueueDetached` jobs from one producer, until the queue has drained.
 @Sendable func detachedUntilDrained(_ jobs: Int) async -> Double {
   await nanosecondsPerJob(jobs) {
@@ -143,28 +176,8 @@ public let scenarios: [Scenario] = [
     unit: .nanosecondsPerJob,
     target: .ratio(2),
     jobs: (1_000_000, 100_000),
-    orderly: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = SerialQueue()
-        await withTaskGroup(of: Void.self) { group in
-          for _ in 0..<8 {
-            group.addTask { for _ in 0..<(jobs / 8) { queue.enqueueDetached {} } }
-          }
-        }
-        try? await queue.waitUntilIdle()
-      }
-    },
-    baseline: { jobs in
-      await nanosecondsPerJob(jobs) {
-        let queue = DispatchQueue(label: "baseline.serial")
-        await withTaskGroup(of: Void.self) { group in
-          for _ in 0..<8 {
-            group.addTask { for _ in 0..<(jobs / 8) { queue.async {} } }
-          }
-        }
-        await drain(queue)
-      }
-    }
+    orderly: { jobs in await eightProducers(jobs, on: SerialQueue()) },
+    baseline: eightProducersOnDispatch
   ),
   Scenario(
     name: "memory per pending job (enqueueDetached)",
