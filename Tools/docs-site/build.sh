@@ -35,8 +35,8 @@ for module in "${modules[@]}"; do
     --output-path "$out/$module"
 done
 
-echo "==> pages: docs/"
-pages=$(find docs -name '*.md' | sort)
+echo "==> pages: docs/ and the examples' READMEs"
+pages=$(find docs Examples -name '*.md' | sort)
 # shellcheck disable=SC2086
 python3 Tools/docs-site/render.py . "$out" $pages
 

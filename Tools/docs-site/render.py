@@ -29,7 +29,28 @@ blockquote { border-left: 4px solid #d2d2d7; margin: 0; padding-left: 1rem; colo
 
 
 def inline(text):
-    """Inline Markdown to HTML: code spans first, so nothing inside them is touched."""
+    """Inline Markdown to HTML.
+
+    Links and images first (their text may hold code spans), then code spans, so nothing
+    inside a code span is touched, then emphasis.
+    """
+    links = []
+
+    def hold(match):
+        image, label, url = match.group(1), match.group(2), match.group(3)
+        if image:
+            html_text = '<img alt="%s" src="%s">' % (html.escape(label), link_target(url))
+        else:
+            html_text = '<a href="%s">%s</a>' % (link_target(url), inline(label))
+        links.append(html_text)
+        return "\x00%d\x00" % (len(links) - 1)
+
+    text = re.sub(r"(!?)\[((?:[^\[\]]|`[^`]*`)+)\]\(([^)\s]+)\)", hold, text)
+    rendered = code_spans(text)
+    return re.sub(r"\x00(\d+)\x00", lambda m: links[int(m.group(1))], rendered)
+
+
+def code_spans(text):
     parts = re.split(r"(`+)(.+?)\1", text)
     out = []
     i = 0
@@ -55,16 +76,6 @@ def link_target(url):
 
 def spans(text):
     text = html.escape(text, quote=False)
-    text = re.sub(
-        r"!\[([^\]]*)\]\(([^)\s]+)\)",
-        lambda m: '<img alt="%s" src="%s">' % (m.group(1), link_target(m.group(2))),
-        text,
-    )
-    text = re.sub(
-        r"\[([^\]]+)\]\(([^)\s]+)\)",
-        lambda m: '<a href="%s">%s</a>' % (link_target(m.group(2)), m.group(1)),
-        text,
-    )
     text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
     text = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", text)
     return text
@@ -82,6 +93,8 @@ def cells(row):
 
 def render(markdown):
     markdown = re.sub(r"<!--.*?-->", "", markdown, flags=re.S)
+    # An example's front matter (title, summary, lesson, modules) is for tools, not readers.
+    markdown = re.sub(r"\A---\n.*?\n---\n", "", markdown, flags=re.S)
     lines = markdown.split("\n")
     out = []
     title = None

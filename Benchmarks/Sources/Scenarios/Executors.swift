@@ -15,6 +15,13 @@ let blockingExecutor = DedicatedThreadExecutor(name: "bench.blocking", threads: 
 /// One executor for the 8-producer row's queue.
 let producerRowExecutor = DedicatedThreadExecutor(name: "bench.runner")
 
+/// Whether the blocking jobs are done, read by the ping tasks.
+final class DoneFlag: Sendable {
+  private let value = Atomic(false)
+  var isSet: Bool { value.load(ordering: .relaxed) }
+  func set() { value.store(true, ordering: .relaxed) }
+}
+
 /// What the ping tasks measured: each ping's wait to be scheduled again, in nanoseconds.
 final class PingLatencies: Sendable {
   private let values = Mutex<[Double]>([])
@@ -47,7 +54,7 @@ func pingLatency(
 ) async -> Double {
   let queue = ConcurrentQueue(name: "blocking", limit: 2, executor: executor)
   let latencies = PingLatencies()
-  let done = Atomic(false)
+  let done = DoneFlag()
   for _ in 0..<jobs {
     queue.enqueueDetached { usleep(1_000) }
   }
@@ -55,7 +62,7 @@ func pingLatency(
   await withTaskGroup(of: Void.self) { group in
     for _ in 0..<200 {
       group.addTask {
-        while !done.load(ordering: .relaxed) {
+        while !done.isSet {
           let start = clock.now
           await Task.yield()
           let waited = start.duration(to: clock.now)
@@ -68,7 +75,7 @@ func pingLatency(
     }
     group.addTask {
       try? await queue.waitUntilIdle()
-      done.store(true, ordering: .relaxed)
+      done.set()
     }
   }
   return latencies.percentile(percentile)

@@ -138,7 +138,7 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
   /// A fresh service for one run: the two notes the screen starts with, and this scenario's
   /// latencies and failing call, by call number.
   ///
-  /// - Returns: The service; make the calls with ``ScenarioNotesService/perform(_:log:)`` or
+  /// - Returns: The service; make the calls with ``ScenarioNotesService/perform(_:log:isolation:)`` or
   ///   through a ``NotesRepository``.
   public func makeService() -> ScenarioNotesService {
     ScenarioNotesService(
@@ -271,7 +271,7 @@ private actor ActorNotesRepository {
 /// if it is the failing call, whatever order the calls arrive in.
 ///
 /// Make one with ``NotesScenario/makeService()`` to write a strategy by hand, as the examples
-/// do: ``perform(_:log:)`` makes one of the seven calls by its number and logs it. Calls made
+/// do: ``perform(_:log:isolation:)`` makes one of the seven calls by its number and logs it. Calls made
 /// through its `NotesService` methods (by a ``NotesRepository``, say) are numbered in the order
 /// they arrive, which for a repository is the order they were made.
 ///
@@ -344,7 +344,7 @@ public final class ScenarioNotesService: NotesService {
     try await prepare(call: call, operation: operation)
   }
 
-  /// All notes, as the arriving call's number; see ``perform(_:log:)``.
+  /// All notes, as the arriving call's number; see ``perform(_:log:isolation:)``.
   ///
   /// - Returns: Every note, oldest first.
   /// - Throws: ``InjectedFailure`` if this is the failing call.
