@@ -116,4 +116,30 @@ struct PriorityEscalationTests {
     try await waiter.value
     #expect(probe.priority.map { $0 >= .high } == true)
   }
+
+  @Test(
+    "the running job is raised by the time the enqueue call of a higher-priority job returns",
+    arguments: ["barrier", "enqueue", "detached"]
+  )
+  func raisedAtAdmission(kind: String) async throws {
+    let queue = ConcurrentQueue(limit: 1)
+    let started = Gate()
+    let release = Gate()
+    let running = queue.enqueue(priority: .low) { () async throws -> TaskPriority in
+      started.open()
+      try await release.wait()
+      return Task.currentPriority
+    }
+    try await started.wait()
+    let waiting: QueuedTask<Void> =
+      switch kind {
+      case "barrier": queue.enqueueBarrier(priority: .high) {}
+      case "enqueue": queue.enqueue(priority: .high) {}
+      default: queue.enqueueDetached(priority: .high) {}
+      }
+    // No waiting for the new job's task to run: the raise happened inside the call.
+    release.open()
+    #expect(try await Task(priority: .low) { try await running.value }.value >= .high)
+    try await waiting.value
+  }
 }

@@ -73,11 +73,17 @@ struct SerialQueueSubmissionTests {
   @Test("enqueueDetached honours an explicit priority", arguments: QueueKind.allCases)
   func detachedPriority(kind: QueueKind) async throws {
     let queue = kind.make()
-    // Read through a recorder and a gate, not by awaiting the jobs: awaiting a job from a
-    // higher-priority task raises it, as awaiting a Task does.
+    // Read through a recorder and gates, not by awaiting the jobs: awaiting a job from a
+    // higher-priority task raises it, as awaiting a Task does, and so does a higher-priority
+    // job queued behind it; so the high job is enqueued once the low one has run.
     let seen = OrderedRecorder<TaskPriority>()
+    let lowDone = Gate()
     let done = Gate()
-    queue.enqueueDetached(priority: .low) { seen.record(Task.currentPriority) }
+    queue.enqueueDetached(priority: .low) {
+      seen.record(Task.currentPriority)
+      lowDone.open()
+    }
+    try await lowDone.wait()
     queue.enqueueDetached(priority: .high) {
       seen.record(Task.currentPriority)
       done.open()

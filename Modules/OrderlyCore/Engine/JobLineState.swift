@@ -325,17 +325,53 @@ struct JobLineState {
   ///
   /// Running jobs' tasks are raised by `wakeups`; a job that has not begun raises its own task
   /// when it begins.
-  func escalate(through id: JobID, to priority: TaskPriority, wakeups: inout Wakeups) {
-    for running in running where running.id <= id {
+  ///
+  /// - Parameters:
+  ///   - id: The last job to raise.
+  ///   - including: Whether job `id` itself is raised, or only the jobs ahead of it.
+  ///   - priority: The priority that waits for them.
+  ///   - wakeups: Where the raising of running tasks is collected.
+  func escalate(
+    through id: JobID,
+    including: Bool = true,
+    to priority: TaskPriority,
+    wakeups: inout Wakeups
+  ) {
+    let last = including ? id.rawValue : id.rawValue &- 1
+    for running in running where running.id.rawValue <= last {
       running.entry.escalate(to: priority, into: &wakeups)
     }
-    for running in released where running.id <= id {
+    for running in released where running.id.rawValue <= last {
       running.entry.escalate(to: priority, into: &wakeups)
     }
     for entry in line {
-      guard entry.id <= id else { break }
+      guard entry.id.rawValue <= last else { break }
       entry.escalate(to: priority, into: &wakeups)
     }
+  }
+
+  /// Admits a job and, if it has a higher priority than a job already in line, raises the jobs
+  /// ahead of it to its priority: the new job waits for them, as a higher-priority task
+  /// awaiting a `Task` would.
+  ///
+  /// - Parameters:
+  ///   - entry: The numbered job.
+  ///   - wakeups: Where the raising of running tasks is collected.
+  /// - Returns: `true` if the job has its turn now.
+  @discardableResult
+  mutating func admitRaisingAhead(_ entry: Entry, wakeups: inout Wakeups) -> Bool {
+    let lowest = lowestPriority
+    let startsNow = admit(entry)
+    let priority = entry.basePriority
+    if priority > lowest, !startsNow {
+      escalate(
+        through: entry.id,
+        including: false,
+        to: TaskPriority(rawValue: priority),
+        wakeups: &wakeups
+      )
+    }
+    return startsNow
   }
 
   /// Requests cancellation of the entry if it is running.

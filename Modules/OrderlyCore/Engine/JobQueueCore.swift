@@ -158,7 +158,7 @@ final class JobQueueCore: Sendable {
     isBarrier: Bool = false,
     priority: UInt8 = TaskPriority.medium.rawValue
   ) -> TurnNode {
-    let (node, launches) = update(movingInboxFirst: false) { state, _, launches in
+    let (node, launches) = update(movingInboxFirst: false) { state, wakeups, launches in
       let (waiting, id) = inbox.takeAllAndNumber { announceEnqueued($0, name: name) }
       admit(waiting, into: &state, launches: &launches)
       let node = TurnNode(
@@ -169,7 +169,7 @@ final class JobQueueCore: Sendable {
         granted: state.startsAtOnce(isBarrier: isBarrier),
         basePriority: priority
       )
-      _ = state.admit(.turn(node))
+      state.admitRaisingAhead(.turn(node), wakeups: &wakeups)
       return node
     }
     startRunners(for: launches)
@@ -180,14 +180,17 @@ final class JobQueueCore: Sendable {
   ///
   /// - Returns: `true` if the job has its turn now and needs a runner.
   func admit(_ job: any RunnableJob) -> Bool {
-    if inbox.keepIfWatched(job, announce: { announceEnqueued($0, name: job.name) }) {
+    // A job of a higher priority than some job already in line takes the locked path, which
+    // raises the jobs ahead of it at once; the inbox would admit it only after they end.
+    let raises = (job.priority ?? .medium).rawValue > lowestPriority.load(ordering: .relaxed)
+    if !raises, inbox.keepIfWatched(job, announce: { announceEnqueued($0, name: job.name) }) {
       return false
     }
-    let (startsNow, launches) = update(movingInboxFirst: false) { state, _, launches in
+    let (startsNow, launches) = update(movingInboxFirst: false) { state, wakeups, launches in
       let (waiting, id) = inbox.takeAllAndNumber { announceEnqueued($0, name: job.name) }
       admit(waiting, into: &state, launches: &launches)
       job.assign(id: id)
-      return state.admit(.detached(job))
+      return state.admitRaisingAhead(.detached(job), wakeups: &wakeups)
     }
     startRunners(for: launches)
     return startsNow
@@ -321,7 +324,6 @@ final class JobQueueCore: Sendable {
     isolation: isolated (any Actor)? = #isolation
   ) async throws {
     if node.isGranted { return }
-    if node.purpose == .job { escalateIfNeeded(through: node.id) }
     try await withTaskCancellationHandler(
       operation: {
         _ = isolation  // stay on the caller's actor (see runTurn)
@@ -417,9 +419,10 @@ final class JobQueueCore: Sendable {
 
   /// Raises every job up to `id` to the current task's priority, if any of them may run lower.
   ///
-  /// Called by a task about to wait for its turn, or for a job's result: awaiting a `Task`
-  /// raises it the same way. A waiter whose priority is not above every admitted job's takes
-  /// no lock.
+  /// Called by a task about to await a job's result: awaiting a `Task` raises it the same way.
+  /// (A job admitted at a higher priority raises the jobs ahead of it as it is admitted, in
+  /// ``JobLineState/admitRaisingAhead(_:wakeups:)``.) A waiter whose priority is not above every
+  /// admitted job's takes no lock.
   @inline(__always)
   func escalateIfNeeded(through id: JobID, jobPriority: UInt8 = .max) {
     let priority = Task.currentPriority

@@ -45,8 +45,8 @@
 ///
 /// ## Priority
 ///
-/// A task waiting for its turn or for a job's `value` raises the running job and the jobs ahead
-/// of it to its priority, as awaiting a `Task` does.
+/// A job enqueued at a higher priority, or a higher-priority task awaiting a job's `value`,
+/// raises the running job and the jobs ahead of it to that priority, as awaiting a `Task` does.
 ///
 /// ## Lifetime
 ///
