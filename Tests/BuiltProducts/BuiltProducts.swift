@@ -159,3 +159,93 @@ private final class ErrorsReader: @unchecked Sendable {
     return data
   }
 }
+
+extension BuiltProducts {
+  /// A product started with its standard input open, so a test can type, read as it goes,
+  /// send signals, and then collect the rest.
+  public final class Running {
+    /// The process.
+    public let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private let errors = Pipe()
+
+    /// Starts a built product.
+    ///
+    /// - Parameters:
+    ///   - name: The product's name.
+    ///   - arguments: Its arguments.
+    /// - Throws: If the product is not built or cannot be started.
+    public init(_ name: String, arguments: [String] = []) throws {
+      let binary = BuiltProducts.url(of: name)
+      guard FileManager.default.isExecutableFile(atPath: binary.path) else {
+        throw NotBuilt(path: binary.path)
+      }
+      process.executableURL = binary
+      process.arguments = arguments
+      process.standardInput = input
+      process.standardOutput = output
+      process.standardError = errors
+      try process.run()
+    }
+
+    /// Writes `text` to the product's standard input.
+    ///
+    /// - Parameter text: What to type.
+    public func type(_ text: String) {
+      input.fileHandleForWriting.write(Data(text.utf8))
+    }
+
+    /// Reads standard output until it holds `count` lines (or ends).
+    ///
+    /// - Parameter count: How many lines to wait for.
+    /// - Returns: The lines read.
+    public func readLines(_ count: Int) -> [String] {
+      var received = Data()
+      while received.filter({ $0 == UInt8(ascii: "\n") }).count < count {
+        let chunk = output.fileHandleForReading.availableData
+        if chunk.isEmpty { break }
+        received.append(chunk)
+      }
+      return String(decoding: received, as: UTF8.self).split(separator: "\n").map(String.init)
+    }
+
+    /// Reads standard error until it contains `text` (or ends).
+    ///
+    /// - Parameter text: What to wait for.
+    /// - Returns: What was read.
+    public func readErrors(until text: String) -> String {
+      var received = Data()
+      while !String(decoding: received, as: UTF8.self).contains(text) {
+        let chunk = errors.fileHandleForReading.availableData
+        if chunk.isEmpty { break }
+        received.append(chunk)
+      }
+      return String(decoding: received, as: UTF8.self)
+    }
+
+    /// Sends a signal to the product.
+    ///
+    /// - Parameter signal: The signal, such as `SIGINT` or `SIGKILL`.
+    public func send(_ signal: Int32) {
+      kill(process.processIdentifier, signal)
+    }
+
+    /// Closes standard input, waits for the exit, and returns how it ended with what is left of
+    /// standard output and all of standard error not read yet.
+    ///
+    /// - Returns: The status and the remaining output.
+    public func finish() -> Result {
+      try? input.fileHandleForWriting.close()
+      let errorsLeft = ErrorsReader(errors)
+      let rest = output.fileHandleForReading.readDataToEndOfFile()
+      process.waitUntilExit()
+      return Result(
+        status: process.terminationStatus,
+        reason: process.terminationReason,
+        stdout: String(decoding: rest, as: UTF8.self),
+        stderr: String(decoding: errorsLeft.finish(), as: UTF8.self)
+      )
+    }
+  }
+}

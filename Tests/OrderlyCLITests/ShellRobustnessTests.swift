@@ -17,61 +17,8 @@ private func scratchFolder() throws -> URL {
 }
 
 /// A shell whose standard input stays open, so a test can type, wait and send signals.
-private final class RunningShell {
-  let process = Process()
-  private let input = Pipe()
-  private let output = Pipe()
-  private let errors = Pipe()
-
-  init(_ arguments: [String]) throws {
-    process.executableURL = orderlyBinary
-    process.arguments = ["shell"] + arguments
-    process.standardInput = input
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-  }
-
-  func type(_ text: String) {
-    input.fileHandleForWriting.write(Data(text.utf8))
-  }
-
-  /// Reads standard output until it holds `count` lines.
-  func readLines(_ count: Int) -> [String] {
-    var received = Data()
-    while received.filter({ $0 == UInt8(ascii: "\n") }).count < count {
-      let chunk = output.fileHandleForReading.availableData
-      if chunk.isEmpty { break }
-      received.append(chunk)
-    }
-    return String(decoding: received, as: UTF8.self).split(separator: "\n").map(String.init)
-  }
-
-  func interrupt() { kill(process.processIdentifier, SIGINT) }
-
-  /// Reads standard error until it contains `text`; returns what it read.
-  func readErrors(until text: String) -> String {
-    var received = Data()
-    while !String(decoding: received, as: UTF8.self).contains(text) {
-      let chunk = errors.fileHandleForReading.availableData
-      if chunk.isEmpty { break }
-      received.append(chunk)
-    }
-    return String(decoding: received, as: UTF8.self)
-  }
-
-  /// Closes standard input, waits for the exit, and returns the status with what is left of
-  /// standard output and all of standard error.
-  func finish() throws -> (status: Int32, stdout: String, stderr: String) {
-    try? input.fileHandleForWriting.close()
-    let rest = output.fileHandleForReading.readDataToEndOfFile()
-    let errorText = errors.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (
-      process.terminationStatus, String(decoding: rest, as: UTF8.self),
-      String(decoding: errorText, as: UTF8.self)
-    )
-  }
+private func runningShell(_ arguments: [String]) throws -> BuiltProducts.Running {
+  try BuiltProducts.Running("orderly", arguments: ["shell"] + arguments)
 }
 
 @Suite("orderly shell: interrupts, shared files, unkind input")
@@ -81,12 +28,12 @@ struct ShellRobustnessTests {
     let folder = try scratchFolder()
     defer { try? FileManager.default.removeItem(at: folder) }
     let database = folder.appendingPathComponent("notes.sqlite").path
-    let shell = try RunningShell(["--database", database, "--latency", "300-300"])
+    let shell = try runningShell(["--database", database, "--latency", "300-300"])
     shell.type("add one\nadd two\nadd three\n")
     // The first answer comes after 300 ms; by then all three lines were read and are in line.
     #expect(shell.readLines(1) == ["added #1 one"])
-    shell.interrupt()
-    let (status, stdout, stderr) = try shell.finish()
+    shell.send(SIGINT)
+    let (status, stdout, stderr) = shell.finish().parts
     #expect(status == 130)
     #expect(stdout == "added #2 two\nadded #3 three\n")
     #expect(stderr.contains("interrupted: finishing the 2 commands already typed"))
@@ -99,15 +46,15 @@ struct ShellRobustnessTests {
     let folder = try scratchFolder()
     defer { try? FileManager.default.removeItem(at: folder) }
     let database = folder.appendingPathComponent("notes.sqlite").path
-    let shell = try RunningShell(["--database", database, "--latency", "300-300"])
+    let shell = try runningShell(["--database", database, "--latency", "300-300"])
     shell.type("add one\nadd two\nadd three\nadd four\n")
     #expect(shell.readLines(1) == ["added #1 one"])
-    shell.interrupt()
+    shell.send(SIGINT)
     // A second signal sent before the first is delivered merges with it (POSIX does not queue
     // them): press again once the shell has answered the first.
     let first = shell.readErrors(until: "Ctrl-C again")
-    shell.interrupt()
-    var (status, stdout, stderr) = try shell.finish()
+    shell.send(SIGINT)
+    var (status, stdout, stderr) = shell.finish().parts
     stderr = first + stderr
     #expect(status == 130)
     let applied = stdout.split(separator: "\n").count + 1
@@ -242,4 +189,9 @@ struct GalleryAndPictureTests {
     #expect(result.stdout.contains("What went wrong because of the order:"))
     #expect(result.stdout.contains("call 4 fetchNotes saw 2 notes; in order it would have seen 3"))
   }
+}
+
+extension BuiltProducts.Result {
+  /// The status, standard output and standard error, to destructure.
+  fileprivate var parts: (Int32, String, String) { (status, stdout, stderr) }
 }

@@ -74,25 +74,17 @@ struct SQLiteNotesServiceTests {
   func durabilityAfterKill() async throws {
     let folder = try TemporaryFolder()
     let path = folder.path("notes.sqlite")
-    let probe = BuiltProducts.url(of: "notes-sqlite-probe")
     for round in 1...3 {
-      let process = Process()
-      process.executableURL = probe
-      process.arguments = [path, "note \(round)"]
-      let output = Pipe()
-      process.standardOutput = output
-      try process.run()
+      let probe = try BuiltProducts.Running(
+        "notes-sqlite-probe",
+        arguments: [path, "note \(round)"]
+      )
       // Read until the probe says the write returned, then kill it at once.
-      var received = Data()
-      while !received.contains(UInt8(ascii: "\n")) {
-        let chunk = output.fileHandleForReading.availableData
-        if chunk.isEmpty { break }
-        received.append(chunk)
-      }
-      kill(process.processIdentifier, SIGKILL)
-      process.waitUntilExit()
-      #expect(process.terminationReason == .uncaughtSignal)
-      #expect(String(decoding: received, as: UTF8.self) == "created \(round)\n")
+      let said = probe.readLines(1)
+      probe.send(SIGKILL)
+      let ended = probe.finish()
+      #expect(ended.reason == .uncaughtSignal)
+      #expect(said == ["created \(round)"])
     }
     let notes = try await SQLiteNotesService(path: path).fetchNotes()
     #expect(notes.map(\.title) == ["note 1", "note 2", "note 3"])
