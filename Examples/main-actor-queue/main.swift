@@ -42,10 +42,13 @@ try await queue.waitUntilIdle()
 while plainModel.shown.count < 30 { await Task.yield() }
 
 print("30 messages delivered in order from a background thread:")
+// The plain hops' order changes from run to run; only whether it held is printed, so every
+// run prints the same lines (run it a few times and print `plainModel.shown` to see them).
+let plainHeld = plainModel.verdict == "in order"
 print(
-  "  Task { await model.show } shows: \(plainModel.shown.prefix(12).map(String.init).joined(separator: " ")) ..."
+  "  Task { await model.show }:     "
+    + (plainHeld ? "in order this time, by luck" : "out of order (a different order every run)")
 )
-print("    \(plainModel.verdict)")
 print(
   "  MainActorQueue shows:           \(queuedModel.shown.prefix(12).map(String.init).joined(separator: " ")) ..."
 )
