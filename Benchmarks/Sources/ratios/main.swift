@@ -45,8 +45,8 @@ print(
   ].joined(separator: " | ")
 )
 var missed = 0
-for scenario in scenarios + executorScenarios where only.map({ scenario.name.contains($0) }) ?? true
-{
+for scenario in scenarios + executorScenarios + producerShapeScenarios
+where only.map({ scenario.name.contains($0) }) ?? true {
   let jobs = quick ? scenario.jobs.quick : scenario.jobs.full
   if case .pending(let reason) = scenario.target {
     print(
