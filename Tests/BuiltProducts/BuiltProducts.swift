@@ -55,40 +55,13 @@ public enum BuiltProducts {
     environment: [String: String] = [:],
     mergingErrors: Bool = false
   ) throws -> Result {
-    let binary = url(of: name)
-    guard FileManager.default.isExecutableFile(atPath: binary.path) else {
-      throw NotBuilt(path: binary.path)
-    }
-    let process = Process()
-    process.executableURL = binary
-    process.arguments = arguments
-    var merged = ProcessInfo.processInfo.environment
-    merged["NO_COLOR"] = nil
-    for (key, value) in environment { merged[key] = value.isEmpty ? nil : value }
-    process.environment = merged
-    let stdin = Pipe()
-    let stdout = Pipe()
-    let stderr = Pipe()
-    process.standardInput = stdin
-    process.standardOutput = stdout
-    process.standardError = mergingErrors ? stdout : stderr
-    try process.run()
-    // Written and read on threads of their own: a child that answers before it has read all
-    // of its input must not stall on a full pipe.
-    let writer = Thread {
-      stdin.fileHandleForWriting.write(input)
-      try? stdin.fileHandleForWriting.close()
-    }
-    writer.start()
-    let errors = ErrorsReader(mergingErrors ? nil : stderr)
-    let output = stdout.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return Result(
-      status: process.terminationStatus,
-      reason: process.terminationReason,
-      stdout: String(decoding: output, as: UTF8.self),
-      stderr: String(decoding: errors.finish(), as: UTF8.self)
-    )
+    try Running(
+      name,
+      arguments: arguments,
+      environment: environment,
+      mergingErrors: mergingErrors,
+      input: input
+    ).finish()
   }
 
   /// A product that is not built.
@@ -166,34 +139,64 @@ extension BuiltProducts {
   public final class Running {
     /// The process.
     public let process = Process()
-    private let input = Pipe()
+    private let stdin = Pipe()
     private let output = Pipe()
     private let errors = Pipe()
+    private let mergingErrors: Bool
+    /// Whether a writer thread owns standard input (given all at once), and closes it.
+    private let inputGivenAtStart: Bool
 
     /// Starts a built product.
     ///
     /// - Parameters:
     ///   - name: The product's name.
     ///   - arguments: Its arguments.
+    ///   - environment: Variables to set (or, with an empty value, to clear) on top of this
+    ///     process's environment; `NO_COLOR` is always cleared.
+    ///   - mergingErrors: Whether standard error goes to the standard output pipe.
+    ///   - input: All of standard input at once, written on a thread of its own and then
+    ///     closed; `nil` to type it with ``type(_:)``.
     /// - Throws: If the product is not built or cannot be started.
-    public init(_ name: String, arguments: [String] = []) throws {
+    public init(
+      _ name: String,
+      arguments: [String] = [],
+      environment: [String: String] = [:],
+      mergingErrors: Bool = false,
+      input: Data? = nil
+    ) throws {
       let binary = BuiltProducts.url(of: name)
       guard FileManager.default.isExecutableFile(atPath: binary.path) else {
         throw NotBuilt(path: binary.path)
       }
+      self.mergingErrors = mergingErrors
+      inputGivenAtStart = input != nil
       process.executableURL = binary
       process.arguments = arguments
-      process.standardInput = input
+      var merged = ProcessInfo.processInfo.environment
+      merged["NO_COLOR"] = nil
+      for (key, value) in environment { merged[key] = value.isEmpty ? nil : value }
+      process.environment = merged
+      process.standardInput = stdin
       process.standardOutput = output
-      process.standardError = errors
+      process.standardError = mergingErrors ? output : errors
       try process.run()
+      if let input {
+        // Written on a thread of its own: a child that answers before it has read all of its
+        // input must not stall on a full pipe.
+        let stdin = stdin
+        let writer = Thread {
+          stdin.fileHandleForWriting.write(input)
+          try? stdin.fileHandleForWriting.close()
+        }
+        writer.start()
+      }
     }
 
     /// Writes `text` to the product's standard input.
     ///
     /// - Parameter text: What to type.
     public func type(_ text: String) {
-      input.fileHandleForWriting.write(Data(text.utf8))
+      stdin.fileHandleForWriting.write(Data(text.utf8))
     }
 
     /// Reads standard output until it holds `count` lines (or ends).
@@ -236,8 +239,8 @@ extension BuiltProducts {
     ///
     /// - Returns: The status and the remaining output.
     public func finish() -> Result {
-      try? input.fileHandleForWriting.close()
-      let errorsLeft = ErrorsReader(errors)
+      if !inputGivenAtStart { try? stdin.fileHandleForWriting.close() }
+      let errorsLeft = ErrorsReader(mergingErrors ? nil : errors)
       let rest = output.fileHandleForReading.readDataToEndOfFile()
       process.waitUntilExit()
       return Result(

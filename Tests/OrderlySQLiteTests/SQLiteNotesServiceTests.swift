@@ -5,26 +5,11 @@ import OrderlyRepository
 import OrderlySQLite
 import Testing
 
-/// A fresh folder for one test's files, removed at the end.
-private final class TemporaryFolder {
-  let url: URL
-
-  init() throws {
-    url = FileManager.default.temporaryDirectory
-      .appendingPathComponent("orderly-sqlite-tests-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-  }
-
-  func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-
-  deinit { try? FileManager.default.removeItem(at: url) }
-}
-
 @Suite("SQLiteNotesService")
 struct SQLiteNotesServiceTests {
   @Test("create, read, update, delete, in memory and on a file", arguments: [false, true])
   func crud(onFile: Bool) async throws {
-    let folder = try TemporaryFolder()
+    let folder = try ScratchFolder()
     let service =
       onFile ? try SQLiteNotesService(path: folder.path("notes.sqlite")) : try SQLiteNotesService()
     let repository = NotesRepository(service: service)
@@ -54,7 +39,7 @@ struct SQLiteNotesServiceTests {
 
   @Test("notes persist across reopening, in WAL mode")
   func persistence() async throws {
-    let folder = try TemporaryFolder()
+    let folder = try ScratchFolder()
     let path = folder.path("notes.sqlite")
     do {
       let repository = NotesRepository(service: try SQLiteNotesService(path: path))
@@ -72,7 +57,7 @@ struct SQLiteNotesServiceTests {
 
   @Test("a write that returned survives SIGKILL of the process right after")
   func durabilityAfterKill() async throws {
-    let folder = try TemporaryFolder()
+    let folder = try ScratchFolder()
     let path = folder.path("notes.sqlite")
     for round in 1...3 {
       let probe = try BuiltProducts.Running(
@@ -92,7 +77,7 @@ struct SQLiteNotesServiceTests {
 
   @Test("a folder that does not exist gives a clear error naming the path")
   func missingFolder() throws {
-    let folder = try TemporaryFolder()
+    let folder = try ScratchFolder()
     let path = folder.path("no/such/folder/notes.sqlite")
     do {
       _ = try SQLiteNotesService(path: path)
@@ -110,7 +95,7 @@ struct SQLiteNotesServiceTests {
 
   @Test("a folder in place of the file gives a clear error")
   func folderAsFile() throws {
-    let folder = try TemporaryFolder()
+    let folder = try ScratchFolder()
     #expect(throws: SQLiteNotesError.cannotOpen(path: folder.url.path, reason: "it is a folder")) {
       try SQLiteNotesService(path: folder.url.path)
     }
@@ -118,7 +103,7 @@ struct SQLiteNotesServiceTests {
 
   @Test("a file that is not SQLite is refused and left byte for byte as it was")
   func notSQLite() throws {
-    let folder = try TemporaryFolder()
+    let folder = try ScratchFolder()
     let path = folder.path("notes.txt")
     let contents = Data("shopping list: milk, eggs\n".utf8)
     try contents.write(to: URL(fileURLWithPath: path))
@@ -131,7 +116,7 @@ struct SQLiteNotesServiceTests {
 
   @Test("another program's SQLite database is refused and left as it was")
   func otherDatabase() throws {
-    let folder = try TemporaryFolder()
+    let folder = try ScratchFolder()
     let path = folder.path("app.sqlite")
     try DatabaseQueue(path: path).write { db in
       try db.execute(sql: "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
@@ -155,7 +140,7 @@ struct SQLiteNotesServiceTests {
 
   @Test("an empty file is taken as a new database")
   func emptyFile() async throws {
-    let folder = try TemporaryFolder()
+    let folder = try ScratchFolder()
     let path = folder.path("empty.sqlite")
     #expect(FileManager.default.createFile(atPath: path, contents: Data()))
     let service = try SQLiteNotesService(path: path)
