@@ -10,6 +10,7 @@ let package = Package(
     .library(name: "OrderlyTestSupport", targets: ["OrderlyTestSupport"]),
     .library(name: "OrderlyRepository", targets: ["OrderlyRepository"]),
     .library(name: "OrderlySQLite", targets: ["OrderlySQLite"]),
+    .library(name: "OrderlyOutbox", targets: ["OrderlyOutbox"]),
     .library(name: "OrderlyLaunch", targets: ["OrderlyLaunch"]),
     .library(name: "OrderlyTaskStore", targets: ["OrderlyTaskStore"]),
     .executable(name: "orderly", targets: ["OrderlyCLI"]),
@@ -49,16 +50,34 @@ package.targets += [
     dependencies: ["OrderlyCore"],
     path: "Modules/OrderlyRepository"
   ),
-  // NotesService on SQLite through GRDB, kept apart so OrderlyRepository users never build GRDB.
+  // The check a database file passes before it is opened for writing, and the schema
+  // migrations, shared by the notes database and the outbox. No product.
   .target(
-    name: "OrderlySQLite",
+    name: "OrderlyDatabaseFile",
     dependencies: [
-      "OrderlyRepository",
       .product(name: "GRDB", package: "GRDB.swift"),
       // SQLite's C API, for the read-only check of a file before it is opened (URI flags).
       .product(name: "GRDBSQLite", package: "GRDB.swift"),
     ],
+    path: "Modules/OrderlyDatabaseFile"
+  ),
+  // NotesService on SQLite through GRDB, kept apart so OrderlyRepository users never build GRDB.
+  .target(
+    name: "OrderlySQLite",
+    dependencies: [
+      "OrderlyRepository", "OrderlyDatabaseFile", "OrderlyOutbox",
+      .product(name: "GRDB", package: "GRDB.swift"),
+    ],
     path: "Modules/OrderlySQLite"
+  ),
+  // Ordered work that survives the process: an outbox on SQLite, delivered in order.
+  .target(
+    name: "OrderlyOutbox",
+    dependencies: [
+      "OrderlyCore", "OrderlyDatabaseFile",
+      .product(name: "GRDB", package: "GRDB.swift"),
+    ],
+    path: "Modules/OrderlyOutbox"
   ),
   // Seed 001's launch sequencer: steps run one at a time on the main actor, with timeouts.
   .target(
@@ -151,7 +170,13 @@ package.targets += [
     name: "notes-sqlite-probe",
     dependencies: ["OrderlySQLite"],
     path: "Tests/Probes/notes-sqlite-probe"
-  )
+  ),
+  // Appends to an outbox, or delivers it, and waits to be killed: for the crash tests.
+  .executableTarget(
+    name: "outbox-probe",
+    dependencies: ["OrderlyOutbox"],
+    path: "Tests/Probes/outbox-probe"
+  ),
 ]
 
 package.targets += [
@@ -175,6 +200,14 @@ package.targets += [
     // The probe is a child process the durability test kills; depending on it builds it first.
     dependencies: [
       "OrderlySQLite", "notes-sqlite-probe", "BuiltProducts",
+      .product(name: "GRDB", package: "GRDB.swift"),
+    ]
+  ),
+  .testTarget(
+    name: "OrderlyOutboxTests",
+    // The probe is the child process the crash tests kill; depending on it builds it first.
+    dependencies: [
+      "OrderlyOutbox", "OrderlyTestSupport", "outbox-probe", "BuiltProducts",
       .product(name: "GRDB", package: "GRDB.swift"),
     ]
   ),

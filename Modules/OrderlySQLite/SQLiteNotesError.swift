@@ -1,3 +1,4 @@
+import OrderlyDatabaseFile
 import OrderlyRepository
 
 /// Why a notes database could not be opened or used.
@@ -41,6 +42,15 @@ public enum SQLiteNotesError: Error, Sendable, Equatable, CustomStringConvertibl
         + "which held it for more than \(waited.formatted); try again once it is done."
     case .closed:
       return "the notes database at \(shown) was closed; open it again with a new service."
+    }
+  }
+
+  /// The file check's refusal, as a notes error.
+  init(_ error: DatabaseFileError) {
+    switch error {
+    case .cannotOpen(let path, let reason): self = .cannotOpen(path: path, reason: reason)
+    case .refused(let path, let reason): self = .notANotesDatabase(path: path, reason: reason)
+    case .busy(let path, let waited): self = .busy(path: path, waited: waited)
     }
   }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import OrderlyDatabaseFile
 public import OrderlyRepository
 
 /// A `NotesService` on an SQLite file (or in memory), through GRDB.
@@ -45,7 +46,12 @@ public final class SQLiteNotesService: NotesService {
   public init(path: String, busyTimeout: Duration = .seconds(5)) throws(SQLiteNotesError) {
     self.path = path
     self.busyTimeout = busyTimeout
-    let existed = try NotesDatabaseFile.check(path, busyTimeout: busyTimeout)
+    let existed: Bool
+    do {
+      existed = try DatabaseFile.check(path, busyTimeout: busyTimeout, schema: NotesSchema.schema)
+    } catch {
+      throw SQLiteNotesError(error)
+    }
     var configuration = Self.configuration(busyTimeout: busyTimeout)
     configuration.prepareDatabase { db in
       try db.execute(sql: "PRAGMA synchronous = FULL")
@@ -53,7 +59,7 @@ public final class SQLiteNotesService: NotesService {
     do {
       let pool = try DatabasePool(path: path, configuration: configuration)
       do {
-        if let problem = try NotesSchema.migrate(pool) {
+        if let problem = try NotesSchema.schema.migrate(pool) {
           try? pool.close()
           throw SQLiteNotesError.notANotesDatabase(path: path, reason: problem)
         }
@@ -63,7 +69,7 @@ public final class SQLiteNotesService: NotesService {
       }
       database = pool
     } catch {
-      if !existed { NotesDatabaseFile.remove(path) }
+      if !existed { DatabaseFile.remove(path) }
       throw Self.openingError(error, path: path, busyTimeout: busyTimeout)
     }
   }
@@ -76,7 +82,7 @@ public final class SQLiteNotesService: NotesService {
     busyTimeout = .zero
     do {
       let queue = try DatabaseQueue()
-      _ = try NotesSchema.migrate(queue)
+      _ = try NotesSchema.schema.migrate(queue)
       database = queue
     } catch {
       throw .cannotOpen(path: ":memory:", reason: Self.describe(error))

@@ -252,3 +252,21 @@ extension BuiltProducts {
     }
   }
 }
+
+extension BuiltProducts {
+  /// Runs blocking work (reading a child's output, waiting for its exit) on a thread of its own,
+  /// so that a long test does not hold one of the cooperative pool's few threads and stall the
+  /// tests running beside it.
+  ///
+  /// - Parameter body: The blocking work.
+  /// - Returns: What `body` returned.
+  /// - Throws: What `body` threw.
+  public static func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T)
+    async throws -> T
+  {
+    try await withCheckedThrowingContinuation { continuation in
+      let thread = Thread { continuation.resume(with: Swift.Result { try body() }) }
+      thread.start()
+    }
+  }
+}

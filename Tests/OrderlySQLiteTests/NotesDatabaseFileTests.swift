@@ -1,3 +1,4 @@
+import BuiltProducts
 import Foundation
 import GRDB
 import OrderlyRepository
@@ -9,33 +10,6 @@ import Testing
 #elseif canImport(Darwin)
   import Darwin
 #endif
-
-/// A fresh folder for one test's files, removed at the end.
-final class ScratchFolder {
-  let url: URL
-
-  init() throws {
-    url = FileManager.default.temporaryDirectory
-      .appendingPathComponent("orderly-sqlite-files-\(UUID().uuidString)")
-    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
-  }
-
-  func path(_ name: String) -> String { url.appendingPathComponent(name).path }
-
-  /// Every file in the folder with its contents, to check that nothing changed.
-  func snapshot() throws -> [String: Data] {
-    var result: [String: Data] = [:]
-    for name in try FileManager.default.contentsOfDirectory(atPath: url.path) {
-      result[name] = FileManager.default.contents(atPath: path(name)) ?? Data()
-    }
-    return result
-  }
-
-  deinit {
-    chmod(url.path, 0o755)
-    try? FileManager.default.removeItem(at: url)
-  }
-}
 
 /// Copies a database and its side files as they are while `body` runs inside an open write
 /// transaction: what a process killed at that moment leaves behind.

@@ -7,7 +7,8 @@ import GRDBSQLite
   import Darwin
 #endif
 
-/// The check a notes database file passes before anything opens it for writing.
+/// The check a database file passes before anything opens it for writing: Orderly's notes
+/// database and its outbox both use it.
 ///
 /// Refusing a file must leave it exactly as found, side files included, so the check never
 /// opens a file in a way that could write to it or beside it:
@@ -21,21 +22,25 @@ import GRDBSQLite
 ///
 /// A file that the check accepts is then opened read-write, and SQLite itself completes what a
 /// killed process left half done.
-enum NotesDatabaseFile {
+package enum DatabaseFile {
   /// The files SQLite keeps beside a database.
-  static let sideSuffixes = ["-journal", "-wal", "-shm"]
+  package static let sideSuffixes = ["-journal", "-wal", "-shm"]
 
   /// The longest file name a database can have: its side files need room for `-journal`.
-  static let maximumNameLength = Int(NAME_MAX) - "-journal".utf8.count
+  package static let maximumNameLength = Int(NAME_MAX) - "-journal".utf8.count
 
   /// Checks the path, and the file at it if there is one.
   ///
   /// - Parameters:
   ///   - path: The database file.
   ///   - busyTimeout: How long to wait for another connection's lock while reading.
+  ///   - schema: What the file must hold: its tables and applied migrations are checked with
+  ///     ``DatabaseSchema/problem(tables:applied:)``.
   /// - Returns: Whether a file was there.
-  /// - Throws: ``SQLiteNotesError`` naming the cause; nothing was written.
-  static func check(_ path: String, busyTimeout: Duration) throws(SQLiteNotesError) -> Bool {
+  /// - Throws: ``DatabaseFileError`` naming the cause; nothing was written.
+  package static func check(_ path: String, busyTimeout: Duration, schema: DatabaseSchema)
+    throws(DatabaseFileError) -> Bool
+  {
     if path.isEmpty { throw .cannotOpen(path: path, reason: "the path is empty") }
     if path.unicodeScalars.contains("\0") {
       throw .cannotOpen(path: path, reason: "the path contains a NUL character")
@@ -58,7 +63,7 @@ enum NotesDatabaseFile {
     guard access(path, R_OK) == 0 else {
       throw .cannotOpen(path: path, reason: "the file cannot be read (permission denied)")
     }
-    if info.st_size > 0 { try checkContents(path, busyTimeout: busyTimeout) }
+    if info.st_size > 0 { try checkContents(path, busyTimeout: busyTimeout, schema: schema) }
     if info.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH) == 0 || access(path, W_OK) != 0 {
       throw .cannotOpen(
         path: path,
@@ -70,13 +75,13 @@ enum NotesDatabaseFile {
   }
 
   /// Removes the database and its side files, for a file the failed open created.
-  static func remove(_ path: String) {
+  package static func remove(_ path: String) {
     for suffix in [""] + sideSuffixes { unlink(path + suffix) }
   }
 
   // MARK: - A new file
 
-  private static func checkNewFile(_ path: String) throws(SQLiteNotesError) {
+  private static func checkNewFile(_ path: String) throws(DatabaseFileError) {
     let url = URL(fileURLWithPath: path)
     let name = url.lastPathComponent
     if name.utf8.count > maximumNameLength {
@@ -101,7 +106,7 @@ enum NotesDatabaseFile {
     try checkFolderIsWritable(of: path)
   }
 
-  private static func checkFolderIsWritable(of path: String) throws(SQLiteNotesError) {
+  private static func checkFolderIsWritable(of path: String) throws(DatabaseFileError) {
     let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
     if access(folder, W_OK | X_OK) != 0 {
       throw .cannotOpen(
@@ -113,8 +118,8 @@ enum NotesDatabaseFile {
 
   // MARK: - An existing file
 
-  private static func checkContents(_ path: String, busyTimeout: Duration)
-    throws(SQLiteNotesError)
+  private static func checkContents(_ path: String, busyTimeout: Duration, schema: DatabaseSchema)
+    throws(DatabaseFileError)
   {
     guard let handle = FileHandle(forReadingAtPath: path) else {
       throw .cannotOpen(path: path, reason: "the file cannot be read (permission denied?)")
@@ -127,10 +132,10 @@ enum NotesDatabaseFile {
     // written yet): only SQLite, rolling that back, can say what it holds.
     if sides.isEmpty {
       guard header.starts(with: Array("SQLite format 3\0".utf8)) else {
-        throw .notANotesDatabase(path: path, reason: "it is not an SQLite file")
+        throw .refused(path: path, reason: "it is not an SQLite file")
       }
       if let expected = expectedSize(header: header), size < expected {
-        throw .notANotesDatabase(
+        throw .refused(
           path: path,
           reason: "it is damaged: it holds \(size) bytes, and its header says \(expected)"
         )
@@ -140,10 +145,10 @@ enum NotesDatabaseFile {
     do {
       contents = try readContents(of: path, sides: sides, busyTimeout: busyTimeout)
     } catch {
-      throw error.notesError(path: path, busyTimeout: busyTimeout)
+      throw error.fileError(path: path, busyTimeout: busyTimeout)
     }
-    if let problem = NotesSchema.problem(tables: contents.tables, applied: contents.applied) {
-      throw .notANotesDatabase(path: path, reason: problem)
+    if let problem = schema.problem(tables: contents.tables, applied: contents.applied) {
+      throw .refused(path: path, reason: problem)
     }
   }
 
@@ -190,7 +195,7 @@ enum NotesDatabaseFile {
     let folder = FileManager.default.temporaryDirectory
       .appendingPathComponent("orderly-check-\(UUID().uuidString)")
     defer { try? FileManager.default.removeItem(at: folder) }
-    let copy = folder.appendingPathComponent("notes.sqlite").path
+    let copy = folder.appendingPathComponent("database.sqlite").path
     do {
       try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
       for suffix in [""] + sides {
@@ -212,7 +217,7 @@ enum NotesDatabaseFile {
     return path.addingPercentEncoding(withAllowedCharacters: allowed) ?? path
   }
 
-  static func describe(errno code: Int32) -> String {
+  package static func describe(errno code: Int32) -> String {
     switch code {
     case EACCES, EPERM: "permission denied"
     case ENOTDIR: "a part of the path is not a folder"
@@ -235,12 +240,12 @@ struct SQLiteFailure: Error {
     return primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN
   }
 
-  func notesError(path: String, busyTimeout: Duration) -> SQLiteNotesError {
+  func fileError(path: String, busyTimeout: Duration) -> DatabaseFileError {
     switch code & 0xFF {
     case SQLITE_BUSY, SQLITE_LOCKED: .busy(path: path, waited: busyTimeout)
-    case SQLITE_NOTADB: .notANotesDatabase(path: path, reason: "it is not an SQLite database")
+    case SQLITE_NOTADB: .refused(path: path, reason: "it is not an SQLite database")
     case SQLITE_CORRUPT:
-      .notANotesDatabase(path: path, reason: "it is damaged (\(message))")
+      .refused(path: path, reason: "it is damaged (\(message))")
     default: .cannotOpen(path: path, reason: message)
     }
   }
@@ -266,8 +271,11 @@ enum SQLiteReader {
         connection
       )
     )
-    guard tables.contains(NotesSchema.migrationsTable) else { return (tables, []) }
-    let applied = try strings("SELECT identifier FROM \(NotesSchema.migrationsTable)", connection)
+    guard tables.contains(DatabaseSchema.migrationsTable) else { return (tables, []) }
+    let applied = try strings(
+      "SELECT identifier FROM \(DatabaseSchema.migrationsTable)",
+      connection
+    )
     return (tables, Set(applied))
   }
 

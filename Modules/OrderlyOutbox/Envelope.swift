@@ -1,0 +1,72 @@
+public import Foundation
+
+/// A message as it is handed to delivery: the message, its stable identifier, and where it
+/// stands in its line.
+///
+/// Delivery is at least once: a message whose delivery was cut short (the process died, the
+/// connection dropped after the server applied it) is delivered again, with the same ``id``.
+/// Send the identifier along (an `Idempotency-Key` header, say) so that the receiver can apply
+/// each message exactly once.
+public struct Envelope<Message: Sendable>: Sendable, Identifiable {
+  /// The message's identifier: created when it was appended, kept on disk, the same on every
+  /// delivery attempt and across restarts.
+  public let id: UUID
+  /// Its place in the outbox: appends are numbered in the order they were written, and each
+  /// line delivers in this order.
+  public let sequence: Int64
+  /// The line it belongs to; `nil` for the outbox's default line.
+  public let partition: String?
+  /// The message.
+  public let message: Message
+  /// Which attempt this is: 1 for the first.
+  ///
+  /// A message delivered again after a restart carries
+  /// on counting from the attempts that failed before it.
+  public let attempt: Int
+  /// When it was appended.
+  public let appendedAt: Date
+
+  /// Creates an envelope; the outbox creates them, tests may too.
+  public init(
+    id: UUID,
+    sequence: Int64,
+    partition: String?,
+    message: Message,
+    attempt: Int,
+    appendedAt: Date
+  ) {
+    self.id = id
+    self.sequence = sequence
+    self.partition = partition
+    self.message = message
+    self.attempt = attempt
+    self.appendedAt = appendedAt
+  }
+}
+
+extension Envelope: Equatable where Message: Equatable {}
+
+/// A message whose delivery failed for good, kept apart from the line with the reason.
+///
+/// List them with ``Outbox/deadLetters()``, put one back in its line with
+/// ``Outbox/retryDeadLetter(id:)`` or remove it with ``Outbox/dropDeadLetter(id:)``.
+public struct DeadLetter<Message: Sendable>: Sendable, Identifiable {
+  /// The message's identifier, as it was when delivery was attempted.
+  public let id: UUID
+  /// Its place in the outbox, kept: a retried dead letter goes back to the same place.
+  public let sequence: Int64
+  /// The line it belonged to.
+  public let partition: String?
+  /// The message, or `nil` when it no longer decodes (``payload`` keeps its bytes).
+  public let message: Message?
+  /// The message as stored (JSON).
+  public let payload: Data
+  /// How many delivery attempts were made.
+  public let attempts: Int
+  /// When it was appended.
+  public let appendedAt: Date
+  /// When it became a dead letter.
+  public let failedAt: Date
+  /// Why: the last delivery error, or the decoding error.
+  public let reason: String
+}

@@ -1,0 +1,498 @@
+public import Foundation
+public import GRDB
+import OrderlyCore
+import OrderlyDatabaseFile
+import Synchronization
+
+/// Ordered work that survives the process: messages written to an SQLite file, delivered in
+/// the order they were appended, each removed only once its delivery returned.
+///
+/// An offline-first app appends every change it must send to its server; the outbox keeps them
+/// on disk through relaunches, crashes and hours without a network, and delivers them in order
+/// when it can:
+///
+/// ```swift
+/// let outbox = try Outbox<NoteChange>(path: folder + "/outbox.sqlite")
+/// try await outbox.append(.edit(noteID: 7, title: "Groceries"))   // on disk once it returns
+/// try outbox.start { envelope in
+///   try await api.send(envelope.message, idempotencyKey: envelope.id)
+/// }
+/// ```
+///
+/// ## Order
+///
+/// Appends are numbered in the order they took the database's write lock, and delivered in that
+/// order, one at a time. A message appended with a partition key joins that key's line: each
+/// line is delivered in order, and lines go side by side, at most `limit` at once. A message
+/// that failed is retried before anything behind it in its line.
+///
+/// ## Delivery is at least once
+///
+/// A message is removed after its delivery returned. If the process dies while a message is
+/// being delivered, it is delivered again, first in its line, on the next start, with the same
+/// ``Envelope/id``: a receiver that remembers the identifiers it applied applies each message
+/// exactly once.
+///
+/// ## Failures
+///
+/// A delivery that throws is retried with exponential backoff and jitter (``RetryPolicy``),
+/// measured on the outbox's clock. An error the policy does not retry, the last allowed attempt,
+/// or a message that no longer decodes moves the message to the dead letters; the
+/// ``DeadLetterPolicy`` says whether its line then waits (the default) or goes on.
+///
+/// One `Outbox` per file per process: the outbox keeps its counts and its lines' state in
+/// memory.
+public final class Outbox<Message: Codable & Sendable>: Sendable {
+  /// The database file, or `nil` for an outbox in memory or in a database you opened.
+  public let path: String?
+  /// How long a call waits for another connection's lock before it fails.
+  public let busyTimeout: Duration
+
+  let database: any DatabaseWriter
+  let clock: any Clock<Duration>
+  let partitionOfMessage: (@Sendable (Message) -> String?)?
+  let coalescing: Coalescing<Message>?
+  let state: Mutex<OutboxState<Message>>
+  let hub = OutboxEventHub()
+
+  /// Opens the outbox at `path`, creating it if there is no file there yet.
+  ///
+  /// The file runs in WAL mode with `synchronous = FULL`: an append that returned is on disk,
+  /// and survives the process being killed right after.
+  ///
+  /// - Parameters:
+  ///   - path: The database file. Its folder must exist. It must be empty, or an outbox
+  ///     (possibly half-created by a process killed while it created it).
+  ///   - busyTimeout: How long to wait when another connection holds the database's lock;
+  ///     5 seconds by default.
+  ///   - clock: The clock retry waits are measured on.
+  ///   - partition: The line a message joins when ``append(_:partition:)`` names none; `nil`
+  ///     puts every such message in the default line.
+  ///   - coalescing: How new messages are folded into pending ones; `nil` (the default) never
+  ///     merges.
+  /// - Throws: ``OutboxError`` if the file cannot be opened or is not an outbox. The file and
+  ///   its folder are then as they were.
+  public convenience init(
+    path: String,
+    busyTimeout: Duration = .seconds(5),
+    clock: any Clock<Duration> = ContinuousClock(),
+    partition: (@Sendable (Message) -> String?)? = nil,
+    coalescing: Coalescing<Message>? = nil
+  ) throws(OutboxError) {
+    let existed: Bool
+    do {
+      existed = try DatabaseFile.check(
+        path,
+        busyTimeout: busyTimeout,
+        schema: OutboxSchema.alone
+      )
+    } catch {
+      throw OutboxError(error)
+    }
+    var configuration = Configuration()
+    configuration.busyMode = .timeout(busyTimeout / .seconds(1))
+    configuration.prepareDatabase { db in
+      try db.execute(sql: "PRAGMA synchronous = FULL")
+    }
+    let pool: DatabasePool
+    do {
+      pool = try DatabasePool(path: path, configuration: configuration)
+    } catch {
+      if !existed { DatabaseFile.remove(path) }
+      throw Self.openingError(error, path: path, busyTimeout: busyTimeout)
+    }
+    do {
+      try self.init(
+        opened: pool,
+        schema: OutboxSchema.alone,
+        path: path,
+        busyTimeout: busyTimeout,
+        clock: clock,
+        partition: partition,
+        coalescing: coalescing
+      )
+    } catch {
+      try? pool.close()
+      if !existed { DatabaseFile.remove(path) }
+      throw error
+    }
+  }
+
+  /// Keeps the outbox's tables in a database you opened, beside your own tables.
+  ///
+  /// Use it to append a message in the same transaction as the change it reports, with
+  /// ``append(_:partition:in:)``: both are stored, or neither. Open the database in WAL mode with
+  /// `synchronous = FULL` (a `DatabasePool`) for appends that survive a crash.
+  ///
+  /// - Parameters:
+  ///   - database: The database. The outbox creates its two tables (`outbox_message`,
+  ///     `outbox_dead_letter`) and records the migration in `grdb_migrations`.
+  ///   - clock: The clock retry waits are measured on.
+  ///   - partition: The line a message joins when an append names none.
+  ///   - coalescing: How new messages are folded into pending ones.
+  /// - Throws: ``OutboxError/notAnOutbox(path:reason:)`` if the database holds outbox tables this
+  ///   version cannot use.
+  public convenience init(
+    database: some DatabaseWriter,
+    clock: any Clock<Duration> = ContinuousClock(),
+    partition: (@Sendable (Message) -> String?)? = nil,
+    coalescing: Coalescing<Message>? = nil
+  ) throws(OutboxError) {
+    try self.init(
+      opened: database,
+      schema: OutboxSchema.shared,
+      path: database.path == ":memory:" || database.path.isEmpty ? nil : database.path,
+      busyTimeout: .zero,
+      clock: clock,
+      partition: partition,
+      coalescing: coalescing
+    )
+  }
+
+  /// Opens a new, empty outbox in memory: for tests and examples; nothing survives the process.
+  ///
+  /// - Parameters:
+  ///   - inMemory: Leave it out: it only tells this initializer from the others.
+  ///   - clock: The clock retry waits are measured on.
+  ///   - partition: The line a message joins when an append names none.
+  ///   - coalescing: How new messages are folded into pending ones.
+  /// - Throws: ``OutboxError`` in the unlikely case SQLite cannot create it.
+  public convenience init(
+    inMemory: Void = (),
+    clock: any Clock<Duration> = ContinuousClock(),
+    partition: (@Sendable (Message) -> String?)? = nil,
+    coalescing: Coalescing<Message>? = nil
+  ) throws(OutboxError) {
+    let queue: DatabaseQueue
+    do {
+      queue = try DatabaseQueue()
+    } catch {
+      throw .cannotOpen(path: ":memory:", reason: "\(error)")
+    }
+    try self.init(
+      opened: queue,
+      schema: OutboxSchema.alone,
+      path: nil,
+      busyTimeout: .zero,
+      clock: clock,
+      partition: partition,
+      coalescing: coalescing
+    )
+  }
+
+  private init(
+    opened database: any DatabaseWriter,
+    schema: DatabaseSchema,
+    path: String?,
+    busyTimeout: Duration,
+    clock: any Clock<Duration>,
+    partition: (@Sendable (Message) -> String?)?,
+    coalescing: Coalescing<Message>?
+  ) throws(OutboxError) {
+    let shown = path ?? ":memory:"
+    let counts: (pending: Int, deadLetters: Int)
+    do {
+      if let problem = try schema.migrate(database) {
+        throw OutboxError.notAnOutbox(path: shown, reason: problem)
+      }
+      counts = try database.read(OutboxStore.counts)
+    } catch {
+      throw Self.openingError(error, path: shown, busyTimeout: busyTimeout)
+    }
+    self.path = path
+    self.busyTimeout = busyTimeout
+    self.database = database
+    self.clock = clock
+    self.partitionOfMessage = partition
+    self.coalescing = coalescing
+    self.state = Mutex(OutboxState(pending: counts.pending, deadLetters: counts.deadLetters))
+  }
+
+  // MARK: - Appending
+
+  /// Appends a message at the end of its line, and returns once it is on disk.
+  ///
+  /// Appends from many tasks are ordered by the one that took the database's write lock first.
+  /// With ``Coalescing``, the message may instead be folded into a pending one.
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
+  ///     default line.
+  /// - Returns: The message's identifier (the pending message's, if it was merged).
+  /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/busy(path:waited:)`` or
+  ///   ``OutboxError/closed(path:)``; nothing was stored.
+  @discardableResult
+  public func append(_ message: Message, partition: String? = nil) async throws(OutboxError)
+    -> UUID
+  {
+    try await append(contentsOf: [message], partition: partition)[0]
+  }
+
+  /// Appends messages in one transaction: all are on disk once it returns, or none is.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  /// - Returns: Their identifiers, in order.
+  /// - Throws: As ``append(_:partition:)``; nothing was stored.
+  @discardableResult
+  public func append(contentsOf messages: [Message], partition: String? = nil)
+    async throws(OutboxError) -> [UUID]
+  {
+    let prepared = try prepare(messages, partition: partition)
+    try checkOpen()
+    do {
+      return try await database.write { db in
+        try prepared.map { try self.write($0, in: db) }
+      }
+    } catch {
+      throw failure(error)
+    }
+  }
+
+  /// Appends a message inside a write transaction of the database the outbox lives in: it is
+  /// stored exactly when the transaction commits.
+  ///
+  /// Use it with ``init(database:clock:partition:coalescing:)`` to record a change and the
+  /// message that reports it together:
+  ///
+  /// ```swift
+  /// try await database.write { db in
+  ///   try note.update(db)
+  ///   try outbox.append(.edit(note), in: db)
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
+  ///   - db: A connection inside a write transaction on the outbox's database.
+  /// - Returns: The message's identifier.
+  /// - Throws: ``OutboxError/cannotEncode(reason:)``, or the database's error.
+  @discardableResult
+  public func append(_ message: Message, partition: String? = nil, in db: Database) throws
+    -> UUID
+  {
+    let prepared = try prepare([message], partition: partition)[0]
+    try checkOpen()
+    return try write(prepared, in: db)
+  }
+
+  /// A message ready to be written: encoded, with its line and entity.
+  struct Prepared: Sendable {
+    let message: Message
+    let payload: Data
+    let partition: String?
+    let entity: String?
+  }
+
+  private func prepare(_ messages: [Message], partition: String?) throws(OutboxError)
+    -> [Prepared]
+  {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    var prepared: [Prepared] = []
+    prepared.reserveCapacity(messages.count)
+    for message in messages {
+      let payload: Data
+      do {
+        payload = try encoder.encode(message)
+      } catch {
+        throw .cannotEncode(reason: "\(error)")
+      }
+      prepared.append(
+        Prepared(
+          message: message,
+          payload: payload,
+          partition: partition ?? partitionOfMessage?(message),
+          entity: coalescing?.entity(message)
+        )
+      )
+    }
+    return prepared
+  }
+
+  /// Writes one message (or merges it), and arranges for the counts, the event and the
+  /// delivery to follow the commit.
+  private func write(_ prepared: Prepared, in db: Database) throws -> UUID {
+    if let merged = try merge(prepared, in: db) { return merged }
+    let id = UUID()
+    let sequence = try OutboxStore.insert(
+      db,
+      id: id,
+      partition: prepared.partition,
+      entity: prepared.entity,
+      payload: prepared.payload,
+      appendedAt: Date()
+    )
+    let partition = prepared.partition
+    db.afterNextTransaction { _ in
+      self.state.withLock(announcingTo: self) { $0.pending += 1 }
+      self.hub.emit(.appended(id: id, sequence: sequence, partition: partition))
+      self.schedule(partition)
+    }
+    return id
+  }
+
+  /// Folds the message into the newest pending one for its entity, if the merge closure says
+  /// so and that message is not being delivered.
+  ///
+  /// Runs under the database's write lock, as a line takes its next message does: a line that
+  /// took a message before this check marks it, and one that takes it after reads the merged
+  /// payload.
+  private func merge(_ prepared: Prepared, in db: Database) throws -> UUID? {
+    guard let coalescing, let entity = prepared.entity,
+      let pending = try OutboxStore.newest(db, entity: entity),
+      pending.partition == prepared.partition
+    else { return nil }
+    let busy = state.withLock(announcingTo: self) {
+      $0.delivering[pending.partition] == pending.sequence
+    }
+    guard !busy, let old = try? JSONDecoder().decode(Message.self, from: pending.payload),
+      let merged = coalescing.merge(old, prepared.message),
+      let payload = try? encoded(merged)
+    else { return nil }
+    try OutboxStore.replacePayload(db, sequence: pending.sequence, payload: payload)
+    db.afterNextTransaction { _ in
+      self.hub.emit(
+        .merged(into: pending.id, sequence: pending.sequence, partition: pending.partition)
+      )
+    }
+    return pending.id
+  }
+
+  private func encoded(_ message: Message) throws -> Data {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    return try encoder.encode(message)
+  }
+
+  // MARK: - Counts and events
+
+  /// How many messages wait for delivery, the one being delivered included; dead letters are
+  /// not counted.
+  public var pendingCount: Int { state.withLock(announcingTo: self) { $0.pending } }
+
+  /// How many dead letters the outbox keeps.
+  public var deadLetterCount: Int { state.withLock(announcingTo: self) { $0.deadLetters } }
+
+  /// Whether delivery is paused with ``pause()``.
+  public var isPaused: Bool { state.withLock(announcingTo: self) { $0.paused } }
+
+  /// What happens to messages from now on: appended, merged, delivering, delivered, retrying
+  /// (with the wait before the next attempt), dead-lettered.
+  ///
+  /// Each access returns a new sequence that receives every event from then on. It ends when
+  /// the outbox is released.
+  public var events: AsyncStream<OutboxEvent> { hub.subscribe() }
+
+  // MARK: - Dead letters
+
+  /// Every dead letter, oldest place first.
+  ///
+  /// - Returns: The dead letters, each with its message (or `nil` if it no longer decodes) and
+  ///   the reason it failed.
+  /// - Throws: ``OutboxError/busy(path:waited:)`` or ``OutboxError/closed(path:)``.
+  public func deadLetters() async throws(OutboxError) -> [DeadLetter<Message>] {
+    try checkOpen()
+    do {
+      return try await database.read { db in
+        let decoder = JSONDecoder()
+        return try OutboxStore.deadLetterRows(db).map { row in
+          let payload: Data = row["payload"]
+          return DeadLetter(
+            id: UUID(uuidString: row["id"]) ?? UUID(),
+            sequence: row["sequence"],
+            partition: row["partition"],
+            message: try? decoder.decode(Message.self, from: payload),
+            payload: payload,
+            attempts: row["attempts"],
+            appendedAt: Date(timeIntervalSince1970: row["appendedAt"]),
+            failedAt: Date(timeIntervalSince1970: row["failedAt"]),
+            reason: row["reason"]
+          )
+        }
+      }
+    } catch {
+      throw failure(error)
+    }
+  }
+
+  /// Puts a dead letter back at its place in its line, to be delivered again (before the
+  /// messages that came after it, if its line waited).
+  ///
+  /// - Parameter id: The dead letter's identifier.
+  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``; otherwise as ``deadLetters()``.
+  public func retryDeadLetter(id: UUID) async throws(OutboxError) {
+    try await settleDeadLetter(id: id, revive: true)
+  }
+
+  /// Removes a dead letter for good; its line, if it waited for it, goes on.
+  ///
+  /// - Parameter id: The dead letter's identifier.
+  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``; otherwise as ``deadLetters()``.
+  public func dropDeadLetter(id: UUID) async throws(OutboxError) {
+    try await settleDeadLetter(id: id, revive: false)
+  }
+
+  private func settleDeadLetter(id: UUID, revive: Bool) async throws(OutboxError) {
+    try checkOpen()
+    let result: (partition: String?, remaining: Int)?
+    do {
+      result = try await database.write { db -> (String?, Int)? in
+        guard let partition = try OutboxStore.deadLetterPartition(db, id: id) else { return nil }
+        if revive { try OutboxStore.revive(db, id: id) } else { try OutboxStore.drop(db, id: id) }
+        return (partition, try OutboxStore.deadLetterCount(db, partition: partition))
+      }
+    } catch {
+      throw failure(error)
+    }
+    guard let result else { throw .noSuchDeadLetter(id) }
+    state.withLock(announcingTo: self) { state in
+      state.deadLetters -= 1
+      if revive { state.pending += 1 }
+      if result.remaining == 0 { state.stoppedLines.remove(result.partition) }
+    }
+    schedule(result.partition)
+  }
+
+  // MARK: - Errors
+
+  func checkOpen() throws(OutboxError) {
+    if state.withLock(announcingTo: self, { $0.closed }) {
+      throw .closed(path: path ?? ":memory:")
+    }
+  }
+
+  /// A database error as an outbox error that says what to do.
+  func failure(_ error: any Error) -> OutboxError {
+    if let error = error as? OutboxError { return error }
+    let shown = path ?? ":memory:"
+    if let error = error as? DatabaseError {
+      switch error.resultCode {
+      case .SQLITE_BUSY, .SQLITE_LOCKED: return .busy(path: shown, waited: busyTimeout)
+      case .SQLITE_MISUSE where error.message?.contains("closed") == true:
+        return .closed(path: shown)
+      default: return .cannotOpen(path: shown, reason: error.message ?? "\(error)")
+      }
+    }
+    return .cannotOpen(path: shown, reason: "\(error)")
+  }
+
+  private static func openingError(_ error: any Error, path: String, busyTimeout: Duration)
+    -> OutboxError
+  {
+    if let error = error as? OutboxError { return error }
+    guard let error = error as? DatabaseError else {
+      return .cannotOpen(path: path, reason: "\(error)")
+    }
+    switch error.resultCode {
+    case .SQLITE_BUSY, .SQLITE_LOCKED: return .busy(path: path, waited: busyTimeout)
+    case .SQLITE_NOTADB: return .notAnOutbox(path: path, reason: "it is not an SQLite database")
+    case .SQLITE_CORRUPT:
+      return .notAnOutbox(path: path, reason: error.message ?? "it is damaged")
+    default: return .cannotOpen(path: path, reason: error.message ?? "\(error)")
+    }
+  }
+}

@@ -1,0 +1,83 @@
+public import Foundation
+import OrderlyDatabaseFile
+
+/// Why the outbox refused a call.
+///
+/// Each case says what was wrong and what to do. A refused append stored nothing; a refused
+/// file was left as it was, side files included.
+public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// The file could not be opened or created: a folder on its path does not exist or is not
+  /// writable, it is a folder or not a regular file, its name is too long, or access is denied.
+  case cannotOpen(path: String, reason: String)
+  /// The file exists but is not an outbox: not SQLite, damaged, another program's database, or
+  /// one written by a newer Orderly.
+  case notAnOutbox(path: String, reason: String)
+  /// Another connection held the database's lock for longer than the busy timeout.
+  case busy(path: String, waited: Duration)
+  /// The outbox was closed with ``Outbox/close()``.
+  case closed(path: String)
+  /// The message could not be encoded as JSON; nothing was stored.
+  case cannotEncode(reason: String)
+  /// ``Outbox/start(limit:retry:onDeadLetter:deliver:)`` was called on an outbox that is
+  /// already delivering (or was stopped: open a new one).
+  case alreadyStarted
+  /// A delivery option was out of range.
+  case invalidOption(String)
+  /// A line stopped at a dead letter with messages still behind it, so waiting for every
+  /// message to be delivered would never end: retry or drop the dead letter.
+  case lineStopped(partition: String?, deadLetter: UUID)
+  /// No dead letter has that identifier.
+  case noSuchDeadLetter(UUID)
+
+  /// What went wrong and what to do about it, on one line.
+  public var description: String {
+    switch self {
+    case .cannotOpen(let path, let reason):
+      "cannot open the outbox at \(Self.escaped(path)): \(Self.escaped(reason)). Check that its "
+        + "folder exists and is writable, or choose another path."
+    case .notAnOutbox(let path, let reason):
+      "\(Self.escaped(path)) is not an Orderly outbox: \(Self.escaped(reason)). The file was left "
+        + "untouched; choose another path."
+    case .busy(let path, let waited):
+      "the outbox at \(Self.escaped(path)) is locked by another program or connection, which "
+        + "held it for more than \(waited); try again once it is done."
+    case .closed(let path):
+      "the outbox at \(Self.escaped(path)) was closed; open it again."
+    case .cannotEncode(let reason):
+      "the message cannot be encoded as JSON (\(reason)); nothing was stored."
+    case .alreadyStarted:
+      "the outbox is already delivering (start(deliver:) was called before); call it once per "
+        + "outbox."
+    case .invalidOption(let problem):
+      "invalid delivery option: \(problem)."
+    case .lineStopped(let partition, let deadLetter):
+      "the line \(partition.map { "'\($0)'" } ?? "(default)") stopped at dead letter "
+        + "\(deadLetter) with messages behind it; retry it (retryDeadLetter(id:)) or drop it "
+        + "(dropDeadLetter(id:)) to let them through."
+    case .noSuchDeadLetter(let id):
+      "no dead letter has the identifier \(id); list them with deadLetters()."
+    }
+  }
+
+  /// The file check's refusal, as an outbox error.
+  init(_ error: DatabaseFileError) {
+    switch error {
+    case .cannotOpen(let path, let reason): self = .cannotOpen(path: path, reason: reason)
+    case .refused(let path, let reason): self = .notAnOutbox(path: path, reason: reason)
+    case .busy(let path, let waited): self = .busy(path: path, waited: waited)
+    }
+  }
+
+  /// The text with control characters escaped, so a message stays on one line.
+  static func escaped(_ text: String) -> String {
+    var result = ""
+    for scalar in text.unicodeScalars {
+      if scalar.properties.generalCategory == .control {
+        result += "\\u{" + String(scalar.value, radix: 16) + "}"
+      } else {
+        result.unicodeScalars.append(scalar)
+      }
+    }
+    return result
+  }
+}

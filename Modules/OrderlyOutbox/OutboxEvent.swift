@@ -1,0 +1,58 @@
+public import Foundation
+
+/// Something that happened to a message, reported by ``Outbox/events``.
+///
+/// The events of one line arrive in the order they happened. Events of different lines (with
+/// partitions) interleave.
+public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
+  /// A message was written to disk, as `sequence` in `partition`'s line.
+  case appended(id: UUID, sequence: Int64, partition: String?)
+  /// A new message was folded into the pending message `into` by the outbox's merge closure:
+  /// nothing new was added to the line.
+  case merged(into: UUID, sequence: Int64, partition: String?)
+  /// Delivery of a message began; `attempt` is 1 the first time.
+  case delivering(id: UUID, sequence: Int64, attempt: Int)
+  /// A message was delivered and removed from the outbox.
+  case delivered(id: UUID, sequence: Int64)
+  /// Delivery failed with a retryable error; it is tried again after `delay` (on the outbox's
+  /// clock), or as soon as the outbox is resumed.
+  case retrying(id: UUID, sequence: Int64, attempt: Int, delay: Duration, reason: String)
+  /// Delivery failed for good (or the message no longer decodes): it was moved to the dead
+  /// letters. `lineStopped` says whether its line waits for it to be retried or dropped.
+  case deadLettered(id: UUID, sequence: Int64, reason: String, lineStopped: Bool)
+
+  /// The message the event is about.
+  public var id: UUID {
+    switch self {
+    case .appended(let id, _, _), .merged(let id, _, _), .delivering(let id, _, _),
+      .delivered(let id, _), .retrying(let id, _, _, _, _), .deadLettered(let id, _, _, _):
+      id
+    }
+  }
+
+  /// The message's place in the outbox.
+  public var sequence: Int64 {
+    switch self {
+    case .appended(_, let sequence, _), .merged(_, let sequence, _),
+      .delivering(_, let sequence, _), .delivered(_, let sequence),
+      .retrying(_, let sequence, _, _, _), .deadLettered(_, let sequence, _, _):
+      sequence
+    }
+  }
+
+  /// One line: `delivered #3`.
+  public var description: String {
+    switch self {
+    case .appended(_, let sequence, let partition):
+      "appended #\(sequence)" + (partition.map { " [\($0)]" } ?? "")
+    case .merged(_, let sequence, _): "merged into #\(sequence)"
+    case .delivering(_, let sequence, let attempt):
+      "delivering #\(sequence)" + (attempt > 1 ? " (attempt \(attempt))" : "")
+    case .delivered(_, let sequence): "delivered #\(sequence)"
+    case .retrying(_, let sequence, _, let delay, let reason):
+      "retrying #\(sequence) in \(delay): \(reason)"
+    case .deadLettered(_, let sequence, let reason, let stopped):
+      "dead letter #\(sequence): \(reason)" + (stopped ? " (line stopped)" : "")
+    }
+  }
+}

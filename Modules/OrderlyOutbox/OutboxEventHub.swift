@@ -1,0 +1,41 @@
+import OrderlyCore
+import Synchronization
+
+/// The listeners of an outbox's ``Outbox/events``.
+///
+/// Events are emitted under the hub's lock, so every listener receives them in one order, the
+/// order they were emitted; a line emits its events one after another.
+final class OutboxEventHub: Sendable {
+  private struct Listeners {
+    var continuations: [UInt64: AsyncStream<OutboxEvent>.Continuation] = [:]
+    var lastToken: UInt64 = 0
+  }
+
+  private let listeners = Mutex(Listeners())
+
+  /// A new listener that receives every event emitted from now on.
+  func subscribe() -> AsyncStream<OutboxEvent> {
+    let (stream, continuation) = AsyncStream.makeStream(of: OutboxEvent.self)
+    listeners.withLock(announcingTo: self) { listeners in
+      listeners.lastToken += 1
+      listeners.continuations[listeners.lastToken] = continuation
+    }
+    return stream
+  }
+
+  /// Delivers an event to every listener, dropping listeners whose sequence has ended.
+  func emit(_ event: OutboxEvent) {
+    listeners.withLock(announcingTo: self) { listeners in
+      for (token, continuation) in listeners.continuations {
+        if case .terminated = continuation.yield(event) { listeners.continuations[token] = nil }
+      }
+    }
+  }
+
+  deinit {
+    listeners.withLock(announcingTo: self) { listeners in
+      for continuation in listeners.continuations.values { continuation.finish() }
+      listeners.continuations = [:]
+    }
+  }
+}

@@ -1,0 +1,61 @@
+import GRDB
+import OrderlyDatabaseFile
+
+/// The outbox's two tables: the messages waiting for delivery, and the dead letters.
+///
+/// `outbox_message.sequence` is an `AUTOINCREMENT` key, so numbers are never reused even after
+/// the newest messages were delivered: a line's order is its sequence order. A dead letter
+/// keeps its sequence, and a retried one goes back to the same place.
+enum OutboxSchema {
+  static let messageTable = "outbox_message"
+  static let deadLetterTable = "outbox_dead_letter"
+
+  static let migrations = [
+    DatabaseSchema.Migration(
+      "orderly outbox 1: messages and dead letters",
+      tables: [messageTable, deadLetterTable]
+    ) { db in
+      try db.execute(
+        sql: """
+          CREATE TABLE \(messageTable) (
+            sequence INTEGER PRIMARY KEY AUTOINCREMENT,
+            id TEXT NOT NULL UNIQUE,
+            partition TEXT,
+            entity TEXT,
+            payload BLOB NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            appendedAt DOUBLE NOT NULL
+          );
+          CREATE INDEX \(messageTable)_partition ON \(messageTable) (partition, sequence);
+          CREATE INDEX \(messageTable)_entity ON \(messageTable) (entity, sequence);
+          CREATE TABLE \(deadLetterTable) (
+            sequence INTEGER PRIMARY KEY,
+            id TEXT NOT NULL UNIQUE,
+            partition TEXT,
+            entity TEXT,
+            payload BLOB NOT NULL,
+            attempts INTEGER NOT NULL,
+            appendedAt DOUBLE NOT NULL,
+            failedAt DOUBLE NOT NULL,
+            reason TEXT NOT NULL
+          );
+          """
+      )
+    }
+  ]
+
+  /// An outbox alone in its file (`Outbox(path:)`).
+  static let alone = DatabaseSchema(
+    kind: "an Orderly outbox",
+    migrations: migrations,
+    identifierPrefix: "orderly outbox"
+  )
+
+  /// An outbox in a database that holds other tables (`Outbox(database:)`).
+  static let shared = DatabaseSchema(
+    kind: "an Orderly outbox",
+    migrations: migrations,
+    identifierPrefix: "orderly outbox",
+    sharesDatabase: true
+  )
+}

@@ -1,0 +1,177 @@
+import Foundation
+import GRDB
+
+/// A message row, as read for delivery or merging.
+struct StoredMessage: Sendable {
+  let sequence: Int64
+  let id: UUID
+  let partition: String?
+  let entity: String?
+  let payload: Data
+  let attempts: Int
+  let appendedAt: Date
+
+  init(row: Row) {
+    sequence = row["sequence"]
+    id = UUID(uuidString: row["id"]) ?? UUID()
+    partition = row["partition"]
+    entity = row["entity"]
+    payload = row["payload"]
+    attempts = row["attempts"]
+    appendedAt = Date(timeIntervalSince1970: row["appendedAt"])
+  }
+}
+
+/// The outbox's SQL, one statement group per operation.
+///
+/// Every function runs inside a
+/// transaction the caller opened.
+enum OutboxStore {
+  static let messages = OutboxSchema.messageTable
+  static let deadLetters = OutboxSchema.deadLetterTable
+
+  static func counts(_ db: Database) throws -> (pending: Int, deadLetters: Int) {
+    (
+      try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(messages)") ?? 0,
+      try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(deadLetters)") ?? 0
+    )
+  }
+
+  /// Writes a new message at the end of its line.
+  static func insert(
+    _ db: Database,
+    id: UUID,
+    partition: String?,
+    entity: String?,
+    payload: Data,
+    appendedAt: Date
+  ) throws -> Int64 {
+    try db.execute(
+      sql: """
+        INSERT INTO \(messages) (id, partition, entity, payload, attempts, appendedAt)
+        VALUES (?, ?, ?, ?, 0, ?)
+        """,
+      arguments: [id.uuidString, partition, entity, payload, appendedAt.timeIntervalSince1970]
+    )
+    return db.lastInsertedRowID
+  }
+
+  /// The newest message for an entity, if it is still waiting (in any line).
+  static func newest(_ db: Database, entity: String) throws -> StoredMessage? {
+    try Row.fetchOne(
+      db,
+      sql: "SELECT * FROM \(messages) WHERE entity = ? ORDER BY sequence DESC LIMIT 1",
+      arguments: [entity]
+    ).map(StoredMessage.init(row:))
+  }
+
+  static func replacePayload(_ db: Database, sequence: Int64, payload: Data) throws {
+    try db.execute(
+      sql: "UPDATE \(messages) SET payload = ? WHERE sequence = ?",
+      arguments: [payload, sequence]
+    )
+  }
+
+  /// The first message of a line.
+  static func head(_ db: Database, partition: String?) throws -> StoredMessage? {
+    try Row.fetchOne(
+      db,
+      sql: "SELECT * FROM \(messages) WHERE partition IS ? ORDER BY sequence LIMIT 1",
+      arguments: [partition]
+    ).map(StoredMessage.init(row:))
+  }
+
+  /// Every line that has messages, the one whose first message is oldest first.
+  static func busyPartitions(_ db: Database) throws -> [String?] {
+    try Row.fetchAll(
+      db,
+      sql: """
+        SELECT partition, MIN(sequence) AS first FROM \(messages)
+        GROUP BY partition ORDER BY first
+        """
+    ).map { $0["partition"] }
+  }
+
+  static func count(_ db: Database, partition: String?) throws -> Int {
+    try Int.fetchOne(
+      db,
+      sql: "SELECT COUNT(*) FROM \(messages) WHERE partition IS ?",
+      arguments: [partition]
+    ) ?? 0
+  }
+
+  static func delete(_ db: Database, sequence: Int64) throws {
+    try db.execute(sql: "DELETE FROM \(messages) WHERE sequence = ?", arguments: [sequence])
+  }
+
+  static func recordAttempts(_ db: Database, sequence: Int64, attempts: Int) throws {
+    try db.execute(
+      sql: "UPDATE \(messages) SET attempts = ? WHERE sequence = ?",
+      arguments: [attempts, sequence]
+    )
+  }
+
+  /// Moves a message to the dead letters, keeping its sequence.
+  static func kill(_ db: Database, _ message: StoredMessage, attempts: Int, reason: String)
+    throws
+  {
+    try db.execute(
+      sql: """
+        INSERT INTO \(deadLetters)
+          (sequence, id, partition, entity, payload, attempts, appendedAt, failedAt, reason)
+        SELECT sequence, id, partition, entity, payload, ?, appendedAt, ?, ?
+        FROM \(messages) WHERE sequence = ?
+        """,
+      arguments: [attempts, Date().timeIntervalSince1970, reason, message.sequence]
+    )
+    try delete(db, sequence: message.sequence)
+  }
+
+  /// The partitions that have dead letters.
+  static func deadPartitions(_ db: Database) throws -> [String?] {
+    try Row.fetchAll(db, sql: "SELECT DISTINCT partition FROM \(deadLetters)").map {
+      $0["partition"]
+    }
+  }
+
+  static func deadLetterRows(_ db: Database) throws -> [Row] {
+    try Row.fetchAll(db, sql: "SELECT * FROM \(deadLetters) ORDER BY sequence")
+  }
+
+  static func deadLetterPartition(_ db: Database, id: UUID) throws -> String?? {
+    guard
+      let row = try Row.fetchOne(
+        db,
+        sql: "SELECT partition FROM \(deadLetters) WHERE id = ?",
+        arguments: [id.uuidString]
+      )
+    else { return nil }
+    let partition: String? = row["partition"]
+    return .some(partition)
+  }
+
+  /// Puts a dead letter back at its place in its line, with its attempts reset.
+  static func revive(_ db: Database, id: UUID) throws {
+    try db.execute(
+      sql: """
+        INSERT INTO \(messages) (sequence, id, partition, entity, payload, attempts, appendedAt)
+        SELECT sequence, id, partition, entity, payload, 0, appendedAt
+        FROM \(deadLetters) WHERE id = ?
+        """,
+      arguments: [id.uuidString]
+    )
+    try db.execute(sql: "DELETE FROM \(deadLetters) WHERE id = ?", arguments: [id.uuidString])
+  }
+
+  static func drop(_ db: Database, id: UUID) throws {
+    try db.execute(sql: "DELETE FROM \(deadLetters) WHERE id = ?", arguments: [id.uuidString])
+  }
+
+  static func deadLetterCount(_ db: Database, partition: String?) throws -> Int {
+    try Int.fetchOne(
+      db,
+      sql: "SELECT COUNT(*) FROM \(deadLetters) WHERE partition IS ?",
+      arguments: [partition]
+    ) ?? 0
+  }
+}
