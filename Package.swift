@@ -65,7 +65,7 @@ package.targets += [
   .target(
     name: "OrderlySQLite",
     dependencies: [
-      "OrderlyRepository", "OrderlyDatabaseFile", "OrderlyOutbox",
+      "OrderlyCore", "OrderlyRepository", "OrderlyDatabaseFile", "OrderlyOutbox",
       .product(name: "GRDB", package: "GRDB.swift"),
     ],
     path: "Modules/OrderlySQLite"

@@ -1,16 +1,16 @@
 import GRDB
-import OrderlyDatabaseFile
+package import OrderlyDatabaseFile
 
 /// The outbox's two tables: the messages waiting for delivery, and the dead letters.
 ///
 /// `outbox_message.sequence` is an `AUTOINCREMENT` key, so numbers are never reused even after
 /// the newest messages were delivered: a line's order is its sequence order. A dead letter
 /// keeps its sequence, and a retried one goes back to the same place.
-enum OutboxSchema {
+package enum OutboxSchema {
   static let messageTable = "outbox_message"
   static let deadLetterTable = "outbox_dead_letter"
 
-  static let migrations = [
+  package static let migrations = [
     DatabaseSchema.Migration(
       "orderly outbox 1: messages and dead letters",
       tables: [messageTable, deadLetterTable]

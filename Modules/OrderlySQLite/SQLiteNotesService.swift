@@ -29,7 +29,10 @@ public final class SQLiteNotesService: NotesService {
   /// How long a call waits for another connection's lock before it fails.
   public let busyTimeout: Duration
 
-  private let database: any DatabaseWriter
+  let database: any DatabaseWriter
+  /// Runs inside every write's transaction with the change it made (the offline-first service
+  /// appends it to its outbox there).
+  let onChange: (@Sendable (NoteMutation, Database) throws -> Void)?
 
   /// Opens the notes database at `path`, creating it if there is no file there yet.
   ///
@@ -43,12 +46,25 @@ public final class SQLiteNotesService: NotesService {
   ///     5 seconds by default.
   /// - Throws: ``SQLiteNotesError`` if the file cannot be opened or is not a notes database.
   ///   The file and its folder are then as they were: nothing is left behind.
-  public init(path: String, busyTimeout: Duration = .seconds(5)) throws(SQLiteNotesError) {
+  public convenience init(path: String, busyTimeout: Duration = .seconds(5))
+    throws(SQLiteNotesError)
+  {
+    try self.init(path: path, busyTimeout: busyTimeout, schema: NotesSchema.schema, onChange: nil)
+  }
+
+  /// Opens a database holding `schema`'s tables, with a hook run in every write's transaction.
+  init(
+    path: String,
+    busyTimeout: Duration,
+    schema: DatabaseSchema,
+    onChange: (@Sendable (NoteMutation, Database) throws -> Void)?
+  ) throws(SQLiteNotesError) {
     self.path = path
     self.busyTimeout = busyTimeout
+    self.onChange = onChange
     let existed: Bool
     do {
-      existed = try DatabaseFile.check(path, busyTimeout: busyTimeout, schema: NotesSchema.schema)
+      existed = try DatabaseFile.check(path, busyTimeout: busyTimeout, schema: schema)
     } catch {
       throw SQLiteNotesError(error)
     }
@@ -59,7 +75,7 @@ public final class SQLiteNotesService: NotesService {
     do {
       let pool = try DatabasePool(path: path, configuration: configuration)
       do {
-        if let problem = try NotesSchema.schema.migrate(pool) {
+        if let problem = try schema.migrate(pool) {
           try? pool.close()
           throw SQLiteNotesError.notANotesDatabase(path: path, reason: problem)
         }
@@ -80,6 +96,7 @@ public final class SQLiteNotesService: NotesService {
   public init(inMemory: Void = ()) throws(SQLiteNotesError) {
     path = nil
     busyTimeout = .zero
+    onChange = nil
     do {
       let queue = try DatabaseQueue()
       _ = try NotesSchema.schema.migrate(queue)
@@ -212,6 +229,7 @@ public final class SQLiteNotesService: NotesService {
       )
       let id = db.lastInsertedRowID
       guard let note = try Self.note(id: id, in: db) else { throw NoteNotFound(id: id) }
+      try self.onChange?(.create(id: id, title: title, body: body), db)
       return note
     }
   }
@@ -237,6 +255,7 @@ public final class SQLiteNotesService: NotesService {
       guard db.changesCount > 0, let note = try Self.note(id: id, in: db) else {
         throw NoteNotFound(id: id)
       }
+      try self.onChange?(.update(id: id, title: title, body: body), db)
       return note
     }
   }
@@ -251,6 +270,7 @@ public final class SQLiteNotesService: NotesService {
     try await write { db in
       try db.execute(sql: "DELETE FROM note WHERE id = ?", arguments: [id])
       if db.changesCount == 0 { throw NoteNotFound(id: id) }
+      try self.onChange?(.delete(id: id), db)
     }
   }
 
