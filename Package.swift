@@ -122,6 +122,10 @@ func discoverExamples() -> [(name: String, dependencies: [Target.Dependency])] {
   let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
   return names.sorted().compactMap { name in
     let readme = folder.appendingPathComponent(name).appendingPathComponent("README.md")
+    // An example with a Package.swift of its own (notes-sync) brings dependencies the root
+    // package must never fetch: it is built and tested in its folder, by .ci/run.
+    let manifest = folder.appendingPathComponent(name).appendingPathComponent("Package.swift")
+    if FileManager.default.fileExists(atPath: manifest.path) { return nil }
     guard let text = try? String(contentsOf: readme, encoding: .utf8) else { return nil }
     let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
     guard lines.first == "---", let end = lines.dropFirst().firstIndex(of: "---") else {

@@ -7,6 +7,9 @@ struct GalleryEntry: Sendable {
   let title: String
   let lesson: Int
   let summary: String
+  /// How to run it: `swift run NAME`, or with `--package-path` for an example that is a
+  /// package of its own.
+  let command: String
 }
 
 /// `orderly examples`: the gallery of runnable examples, by lesson.
@@ -30,6 +33,7 @@ struct ExamplesCommand: ParsableCommand {
       6: "Launch steps",
       7: "Keyed tasks",
       8: "The repository layer on a real database",
+      9: "An outbox: ordered work that survives the process",
     ]
     let width = gallery.map(\.name.count).max() ?? 0
     var lesson = 0
@@ -42,7 +46,7 @@ struct ExamplesCommand: ParsableCommand {
       print(
         "  \(entry.name.padding(toLength: width, withPad: " ", startingAt: 0))  \(entry.summary)"
       )
-      print("  \(String(repeating: " ", count: width))  swift run \(entry.name)")
+      print("  \(String(repeating: " ", count: width))  \(entry.command)")
     }
   }
 }

@@ -310,7 +310,6 @@ extension Outbox {
       )
     }
     var attempt = stored.attempts + 1
-    var generator = SystemRandomNumberGenerator()
     while true {
       hub.emit(.delivering(id: stored.id, sequence: stored.sequence, attempt: attempt))
       let envelope = Envelope(
@@ -339,7 +338,7 @@ extension Outbox {
         try? await database.write { db in
           try OutboxStore.recordAttempts(db, sequence: stored.sequence, attempts: recorded)
         }
-        let delay = settings.retry.delay(afterAttempt: attempt, using: &generator)
+        let delay = settings.retry.delay(afterAttempt: attempt)
         hub.emit(
           .retrying(
             id: stored.id,

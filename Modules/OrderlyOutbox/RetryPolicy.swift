@@ -79,6 +79,17 @@ public struct RetryPolicy: Sendable {
     return Swift.max(base * factor, .zero)
   }
 
+  /// The wait after `attempt` failed, with jitter from the system's random numbers.
+  ///
+  /// - Parameter attempt: The attempt that failed, 1 for the first.
+  /// - Returns: The base delay moved by up to `jitter` of itself, never below zero.
+  public func delay(afterAttempt attempt: Int) -> Duration {
+    let base = baseDelay(afterAttempt: attempt)
+    let spread = Swift.min(Swift.max(jitter, 0), 1)
+    guard spread > 0 else { return base }
+    return Swift.max(base * Double.random(in: (1 - spread)...(1 + spread)), .zero)
+  }
+
   /// Checks the policy's numbers.
   ///
   /// - Returns: What is wrong, or `nil`.

@@ -213,6 +213,31 @@ struct ExamplesTests {
     #expect(parts[1].contains("Verdict: in order"))
   }
 
+  @Test("outbox-basics: retried with backoff, a dead letter stops the line, then the rest in order")
+  func outboxBasics() throws {
+    let output = try runExample("outbox-basics")
+    #expect(
+      output.contains(
+        """
+          delivering #1
+          retrying #1 in 0.1 seconds: the server is unreachable
+          delivering #1 (attempt 2)
+          retrying #1 in 0.2 seconds: the server is unreachable
+          delivering #1 (attempt 3)
+          delivered #1
+          delivering #2
+          delivered #2
+          delivering #3
+          dead letter #3: 404: the server has no note 7 (line stopped)
+
+        Pending: 2, dead letters: 1.
+        """
+      )
+    )
+    #expect(output.contains("delivering #4\n  delivered #4\n  delivering #5\n  delivered #5\n"))
+    #expect(output.hasSuffix("The server's notes:\n  note 2: ideas (empty)\n"))
+  }
+
   @Test("notes-sqlite: calls in order, notes persist across reopening, a bad file is refused")
   func notesSQLite() throws {
     let output = try runExample("notes-sqlite")

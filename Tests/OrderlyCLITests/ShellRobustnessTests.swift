@@ -157,7 +157,12 @@ struct GalleryAndPictureTests {
     )
     #expect(folders.count >= 20)
     for folder in folders {
-      #expect(result.stdout.contains("swift run \(folder)\n"), "\(folder) is not listed")
+      let isPackage = FileManager.default.fileExists(
+        atPath: root.appendingPathComponent("Examples/\(folder)/Package.swift").path
+      )
+      let command =
+        isPackage ? "swift run --package-path Examples/\(folder) \(folder)" : "swift run \(folder)"
+      #expect(result.stdout.contains(command + "\n"), "\(folder) is not listed")
     }
     #expect(result.stdout.hasPrefix("Lesson 1: Why Task {} calls finish out of order\n"))
   }

@@ -1,6 +1,7 @@
 import BuiltProducts
 import Foundation
 import GRDB
+import OrderlyCore
 import OrderlyOutbox
 import OrderlyTestSupport
 import Synchronization
@@ -64,7 +65,7 @@ struct OutboxFileTests {
     let folder = try ScratchFolder()
     let path = folder.path("outbox.sqlite")
     var acknowledged: [Int] = []
-    var generator = SystemRandomNumberGenerator()
+    var generator = SeededGenerator(seed: 200)
     for _ in 0..<200 {
       let probe = try BuiltProducts.Running(
         "outbox-probe",

@@ -119,12 +119,14 @@ struct OutboxTests {
       (1...6).map { policy.baseDelay(afterAttempt: $0) }
         == [1, 2, 4, 8, 10, 10].map { Duration.seconds($0) }
     )
-    var generator = SystemRandomNumberGenerator()
+    var generator = SeededGenerator(seed: 11)
     for attempt in 1...6 {
       let base = policy.baseDelay(afterAttempt: attempt)
       for _ in 0..<50 {
-        let delay = policy.delay(afterAttempt: attempt, using: &generator)
-        #expect(delay >= base * 0.8 && delay <= base * 1.2)
+        let seeded = policy.delay(afterAttempt: attempt, using: &generator)
+        let system = policy.delay(afterAttempt: attempt)
+        #expect(seeded >= base * 0.8 && seeded <= base * 1.2)
+        #expect(system >= base * 0.8 && system <= base * 1.2)
       }
     }
   }

@@ -39,6 +39,14 @@ struct Example {
   /// Whether the example's output changes from run to run on purpose (`output: varies`): its
   /// regions are then compared with every number masked, and kept when only numbers differ.
   let outputVaries: Bool
+  /// Whether the example is a package of its own (`Examples/NAME/Package.swift`), with heavy
+  /// dependencies the root package must not fetch: it is run with `--package-path`.
+  let isPackage: Bool
+
+  /// The command that runs it, from the repository's folder.
+  var command: String {
+    isPackage ? "swift run --package-path Examples/\(name) \(name)" : "swift run \(name)"
+  }
 }
 
 func frontMatter(of name: String) throws -> Example {
@@ -69,7 +77,10 @@ func frontMatter(of name: String) throws -> Example {
     summary: summary,
     lesson: lesson,
     modules: modules.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) },
-    outputVaries: fields["output"] == "varies"
+    outputVaries: fields["output"] == "varies",
+    isPackage: FileManager.default.fileExists(
+      atPath: root.appendingPathComponent("Examples/\(name)/Package.swift").path
+    )
   )
 }
 
@@ -83,10 +94,15 @@ func allExamples() throws -> [Example] {
 @MainActor
 func run(example: String) throws -> String {
   if let cached = outputCache[example] { return cached }
-  let binary = products.appendingPathComponent(example)
+  let isPackage = try frontMatter(of: example).isPackage
+  let binary =
+    isPackage
+    ? root.appendingPathComponent("Examples/\(example)/.build/debug/\(example)")
+    : products.appendingPathComponent(example)
   guard FileManager.default.isExecutableFile(atPath: binary.path) else {
+    let build = isPackage ? "swift build --package-path Examples/\(example)" : "swift build"
     throw DocsGenError(
-      description: "no binary for example '\(example)' at \(binary.path): run `swift build` first"
+      description: "no binary for example '\(example)' at \(binary.path): run `\(build)` first"
     )
   }
   let process = Process()
@@ -106,7 +122,11 @@ func run(example: String) throws -> String {
 }
 
 func code(of example: String) throws -> String {
-  let file = root.appendingPathComponent("Examples/\(example)/main.swift")
+  let folder = root.appendingPathComponent("Examples/\(example)")
+  let packaged = folder.appendingPathComponent("Sources/\(example)/main.swift")
+  let file =
+    FileManager.default.fileExists(atPath: packaged.path)
+    ? packaged : folder.appendingPathComponent("main.swift")
   guard let text = try? String(contentsOf: file, encoding: .utf8) else {
     throw DocsGenError(description: "no example named '\(example)' (looked for \(file.path))")
   }
@@ -157,7 +177,7 @@ func galleryTable() throws -> String {
     lines.append(
       "| \(example.lesson) | [\(example.title)](../Examples/\(example.name)/README.md) "
         + "| \(example.summary.replacingOccurrences(of: "|", with: "\\|")) "
-        + "| `swift run \(example.name)` |"
+        + "| `\(example.command)` |"
     )
   }
   return lines.joined(separator: "\n")
@@ -182,7 +202,9 @@ func gallerySource() throws -> String {
       "  GalleryEntry(name: \(literal(example.name)), title: \(literal(example.title)), "
         + "lesson: \(example.lesson),"
     )
-    lines.append("    summary: \(literal(example.summary))),")
+    lines.append(
+      "    summary: \(literal(example.summary)), command: \(literal(example.command))),"
+    )
   }
   lines.append("]")
   return lines.joined(separator: "\n") + "\n"

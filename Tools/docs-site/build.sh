@@ -20,7 +20,7 @@ out=${SITE_OUTPUT:-.build-site/site}
 base=${SITE_BASE:-}
 base=${base#/}
 base=${base%/}
-modules=(OrderlyCore OrderlyTestSupport OrderlyRepository OrderlySQLite OrderlyLaunch OrderlyTaskStore)
+modules=(OrderlyCore OrderlyTestSupport OrderlyRepository OrderlySQLite OrderlyOutbox OrderlyLaunch OrderlyTaskStore)
 
 rm -rf "$out"
 mkdir -p "$out"

@@ -13,7 +13,8 @@ SUMMARIES = {
     "OrderlyTestSupport": "deterministic tests of order and time: Gate, OrderedRecorder, "
     "ManualClock",
     "OrderlyRepository": "the repository layer: notes, NotesRepository, the demo scenario",
-    "OrderlySQLite": "notes on SQLite through GRDB",
+    "OrderlySQLite": "notes on SQLite through GRDB, and the offline-first notes service",
+    "OrderlyOutbox": "ordered work that survives the process: an outbox on SQLite",
     "OrderlyLaunch": "launch steps, one modal at a time",
     "OrderlyTaskStore": "keyed tasks, with a policy for a key already running",
 }

@@ -103,11 +103,13 @@ public struct TimelinePicture: Sendable, Equatable {
 
   /// Rows in steps from log lines such as an example prints: `start 3 createNote`,
   /// `finish 3 createNote: note 3: todo`, `error 5 updateNote: …`, `cancelled 2 fetchNote`,
-  /// or a `TaskStore`'s events, `started save #1` and `ended save #1: cancelled`.
+  /// a `TaskStore`'s events, `started save #1` and `ended save #1: cancelled`, or an outbox's,
+  /// `delivering #1`, `delivered #1` and `dead letter #3: …`.
   ///
-  /// A line is an event when its first word is one of `start`, `started`, `finish`,
-  /// `finished`, `error`, `failed`, `cancelled`, `dropped` or `ended` (whose outcome follows the
-  /// colon), and a later word before any colon is a number (`3`, `#3`, `task 3`). Lines may be
+  /// A line is an event when its first word is one of `start`, `started`, `delivering`,
+  /// `finish`, `finished`, `delivered`, `error`, `failed`, `dead`, `cancelled`, `dropped` or
+  /// `ended` (whose outcome follows the colon), and a later word before any colon is a number
+  /// (`3`, `#3`, `task 3`). Lines may be
   /// indented; any other line takes no step. A job that started but never ended is drawn as
   /// running to the last step.
   ///
@@ -150,9 +152,9 @@ public struct TimelinePicture: Sendable, Equatable {
       let words = head.split(separator: " ")
       guard let kind = words.first?.lowercased() else { return nil }
       switch kind {
-      case "start", "started": outcome = nil
-      case "finish", "finished": outcome = .finished
-      case "error", "failed": outcome = .failed
+      case "start", "started", "delivering": outcome = nil
+      case "finish", "finished", "delivered": outcome = .finished
+      case "error", "failed", "dead": outcome = .failed
       case "cancelled", "canceled", "dropped": outcome = .cancelled
       case "ended":
         let said = detail.lowercased()
