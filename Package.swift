@@ -203,7 +203,7 @@ package.targets += [
     name: "OrderlySQLiteTests",
     // The probe is a child process the durability test kills; depending on it builds it first.
     dependencies: [
-      "OrderlySQLite", "notes-sqlite-probe", "BuiltProducts",
+      "OrderlySQLite", "notes-sqlite-probe", "BuiltProducts", "OrderlyTestSupport",
       .product(name: "GRDB", package: "GRDB.swift"),
     ]
   ),

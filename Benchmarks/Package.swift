@@ -14,6 +14,8 @@ let package = Package(
       traits: ["MallocInterposer"]
     ),
     .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
+    // The plain GRDB baseline of the outbox rows.
+    .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
   ],
   targets: [
     // Each scenario's Orderly side and its baseline, shared by both harnesses.
@@ -24,7 +26,9 @@ let package = Package(
       dependencies: [
         "CMallocInfo",
         .product(name: "OrderlyCore", package: "Orderly"),
+        .product(name: "OrderlyOutbox", package: "Orderly"),
         .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+        .product(name: "GRDB", package: "GRDB.swift"),
       ]
     ),
     // A B A B ratios in one process: `swift run -c release --package-path Benchmarks ratios`.

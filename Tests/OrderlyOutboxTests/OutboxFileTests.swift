@@ -4,7 +4,6 @@ import GRDB
 import OrderlyCore
 import OrderlyOutbox
 import OrderlyTestSupport
-import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -118,11 +117,14 @@ struct OutboxFileTests {
     let reopened = try Outbox<Step>(path: path)
     #expect(reopened.pendingCount == 5)
     // The server remembers the identifiers it applied, as an idempotency key store does.
-    let appliedIDs = Mutex(Set(logged.map { String($0[0]) }))
+    // One line delivers one message at a time, so reading then recording the keys is safe.
+    let appliedIDs = OrderedRecorder<String>()
+    for line in logged { appliedIDs.record(String(line[0])) }
     let applied = OrderedRecorder<Int>()
     let redelivered = OrderedRecorder<Int>()
     try reopened.start { envelope in
-      let isNew = appliedIDs.withLock { $0.insert(envelope.id.uuidString).inserted }
+      let isNew = !appliedIDs.values.contains(envelope.id.uuidString)
+      appliedIDs.record(envelope.id.uuidString)
       (isNew ? applied : redelivered).record(envelope.message.index)
     }
     try await reopened.waitUntilDelivered()

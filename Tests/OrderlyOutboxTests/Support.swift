@@ -1,4 +1,5 @@
 import Foundation
+import OrderlyCore
 import OrderlyOutbox
 import Synchronization
 
@@ -38,23 +39,23 @@ final class FakeServer: Sendable {
   private let state = Mutex(State())
 
   /// What the server applied, in order.
-  var applied: [Change] { state.withLock { $0.applied } }
+  var applied: [Change] { state.withLock(announcingTo: self) { $0.applied } }
   /// How many deliveries arrived, duplicates included.
-  var deliveries: Int { state.withLock { $0.deliveries } }
+  var deliveries: Int { state.withLock(announcingTo: self) { $0.deliveries } }
   /// How many deliveries carried an identifier already applied.
-  var duplicates: Int { state.withLock { $0.duplicates } }
+  var duplicates: Int { state.withLock(announcingTo: self) { $0.duplicates } }
   /// The most deliveries that ran at once.
-  var mostRunning: Int { state.withLock { $0.mostRunning } }
+  var mostRunning: Int { state.withLock(announcingTo: self) { $0.mostRunning } }
   /// The attempt number of each delivery, in order.
-  var attempts: [Int] { state.withLock { $0.attempts } }
+  var attempts: [Int] { state.withLock(announcingTo: self) { $0.attempts } }
 
-  func setDown(_ down: Bool) { state.withLock { $0.down = down } }
-  func refuse(_ text: String) { state.withLock { _ = $0.refused.insert(text) } }
-  func accept(_ text: String) { state.withLock { _ = $0.refused.remove(text) } }
+  func setDown(_ down: Bool) { state.withLock(announcingTo: self) { $0.down = down } }
+  func refuse(_ text: String) { state.withLock(announcingTo: self) { _ = $0.refused.insert(text) } }
+  func accept(_ text: String) { state.withLock(announcingTo: self) { _ = $0.refused.remove(text) } }
 
   /// The delivery closure.
   @Sendable func deliver(_ envelope: Envelope<Change>) async throws {
-    try state.withLock { state in
+    try state.withLock(announcingTo: self) { state in
       state.deliveries += 1
       state.attempts.append(envelope.attempt)
       if state.down { throw ServerDown() }
@@ -66,7 +67,7 @@ final class FakeServer: Sendable {
     }
     // Lets other lines run meanwhile, so that side-by-side delivery can be seen.
     await Task.yield()
-    state.withLock { state in
+    state.withLock(announcingTo: self) { state in
       state.running -= 1
       if state.appliedIDs.insert(envelope.id).inserted {
         state.applied.append(envelope.message)

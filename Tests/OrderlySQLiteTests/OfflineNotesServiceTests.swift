@@ -3,7 +3,7 @@ import Foundation
 import OrderlyOutbox
 import OrderlyRepository
 import OrderlySQLite
-import Synchronization
+import OrderlyTestSupport
 import Testing
 
 @Suite("OfflineNotesService: local writes and their mutations, stored together")
@@ -17,11 +17,11 @@ struct OfflineNotesServiceTests {
     let b = try await service.createNote(title: "b", body: "")
     try await service.deleteNote(id: b.id)
     #expect(service.outbox.pendingCount == 3)
-    let sent = Mutex<[NoteMutation]>([])
-    try service.outbox.start { envelope in sent.withLock { $0.append(envelope.message) } }
+    let sent = OrderedRecorder<NoteMutation>()
+    try service.outbox.start { envelope in sent.record(envelope.message) }
     try await service.outbox.waitUntilDelivered()
     #expect(
-      sent.withLock { $0 } == [
+      sent.values == [
         .create(id: a.id, title: "a2", body: "x"), .create(id: b.id, title: "b", body: ""),
         .delete(id: b.id),
       ]

@@ -45,7 +45,7 @@ print(
   ].joined(separator: " | ")
 )
 var missed = 0
-for scenario in scenarios + executorScenarios + producerShapeScenarios
+for scenario in scenarios + executorScenarios + producerShapeScenarios + outboxScenarios
 where only.map({ scenario.name.contains($0) }) ?? true {
   let jobs = quick ? scenario.jobs.quick : scenario.jobs.full
   if case .pending(let reason) = scenario.target {

@@ -1,0 +1,157 @@
+import Foundation
+import GRDB
+import OrderlyOutbox
+
+/// The outbox benchmark's message: what an app would send for a note edit.
+struct BenchChange: Codable, Sendable {
+  let noteID: Int
+  let text: String
+}
+
+/// A fresh folder for one measurement, removed afterwards.
+func withScratchFile<T>(_ body: (String) async throws -> T) async throws -> T {
+  let folder = FileManager.default.temporaryDirectory
+    .appendingPathComponent("orderly-bench-\(UUID().uuidString)")
+  try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+  defer { try? FileManager.default.removeItem(at: folder) }
+  return try await body(folder.appendingPathComponent("bench.sqlite").path)
+}
+
+/// A plain GRDB database configured as the outbox's is: WAL, `synchronous = FULL`.
+func plainDatabase(at path: String) throws -> DatabasePool {
+  var configuration = Configuration()
+  configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+  let pool = try DatabasePool(path: path, configuration: configuration)
+  try pool.write { db in
+    try db.execute(
+      sql: """
+        CREATE TABLE change (id INTEGER PRIMARY KEY AUTOINCREMENT, uuid TEXT NOT NULL,
+        payload BLOB NOT NULL)
+        """
+    )
+  }
+  return pool
+}
+
+private func change(_ index: Int) -> BenchChange {
+  BenchChange(noteID: index % 100, text: "edit \(index)")
+}
+
+/// `jobs` appends, one transaction each, or in batches of `batch`.
+func outboxAppends(_ jobs: Int, batch: Int) async throws -> Double {
+  try await withScratchFile { path in
+    let outbox = try Outbox<BenchChange>(path: path)
+    defer { Task { try? await outbox.close() } }
+    return try await nanosecondsPerJob(jobs) {
+      if batch == 1 {
+        for index in 0..<jobs { try await outbox.append(change(index)) }
+      } else {
+        for start in stride(from: 0, to: jobs, by: batch) {
+          try await outbox.append(contentsOf: (start..<min(start + batch, jobs)).map(change))
+        }
+      }
+    }
+  }
+}
+
+/// The same rows written with plain GRDB: a UUID and the JSON payload, one transaction each or
+/// in batches.
+func plainInserts(_ jobs: Int, batch: Int) async throws -> Double {
+  try await withScratchFile { path in
+    let pool = try plainDatabase(at: path)
+    return try await nanosecondsPerJob(jobs) {
+      for start in stride(from: 0, to: jobs, by: batch) {
+        let rows = try (start..<min(start + batch, jobs)).map {
+          (UUID().uuidString, try JSONEncoder().encode(change($0)))
+        }
+        try await pool.write { db in
+          for (uuid, payload) in rows {
+            try db.execute(
+              sql: "INSERT INTO change (uuid, payload) VALUES (?, ?)",
+              arguments: [uuid, payload]
+            )
+          }
+        }
+      }
+    }
+  }
+}
+
+/// Delivers `jobs` appended messages to a handler that does nothing.
+func outboxDelivery(_ jobs: Int) async throws -> Double {
+  try await withScratchFile { path in
+    let outbox = try Outbox<BenchChange>(path: path)
+    for start in stride(from: 0, to: jobs, by: 1_000) {
+      try await outbox.append(contentsOf: (start..<min(start + 1_000, jobs)).map(change))
+    }
+    let result = try await nanosecondsPerJob(jobs) {
+      try outbox.start { _ in }
+      try await outbox.waitUntilDelivered()
+    }
+    try await outbox.close()
+    return result
+  }
+}
+
+/// The plain GRDB loop delivery amounts to: read the first row, decode it, delete it, one
+/// transaction for the read and one for the delete.
+func plainDrain(_ jobs: Int) async throws -> Double {
+  try await withScratchFile { path in
+    let pool = try plainDatabase(at: path)
+    try await pool.write { db in
+      for index in 0..<jobs {
+        try db.execute(
+          sql: "INSERT INTO change (uuid, payload) VALUES (?, ?)",
+          arguments: [UUID().uuidString, try JSONEncoder().encode(change(index))]
+        )
+      }
+    }
+    return try await nanosecondsPerJob(jobs) {
+      while true {
+        let head = try await pool.write { db -> Int64? in
+          guard let row = try Row.fetchOne(db, sql: "SELECT * FROM change ORDER BY id LIMIT 1")
+          else { return nil }
+          let payload: Data = row["payload"]
+          _ = try JSONDecoder().decode(BenchChange.self, from: payload)
+          return row["id"]
+        }
+        guard let head else { return }
+        try await pool.write { db in
+          try db.execute(sql: "DELETE FROM change WHERE id = ?", arguments: [head])
+        }
+      }
+    }
+  }
+}
+
+/// The outbox's rows: appends (one at a time and batched) and delivery to a no-op handler,
+/// each beside the plain GRDB code that does the same writes.
+public let outboxScenarios: [Scenario] = [
+  Scenario(
+    name: "Outbox.append, one per transaction",
+    baselineName: "GRDB INSERT, one per transaction, same settings",
+    unit: .nanosecondsPerJob,
+    target: .ratio(1.5),
+    jobs: (2_000, 300),
+    orderly: { jobs in try await outboxAppends(jobs, batch: 1) },
+    baseline: { jobs in try await plainInserts(jobs, batch: 1) }
+  ),
+  Scenario(
+    name: "Outbox.append(contentsOf:), 100 per transaction",
+    baselineName: "GRDB INSERT, 100 per transaction",
+    unit: .nanosecondsPerJob,
+    target: .ratio(2),
+    jobs: (100_000, 10_000),
+    orderly: { jobs in try await outboxAppends(jobs, batch: 100) },
+    baseline: { jobs in try await plainInserts(jobs, batch: 100) }
+  ),
+  Scenario(
+    name: "Outbox delivery to a no-op handler",
+    baselineName: "GRDB: read the first row, decode, delete it",
+    unit: .nanosecondsPerJob,
+    target: .ratio(2),
+    jobs: (2_000, 300),
+    orderly: { jobs in try await outboxDelivery(jobs) },
+    baseline: { jobs in try await plainDrain(jobs) }
+  ),
+]
