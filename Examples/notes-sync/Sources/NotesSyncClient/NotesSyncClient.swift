@@ -19,8 +19,10 @@ public import OrderlyRepository
 public struct NotesSyncClient: Sendable {
   /// The server, as `http://HOST:PORT`.
   public let baseURL: String
-  /// How long one request may take. While the server is down, an attempt lasts this long:
-  /// AsyncHTTPClient keeps retrying the connection until then.
+  /// How long one request may take.
+  ///
+  /// While the server is down, an attempt lasts this long: AsyncHTTPClient keeps retrying the
+  /// connection until then.
   public let timeout: Duration
   private let http: HTTPClient
 
