@@ -243,9 +243,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     let prepared = try prepare(messages, partition: partition)
     try checkOpen()
     do {
-      return try await database.write { db in
-        try prepared.map { try self.write($0, in: db) }
-      }
+      return try await database.write { db in try self.write(prepared, in: db) }
     } catch {
       throw failure(error)
     }
@@ -274,9 +272,9 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   public func append(_ message: Message, partition: String? = nil, in db: Database) throws
     -> UUID
   {
-    let prepared = try prepare([message], partition: partition)[0]
+    let prepared = try prepare([message], partition: partition)
     try checkOpen()
-    return try write(prepared, in: db)
+    return try write(prepared, in: db)[0]
   }
 
   /// A message ready to be written: encoded, with its line and entity.
@@ -313,26 +311,41 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     return prepared
   }
 
-  /// Writes one message (or merges it), and arranges for the counts, the event and the
-  /// delivery to follow the commit.
-  private func write(_ prepared: Prepared, in db: Database) throws -> UUID {
-    if let merged = try merge(prepared, in: db) { return merged }
-    let id = UUID()
-    let sequence = try OutboxStore.insert(
-      db,
-      id: id,
-      partition: prepared.partition,
-      entity: prepared.entity,
-      payload: prepared.payload,
-      appendedAt: Date()
-    )
-    let partition = prepared.partition
-    db.afterNextTransaction { _ in
-      self.state.withLock(announcingTo: self) { $0.pending += 1 }
-      self.hub.emit(.appended(id: id, sequence: sequence, partition: partition))
-      self.schedule(partition)
+  /// Writes messages (or merges them), and arranges for the counts, the events and the
+  /// deliveries to follow the commit, with one commit hook for the whole batch.
+  private func write(_ batch: [Prepared], in db: Database) throws -> [UUID] {
+    var ids: [UUID] = []
+    var events: [OutboxEvent] = []
+    var added = 0
+    var partitions: [String?] = []
+    for prepared in batch {
+      if let pending = try merge(prepared, in: db) {
+        ids.append(pending.id)
+        events.append(
+          .merged(into: pending.id, sequence: pending.sequence, partition: pending.partition)
+        )
+        continue
+      }
+      let id = UUID()
+      let sequence = try OutboxStore.insert(
+        db,
+        id: id,
+        partition: prepared.partition,
+        entity: prepared.entity,
+        payload: prepared.payload,
+        appendedAt: Date()
+      )
+      ids.append(id)
+      events.append(.appended(id: id, sequence: sequence, partition: prepared.partition))
+      added += 1
+      if !partitions.contains(prepared.partition) { partitions.append(prepared.partition) }
     }
-    return id
+    db.afterNextTransaction { [events, added, partitions] _ in
+      self.state.withLock(announcingTo: self) { $0.pending += added }
+      for event in events { self.hub.emit(event) }
+      for partition in partitions { self.schedule(partition) }
+    }
+    return ids
   }
 
   /// Folds the message into the newest pending one for its entity, if the merge closure says
@@ -341,7 +354,9 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// Runs under the database's write lock, as a line takes its next message does: a line that
   /// took a message before this check marks it, and one that takes it after reads the merged
   /// payload.
-  private func merge(_ prepared: Prepared, in db: Database) throws -> UUID? {
+  ///
+  /// - Returns: The pending message it was folded into, or `nil` if it must be appended.
+  private func merge(_ prepared: Prepared, in db: Database) throws -> StoredMessage? {
     guard let coalescing, let entity = prepared.entity,
       let pending = try OutboxStore.newest(db, entity: entity),
       pending.partition == prepared.partition
@@ -354,12 +369,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
       let payload = try? encoded(merged)
     else { return nil }
     try OutboxStore.replacePayload(db, sequence: pending.sequence, payload: payload)
-    db.afterNextTransaction { _ in
-      self.hub.emit(
-        .merged(into: pending.id, sequence: pending.sequence, partition: pending.partition)
-      )
-    }
-    return pending.id
+    return pending
   }
 
   private func encoded(_ message: Message) throws -> Data {

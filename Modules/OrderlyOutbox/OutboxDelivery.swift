@@ -265,8 +265,13 @@ extension Outbox {
     }
   }
 
-  /// Delivers the first message of a line, with its retries, then enqueues the line's next
+  /// How many messages a line delivers in one turn before it lets the other lines have theirs.
+  static var burst: Int { 16 }
+
+  /// Delivers the first messages of a line, each with its retries, then enqueues the line's next
   /// turn behind the other lines' (so that lines share the limit fairly).
+  ///
+  /// Removing a delivered message and taking the next one happen in one write transaction.
   private func turn(of partition: String?, settings: DeliverySettings<Message>) async {
     let proceed = state.withLock(announcingTo: self) { state -> Bool in
       state.scheduled.remove(partition)
@@ -275,25 +280,60 @@ extension Outbox {
         && !state.stoppedLines.contains(partition)
     }
     guard proceed, !Task.isCancelled else { return }
-    let head: StoredMessage?
+    var head: StoredMessage?
     do {
-      head = try await database.write { db in
-        let head = try OutboxStore.head(db, partition: partition)
-        if let head {
-          self.state.withLock(announcingTo: self) { $0.delivering[partition] = head.sequence }
-        }
-        return head
-      }
+      head = try await database.write { db in try self.claimHead(of: partition, in: db) }
     } catch {
       return  // closed, or the disk failed: the message stays for the next start
     }
-    guard let head else { return }
-    let outcome = await deliver(head, settings: settings)
-    state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
-    if outcome == .next { schedule(partition) }
+    var delivered = 0
+    while let current = head {
+      let outcome = await deliver(current, settings: settings)
+      guard outcome == .delivered else {
+        state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
+        if outcome == .next { schedule(partition) }
+        return
+      }
+      delivered += 1
+      let goesOn = delivered < Self.burst && !Task.isCancelled && canGoOn(partition)
+      do {
+        head = try await database.write { db in
+          try OutboxStore.delete(db, sequence: current.sequence)
+          return goesOn ? try self.claimHead(of: partition, in: db) : nil
+        }
+      } catch {
+        // Delivered, but still on disk: it will be delivered again (at least once).
+        state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
+        return
+      }
+      let waiters = state.withLock(announcingTo: self) { state in
+        state.pending -= 1
+        if head == nil { state.delivering[partition] = nil }
+        return state.takeWaitersIfDelivered()
+      }
+      hub.emit(.delivered(id: current.id, sequence: current.sequence))
+      for waiter in waiters { waiter.resume() }
+      if !goesOn { schedule(partition) }
+    }
   }
 
-  enum Outcome { case next, halt }
+  /// Reads a line's first message and marks it as being delivered, inside a write transaction:
+  /// a merge, which also writes, sees the mark or comes before the read.
+  private func claimHead(of partition: String?, in db: Database) throws -> StoredMessage? {
+    let head = try OutboxStore.head(db, partition: partition)
+    state.withLock(announcingTo: self) { $0.delivering[partition] = head?.sequence }
+    return head
+  }
+
+  /// Whether a line may take its next message in this turn.
+  private func canGoOn(_ partition: String?) -> Bool {
+    state.withLock(announcingTo: self) { state in
+      if state.paused { state.parked.insert(partition) }
+      return !state.paused && !state.stopping && !state.closed
+    }
+  }
+
+  enum Outcome { case delivered, next, halt }
 
   private func deliver(_ stored: StoredMessage, settings: DeliverySettings<Message>) async
     -> Outcome
@@ -357,29 +397,12 @@ extension Outbox {
         attempt += 1
         continue
       }
-      return await remove(stored)
+      return .delivered
     }
   }
 
   private var isStopping: Bool {
     state.withLock(announcingTo: self) { $0.stopping || $0.closed }
-  }
-
-  /// Removes a delivered message.
-  private func remove(_ stored: StoredMessage) async -> Outcome {
-    do {
-      try await database.write { db in try OutboxStore.delete(db, sequence: stored.sequence) }
-    } catch {
-      // Delivered, but still on disk: it will be delivered again (at least once).
-      return .halt
-    }
-    let waiters = state.withLock(announcingTo: self) { state in
-      state.pending -= 1
-      return state.takeWaitersIfDelivered()
-    }
-    hub.emit(.delivered(id: stored.id, sequence: stored.sequence))
-    for waiter in waiters { waiter.resume() }
-    return .next
   }
 
   /// Moves a message to the dead letters; its line stops or goes on, by the policy.

@@ -6,6 +6,11 @@ package import OrderlyDatabaseFile
 /// `outbox_message.sequence` is an `AUTOINCREMENT` key, so numbers are never reused even after
 /// the newest messages were delivered: a line's order is its sequence order. A dead letter
 /// keeps its sequence, and a retried one goes back to the same place.
+///
+/// Every index is paid for on each append and each delivery (pages written and synced), so
+/// there are few: the default line is read in key order, partitions and merge entities through
+/// partial indexes that hold only the rows that have one, and identifiers (random UUIDs) are not
+/// indexed in the message table.
 package enum OutboxSchema {
   static let messageTable = "outbox_message"
   static let deadLetterTable = "outbox_dead_letter"
@@ -19,15 +24,17 @@ package enum OutboxSchema {
         sql: """
           CREATE TABLE \(messageTable) (
             sequence INTEGER PRIMARY KEY AUTOINCREMENT,
-            id TEXT NOT NULL UNIQUE,
+            id TEXT NOT NULL,
             partition TEXT,
             entity TEXT,
             payload BLOB NOT NULL,
             attempts INTEGER NOT NULL DEFAULT 0,
             appendedAt DOUBLE NOT NULL
           );
-          CREATE INDEX \(messageTable)_partition ON \(messageTable) (partition, sequence);
-          CREATE INDEX \(messageTable)_entity ON \(messageTable) (entity, sequence);
+          CREATE INDEX \(messageTable)_partition ON \(messageTable) (partition, sequence)
+            WHERE partition IS NOT NULL;
+          CREATE INDEX \(messageTable)_entity ON \(messageTable) (entity, sequence)
+            WHERE entity IS NOT NULL;
           CREATE TABLE \(deadLetterTable) (
             sequence INTEGER PRIMARY KEY,
             id TEXT NOT NULL UNIQUE,

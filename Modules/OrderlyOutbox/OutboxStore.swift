@@ -46,11 +46,12 @@ enum OutboxStore {
     payload: Data,
     appendedAt: Date
   ) throws -> Int64 {
-    try db.execute(
+    try db.cachedStatement(
       sql: """
         INSERT INTO \(messages) (id, partition, entity, payload, attempts, appendedAt)
         VALUES (?, ?, ?, ?, 0, ?)
-        """,
+        """
+    ).execute(
       arguments: [id.uuidString, partition, entity, payload, appendedAt.timeIntervalSince1970]
     )
     return db.lastInsertedRowID
@@ -74,11 +75,16 @@ enum OutboxStore {
 
   /// The first message of a line.
   static func head(_ db: Database, partition: String?) throws -> StoredMessage? {
-    try Row.fetchOne(
-      db,
-      sql: "SELECT * FROM \(messages) WHERE partition IS ? ORDER BY sequence LIMIT 1",
-      arguments: [partition]
-    ).map(StoredMessage.init(row:))
+    let statement =
+      partition == nil
+      ? try db.cachedStatement(
+        sql: "SELECT * FROM \(messages) WHERE partition IS NULL ORDER BY sequence LIMIT 1"
+      )
+      : try db.cachedStatement(
+        sql: "SELECT * FROM \(messages) WHERE partition = ? ORDER BY sequence LIMIT 1"
+      )
+    return try Row.fetchOne(statement, arguments: partition.map { [$0] } ?? [])
+      .map(StoredMessage.init(row:))
   }
 
   /// Every line that has messages, the one whose first message is oldest first.
@@ -101,7 +107,8 @@ enum OutboxStore {
   }
 
   static func delete(_ db: Database, sequence: Int64) throws {
-    try db.execute(sql: "DELETE FROM \(messages) WHERE sequence = ?", arguments: [sequence])
+    try db.cachedStatement(sql: "DELETE FROM \(messages) WHERE sequence = ?")
+      .execute(arguments: [sequence])
   }
 
   static func recordAttempts(_ db: Database, sequence: Int64, attempts: Int) throws {
