@@ -1,3 +1,4 @@
+import Foundation
 import OrderlyCore
 import OrderlyTestSupport
 import Synchronization
@@ -174,4 +175,43 @@ extension Array {
     }
     return result
   }
+}
+
+@Suite("Producer threads (not tasks) contending for a queue's locks")
+struct ProducerThreadStressTests {
+  @Test("16 producer threads × 400 enqueueDetached: every job runs once, each thread's in order")
+  func producerThreads() async throws {
+    let queue = SerialQueue(name: "threads")
+    let recorder = OrderedRecorder<Int>()
+    let threads = 16
+    let perThread = 400
+    let finished = ThreadCount()
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      for thread in 0..<threads {
+        Thread {
+          for index in 0..<perThread {
+            queue.enqueueDetached { recorder.record(thread * perThread + index) }
+          }
+          // Exactly one thread, the last to finish, sees the count reach `threads`.
+          if finished.increment() == threads { continuation.resume() }
+        }.start()
+      }
+    }
+    try await queue.waitUntilIdle()
+    let values = recorder.values
+    #expect(values.count == threads * perThread)
+    #expect(Set(values).count == threads * perThread)
+    for thread in 0..<threads {
+      let mine = values.filter { $0 / perThread == thread }
+      #expect(mine == mine.sorted(), "thread \(thread)'s jobs ran out of order")
+    }
+  }
+}
+
+/// How many producer threads finished.
+private final class ThreadCount: Sendable {
+  private let value = Atomic<Int>(0)
+
+  /// Adds one and returns the new count.
+  func increment() -> Int { value.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue }
 }

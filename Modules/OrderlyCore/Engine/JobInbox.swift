@@ -21,7 +21,8 @@ import Synchronization
 /// emitted under this lock while the inbox is watched, and under the queue's lock alone while it
 /// is not (no producer uses the inbox then), so numbers, events and the line keep one order.
 final class JobInbox: Sendable {
-  private let jobs = Mutex<[any RunnableJob]>([])
+  /// A barging lock, not a `Mutex`: producer threads contend for it (see ``BargingLock``).
+  private let jobs = BargingLock<[any RunnableJob]>([])
   /// Whether jobs may wait here.
   ///
   /// Written only under the queue's lock: from `false` to `true` as a plain store, from `true`
@@ -40,7 +41,7 @@ final class JobInbox: Sendable {
   /// - Returns: `false` if the inbox is not watched: the caller must admit the job under the
   ///   queue's lock.
   func keepIfWatched(_ job: any RunnableJob, announce: (JobID) -> Void) -> Bool {
-    jobs.withLock(announcingTo: self) { jobs in
+    jobs.withLock { jobs in
       guard isWatched.load(ordering: .acquiring) else { return false }
       job.assign(id: number(announce))
       jobs.append(job)
@@ -55,7 +56,7 @@ final class JobInbox: Sendable {
   /// Call it under the queue's lock.
   func takeAllAndNumber(announce: (JobID) -> Void) -> (jobs: [any RunnableJob], id: JobID) {
     guard isWatched.load(ordering: .acquiring) else { return ([], number(announce)) }
-    return jobs.withLock(announcingTo: self) { jobs in
+    return jobs.withLock { jobs in
       (Self.take(&jobs), number(announce))
     }
   }
@@ -65,7 +66,7 @@ final class JobInbox: Sendable {
   /// Call it under the queue's lock.
   func takeAll() -> (jobs: [any RunnableJob], lastID: UInt64) {
     guard isWatched.load(ordering: .acquiring) else { return ([], lastID.load(ordering: .relaxed)) }
-    return jobs.withLock(announcingTo: self) { jobs in
+    return jobs.withLock { jobs in
       (Self.take(&jobs), lastID.load(ordering: .relaxed))
     }
   }
@@ -88,7 +89,7 @@ final class JobInbox: Sendable {
       return []
     }
     guard wasWatched else { return [] }
-    return jobs.withLock(announcingTo: self) { jobs in
+    return jobs.withLock { jobs in
       if jobs.isEmpty {
         isWatched.store(false, ordering: .releasing)
         return []

@@ -23,7 +23,9 @@ final class JobQueueCore: Sendable {
   let slotRelease: SlotRelease
   /// Where the queue's events go; shared by every line of a keyed queue.
   let hub: EventHub
-  private let state: Mutex<JobLineState>
+  /// A barging lock, not a `Mutex`: producer threads contend for it while no job runs yet (see
+  /// ``BargingLock``).
+  private let state: BargingLock<JobLineState>
   /// Detached jobs submitted while the line is busy, and the numbering of every job.
   private let inbox = JobInbox()
   /// Told, with no lock held, when the last job ends (a keyed queue then frees the key's line).
@@ -47,7 +49,7 @@ final class JobQueueCore: Sendable {
     self.slotRelease = slotRelease
     self.idleHandler = idleHandler
     self.hub = events
-    self.state = Mutex(JobLineState(queueName: name, events: events, limit: limit))
+    self.state = BargingLock(JobLineState(queueName: name, events: events, limit: limit))
   }
 
   // MARK: - Submitting work
@@ -214,7 +216,7 @@ final class JobQueueCore: Sendable {
   }
 
   var runningCount: Int {
-    state.withLock(announcingTo: self) { $0.runningCount }
+    state.withLock { $0.runningCount }
   }
 
   var isIdle: Bool {
@@ -223,11 +225,11 @@ final class JobQueueCore: Sendable {
 
   /// The number of `waitUntilIdle` callers waiting (for tests).
   var idleWaiterCount: Int {
-    state.withLock(announcingTo: self) { $0.idleWaiterCount }
+    state.withLock { $0.idleWaiterCount }
   }
 
   var limit: Int {
-    state.withLock(announcingTo: self) { $0.limit }
+    state.withLock { $0.limit }
   }
 
   func setLimit(_ limit: Int) {
@@ -371,7 +373,7 @@ final class JobQueueCore: Sendable {
     var wakeups = Wakeups()
     var launches = Launches()
     var becameIdle = false
-    let result = state.withLock(announcingTo: self) { state in
+    let result = state.withLock { (state: inout JobLineState) -> Result in
       if movingInboxFirst { _ = moveInbox(into: &state, launches: &launches) }
       // Only a change that ends the last job reports the queue idle: a keyed queue calls
       // admissions while holding its own lock, which its idle handler takes.
@@ -394,7 +396,7 @@ final class JobQueueCore: Sendable {
   /// job), so a keyed queue may call it while holding its own lock.
   @inline(__always)
   private func read<Result: Sendable>(_ body: (borrowing JobLineState) -> Result) -> Result {
-    let (result, launches) = state.withLock(announcingTo: self) { state in
+    let (result, launches) = state.withLock { (state: inout JobLineState) -> (Result, Launches) in
       var launches = Launches()
       _ = moveInbox(into: &state, launches: &launches)
       settleInbox(&state, launches: &launches)
@@ -529,7 +531,7 @@ final class JobQueueCore: Sendable {
 
 extension JobQueueCore: JobQueueBackend {
   func isRunning(_ id: JobID) -> Bool {
-    state.withLock(announcingTo: self) { $0.isRunning(id) }
+    state.withLock { $0.isRunning(id) }
   }
 
   var reentrantWaitError: any Error {
