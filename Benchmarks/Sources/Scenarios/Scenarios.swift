@@ -153,7 +153,7 @@ public let scenarios: [Scenario] = [
   ),
   Scenario(
     name: "enqueueAndWait round trip, uncontended",
-    baselineName: "seed 000 actor queue (SerialQueue3)",
+    baselineName: "the serial task executor article's SerialQueue3",
     unit: .nanosecondsPerJob,
     target: .ratio(0.25),
     jobs: (100_000, 20_000),
@@ -428,8 +428,26 @@ public let scenarios: [Scenario] = [
     }
   ),
   Scenario(
+    name: "enqueueAndWait round trip, caller at .high",
+    baselineName: "the same round trip, caller at .medium",
+    unit: .nanosecondsPerJob,
+    target: .ratio(1.05),
+    jobs: (100_000, 20_000),
+    orderly: { jobs in try await roundTrips(jobs, at: .high) },
+    baseline: { jobs in try await roundTrips(jobs, at: .medium) }
+  ),
+  Scenario(
+    name: "enqueueAndWait behind a pending .low job (escalates it)",
+    baselineName: "the same behind a pending .high job",
+    unit: .nanosecondsPerJob,
+    target: .info,
+    jobs: (100_000, 20_000),
+    orderly: { jobs in try await roundTripsBehind(jobs, pendingAt: .low) },
+    baseline: { jobs in try await roundTripsBehind(jobs, pendingAt: .high) }
+  ),
+  Scenario(
     name: "enqueue vs previous-task chaining",
-    baselineName: "seed 002 task chain",
+    baselineName: "a previous-task chain (the Q&A thread's)",
     unit: .nanosecondsPerJob,
     target: .info,
     jobs: (100_000, 20_000),
@@ -453,4 +471,29 @@ public struct ScenarioFailure: Error, CustomStringConvertible {
   public init(_ description: String) {
     self.description = description
   }
+}
+
+/// Uncontended `enqueueAndWait` round trips from a task at `priority`: the escalation check runs
+/// on every call and finds nothing to raise.
+func roundTrips(_ jobs: Int, at priority: TaskPriority) async throws -> Double {
+  try await Task(priority: priority) {
+    try await nanosecondsPerJob(jobs) {
+      let queue = SerialQueue()
+      for _ in 0..<jobs { try await queue.enqueueAndWait {} }
+    }
+  }.value
+}
+
+/// Round trips from a `.high` task, each behind a detached job enqueued at `pendingAt`: at
+/// `.low`, every call raises the job ahead of it.
+func roundTripsBehind(_ jobs: Int, pendingAt priority: TaskPriority) async throws -> Double {
+  try await Task(priority: .high) {
+    try await nanosecondsPerJob(jobs) {
+      let queue = SerialQueue()
+      for _ in 0..<jobs {
+        queue.enqueueDetached(priority: priority) {}
+        try await queue.enqueueAndWait {}
+      }
+    }
+  }.value
 }
