@@ -71,6 +71,20 @@ Found and fixed, each measured and committed on its own:
   updates are inlined and fill their results in place instead of returning a tuple. The
   runner's work per job went from about 1,010 to about 580 ns, and an `enqueueAndWait` round
   trip from about 1,100 to about 790 ns.
+- **Producer threads convoying on the queue's lock** (`Mutex._lockSlow` from `admit`, 67-72%
+  of an 8-producer-thread run; 2 million voluntary context switches for 400k jobs): Swift's
+  `Mutex` on Linux is a priority-inheritance futex that hands a released lock to its first
+  waiter, and with more producer threads than cores that waiter is often not running, so every
+  producer waited for it. The queue's lock and its inbox now use a plain pthread mutex, which a
+  running thread may take as soon as it is released. 400k `enqueueDetached` calls from 1, 4, 8
+  and 32 threads: 1.46, 1.24, 1.25 and 1.23 us per job (before: 1.29, 1.14, 25.5 and 24.1 us;
+  8 threads 52 s before, 2.4 s after). One producer's rows moved within the noise (+3-4% in
+  alternating runs of the two builds).
+- **The outbox**: a line removes a delivered message and takes the next one in one write
+  transaction; a batch registers one commit hook, not one per message; the message table
+  keeps partial indexes only (every index costs pages written and synced on each append and
+  each delivery). Appends went from 1.66x to about 0.9x a plain GRDB insert, batched appends
+  from 2.5x to about 0.7x, delivery from 1.97x to about 0.5x a plain read-then-delete loop.
 - **A pending `enqueue` job's memory**: a waiting job's async frames must fit in its task's
   first slab of memory; a slightly larger waiting frame cost every pending job a second slab,
   about 1 KB (1.10x a suspended `Task` when it fits, 1.80x when it does not). This row
@@ -85,18 +99,34 @@ Why the remaining misses remain, and what is close:
   job. Dispatch drains on a thread of its own while the producers run. Giving runners a
   thread of their own (a task executor) would change where detached jobs run, and a lock-free
   inbox would shorten the first phase only; neither is done.
+- **8 producers with the queue on its own executor**: the runner on a `DedicatedThreadExecutor`
+  thread no longer waits for the producers' cooperative threads, but it shares the two cores
+  with them, and a job still costs about 1 us on the runner where Dispatch drains a block in
+  about 50 ns: the row stays a miss, by about the same factor as the runner side row.
 - **`enqueue`**: a job's task starts, finds the line busy, suspends, and is resumed at its
-  turn: two schedulings per job where a bare `Task {}` has one. No API creates a task that
-  starts suspended, and the task must be created at the call to inherit its context.
+  turn: two schedulings per job where a bare `Task {}` has one. `Task.immediate` (Swift 6.2)
+  was tried: behind a busy line the task started inside the call and suspended in line before
+  it returned. Measured in alternating quick runs it changed nothing (2.05-2.56x a bare
+  `Task {}` with it, 1.94-2.54x without), and keeping job code out of the call when the turn
+  comes during admission needed a branch that grew every pending `enqueue` job from 1.10x to
+  1.80x a suspended `Task` (the memory row). Not kept.
 - **`enqueueDetached`, one producer** (passes, with little margin): running a job is still an
   async call through an existential, a task-local binding for the reentrancy check
   (`swift_task_localValuePush` takes the task's status-record lock), three locks and
   retain/release around all of it: about 580 ns, where Dispatch drains a block with a
   function call (about 45 ns). The Dispatch baseline itself moves between about 300 and
   1,100 ns per job from run to run on this shared machine, so this ratio can cross the target.
-- **`enqueueAndWait`** (passes, with little margin): about 790 ns for two queue-lock
-  sections, two node locks, a task-local binding, a node allocation and the executor checks
-  of the async calls in between.
+- **`enqueueAndWait`** (passes in some runs, misses in others): about 800-1,200 ns for two
+  queue-lock sections, two node locks, a task-local binding, a node allocation and the
+  executor checks of the async calls in between; the article's actor queue it is compared with
+  takes 2.9-4.1 us.
+- **Priority escalation** costs nothing measurable when there is nothing to raise (a `.high`
+  caller's round trip against a `.medium` one, target 1.05x); a call that does raise a pending
+  `.low` job pays for it, about 12 us (the escalation row, for information).
+
+The outbox rows write to a file in a temporary folder with WAL and `synchronous = FULL`, so each
+committed transaction waits for the disk; their baselines are the plain GRDB code doing the same
+writes with the same settings.
 
 ## Latest run
 
