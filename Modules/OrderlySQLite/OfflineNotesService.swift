@@ -6,7 +6,7 @@ public import OrderlyRepository
 import Synchronization
 
 /// An offline-first `NotesService`: every change is written to the local SQLite file at once
-/// and, in the same transaction, appended to an outbox as the ``NoteMutation`` the server must
+/// and, in the same transaction, appended to an outbox as the `NoteMutation` the server must
 /// apply.
 ///
 /// The app reads and writes locally whether or not it has a network; the outbox sends the
@@ -23,7 +23,7 @@ import Synchronization
 ///
 /// The outbox delivers one mutation at a time in one line, so the server sees a note's creation
 /// before its edits. By default a later edit of a note still waiting to be sent is folded into
-/// it (``NoteMutation/merging(_:)``): an hour of offline typing is one request, not hundreds.
+/// it (`NoteMutation.merging(_:)`): an hour of offline typing is one request, not hundreds.
 ///
 /// The file holds the notes tables and the outbox's; a plain ``SQLiteNotesService`` file opens
 /// here (its outbox tables are added), while a file this service wrote is refused by
@@ -92,7 +92,7 @@ public final class OfflineNotesService: NotesService {
   /// - Throws: As ``SQLiteNotesService/fetchNotes()``.
   public func fetchNote(id: Note.ID) async throws -> Note? { try await notes.fetchNote(id: id) }
 
-  /// Creates a note locally and appends its ``NoteMutation/create(id:title:body:)``.
+  /// Creates a note locally and appends its `NoteMutation.create`.
   ///
   /// - Parameters:
   ///   - title: The title.
@@ -103,7 +103,7 @@ public final class OfflineNotesService: NotesService {
     try await notes.createNote(title: title, body: body)
   }
 
-  /// Changes a note locally and appends its ``NoteMutation/update(id:title:body:)``.
+  /// Changes a note locally and appends its `NoteMutation.update`.
   ///
   /// - Parameters:
   ///   - id: The note's identifier.
@@ -115,7 +115,7 @@ public final class OfflineNotesService: NotesService {
     try await notes.updateNote(id: id, title: title, body: body)
   }
 
-  /// Deletes a note locally and appends its ``NoteMutation/delete(id:)``.
+  /// Deletes a note locally and appends its `NoteMutation.delete`.
   ///
   /// - Parameter id: The note's identifier.
   /// - Throws: As ``SQLiteNotesService/deleteNote(id:)``.

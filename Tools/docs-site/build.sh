@@ -36,7 +36,8 @@ for module in "${modules[@]}"; do
 done
 
 echo "==> pages: docs/ and the examples' READMEs"
-pages=$(find docs Examples -name '*.md' | sort)
+# Example packages keep their dependencies' checkouts in .build: not our pages.
+pages=$(find docs Examples -name .build -prune -o -name '*.md' -print | sort)
 # shellcheck disable=SC2086
 python3 Tools/docs-site/render.py . "$out" $pages
 
