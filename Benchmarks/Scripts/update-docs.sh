@@ -110,12 +110,16 @@ Why the remaining misses remain, and what is close:
   `Task {}` with it, 1.94-2.54x without), and keeping job code out of the call when the turn
   comes during admission needed a branch that grew every pending `enqueue` job from 1.10x to
   1.80x a suspended `Task` (the memory row). Not kept.
-- **`enqueueDetached`, one producer** (passes, with little margin): running a job is still an
-  async call through an existential, a task-local binding for the reentrancy check
-  (`swift_task_localValuePush` takes the task's status-record lock), three locks and
-  retain/release around all of it: about 580 ns, where Dispatch drains a block with a
-  function call (about 45 ns). The Dispatch baseline itself moves between about 300 and
-  1,100 ns per job from run to run on this shared machine, so this ratio can cross the target.
+- **`enqueueDetached`, one producer** (passed in earlier full runs at 1.37-1.48x; misses in the
+  latest): running a job is still an async call through an existential, a task-local binding
+  for the reentrancy check (`swift_task_localValuePush` takes the task's status-record lock),
+  three locks and retain/release around all of it, where Dispatch drains a block with a
+  function call (about 40-50 ns). The runner's work per job measured about 580 ns before
+  priority escalation and task executors were added, and about 960 ns now (the `runner side`
+  row); its profile is flat (the task allocator, retain/release, optional `TaskPriority`
+  handling, executor lookups), with no single cost to remove. The Dispatch baseline itself
+  moves between about 300 and 1,100 ns per job from run to run on this shared machine, so the
+  ratio crosses the target either way.
 - **`enqueueAndWait`** (passes in some runs, misses in others): about 800-1,200 ns for two
   queue-lock sections, two node locks, a task-local binding, a node allocation and the
   executor checks of the async calls in between; the article's actor queue it is compared with
