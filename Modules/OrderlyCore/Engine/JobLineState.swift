@@ -85,7 +85,7 @@ struct JobLineState {
     var basePriority: UInt8 {
       switch self {
       case .turn(let node): node.basePriority
-      case .detached(let job): (job.priority ?? .medium).rawValue
+      case .detached(let job): job.basePriority
       }
     }
   }

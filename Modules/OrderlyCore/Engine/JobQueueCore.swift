@@ -184,7 +184,7 @@ final class JobQueueCore: Sendable {
   func admit(_ job: any RunnableJob) -> Bool {
     // A job of a higher priority than some job already in line takes the locked path, which
     // raises the jobs ahead of it at once; the inbox would admit it only after they end.
-    let raises = (job.priority ?? .medium).rawValue > lowestPriority.load(ordering: .relaxed)
+    let raises = job.basePriority > lowestPriority.load(ordering: .relaxed)
     if !raises, inbox.keepIfWatched(job, announce: { announceEnqueued($0, name: job.name) }) {
       return false
     }

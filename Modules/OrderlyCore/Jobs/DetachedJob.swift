@@ -20,6 +20,8 @@ protocol RunnableJob: PinnedJob {
   var id: JobID { get }
   var name: String? { get }
   var priority: TaskPriority? { get }
+  /// `(priority ?? .medium).rawValue`, computed once: the line reads it for every admission.
+  var basePriority: UInt8 { get }
   var isBarrier: Bool { get }
   var isCancelledWhileWaiting: Bool { get }
   /// Numbers the job; called once, under the queue's lock, before it is put in line.
@@ -134,6 +136,7 @@ struct DetachedJobResultMismatch: Error, CustomStringConvertible {
 final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   let name: String?
   let priority: TaskPriority?
+  let basePriority: UInt8
   let isBarrier: Bool
   private let state = Mutex(ErasedJobState())
   /// The job's work, until it runs or is cancelled.
@@ -159,6 +162,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   ) {
     self.name = name
     self.priority = priority
+    self.basePriority = (priority ?? .medium).rawValue
     self.isBarrier = isBarrier
     self.operation = operation
   }
@@ -226,7 +230,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
 
   @_specialize(where Success == Void)
   func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport {
-    var escalation: TaskPriority?
+    var escalation: UInt8 = 0
     let operation = state.withLock(announcingTo: self) {
       state -> (() async throws -> Success)? in
       guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
@@ -236,7 +240,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
       return self.operation.take()
     }
     // The job runs in the runner's task, the current one: it may raise its own priority.
-    if let escalation { RunningTask.escalateCurrent(to: escalation) }
+    if escalation != 0 { RunningTask.escalateCurrent(to: TaskPriority(rawValue: escalation)) }
     let result: ErasedJobState.Outcome
     if let operation {
       // A placeholder that allocates nothing: a `CancellationError` here would box an error

@@ -63,7 +63,7 @@ public struct QueuedTask<Success: Sendable>: Sendable, Hashable {
         case .attached(_, let node):
           owner.escalateForAwaiter(of: node.id, jobPriority: node.basePriority)
         case .detached(let job):
-          owner.escalateForAwaiter(of: job.id, jobPriority: (job.priority ?? .medium).rawValue)
+          owner.escalateForAwaiter(of: job.id, jobPriority: job.basePriority)
         }
       }
       switch backing {

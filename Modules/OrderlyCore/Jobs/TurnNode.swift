@@ -160,8 +160,8 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     parent: (any RunningJobFrame)?
   ) -> Bool {
     let (begins, escalation) = state.withLock(announcingTo: self) {
-      state -> (Bool, TaskPriority?) in
-      guard state.phase == .granted, !state.pins.cancelRequested else { return (false, nil) }
+      state -> (Bool, UInt8) in
+      guard state.phase == .granted, !state.pins.cancelRequested else { return (false, 0) }
       state.phase = .running
       let escalation = state.pins.start(in: task)
       state.owner = owner
@@ -169,7 +169,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
       return (true, escalation)
     }
     // The job runs in the current task: it may raise its own priority.
-    if let escalation { RunningTask.escalateCurrent(to: escalation) }
+    if escalation != 0 { RunningTask.escalateCurrent(to: TaskPriority(rawValue: escalation)) }
     return begins
   }
 

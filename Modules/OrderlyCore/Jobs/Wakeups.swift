@@ -124,9 +124,11 @@ struct PinState {
   private(set) var runningTask: RunningTask?
   /// Set when the job is cancelled after it was given its turn.
   private(set) var cancelRequested = false
-  /// The priority a job that has not begun must raise its task to when it begins: a
-  /// higher-priority task waits behind it.
-  private var pendingEscalation: TaskPriority?
+  /// The priority a job that has not begun must raise its task to when it begins (a
+  /// higher-priority task waits behind it), as `TaskPriority.rawValue`; 0 for none. A raw value,
+  /// not an optional `TaskPriority`: a job's start reads it, and the optional went through
+  /// value witnesses there.
+  private var pendingEscalation: UInt8 = 0
   private var pins = 0
   private var endWaiter: UnsafeContinuation<Void, Never>?
 
@@ -135,12 +137,12 @@ struct PinState {
 
   /// Records the task that runs the job.
   ///
-  /// - Returns: The priority the job's task must be raised to, if a higher-priority task waited
-  ///   behind the job before it began.
-  mutating func start(in task: RunningTask?) -> TaskPriority? {
+  /// - Returns: The priority the job's task must be raised to (`TaskPriority.rawValue`), if a
+  ///   higher-priority task waited behind the job before it began; 0 otherwise.
+  mutating func start(in task: RunningTask?) -> UInt8 {
     runningTask = task
-    guard let escalation = pendingEscalation else { return nil }
-    pendingEscalation = nil
+    let escalation = pendingEscalation
+    pendingEscalation = 0
     return escalation
   }
 
@@ -150,7 +152,7 @@ struct PinState {
   mutating func requestEscalation(to priority: TaskPriority, in phase: JobPhase) -> RunningTask? {
     switch phase {
     case .waiting, .granted:
-      if pendingEscalation.map({ $0 < priority }) ?? true { pendingEscalation = priority }
+      if pendingEscalation < priority.rawValue { pendingEscalation = priority.rawValue }
       return nil
     case .running:
       return pin()
