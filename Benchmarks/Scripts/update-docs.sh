@@ -114,10 +114,13 @@ Why the remaining misses remain, and what is close:
   latest): running a job is still an async call through an existential, a task-local binding
   for the reentrancy check (`swift_task_localValuePush` takes the task's status-record lock),
   three locks and retain/release around all of it, where Dispatch drains a block with a
-  function call (about 40-50 ns). The runner's work per job measured about 580 ns before
-  priority escalation and task executors were added, and about 960 ns now (the `runner side`
-  row); its profile is flat (the task allocator, retain/release, optional `TaskPriority`
-  handling, executor lookups), with no single cost to remove. The Dispatch baseline itself
+  function call (about 40-50 ns). The runner's work per job measured about 580 ns two
+  sessions ago (710-816 ns on today's machine) and about 960-1,100 ns once priority escalation
+  was added: bisected to that commit, the profile showed `Optional<TaskPriority>` handled
+  through value witnesses on every job. Escalation now keeps raw priority values: in
+  alternating quick runs of the two builds the `runner side` row went from 970-1,106 ns to
+  764-823 ns. What is left is flat (the task allocator, retain/release, executor lookups). The
+  memory row caught a first version that changed a waiting job's frame (1.10x -> 1.80x). The Dispatch baseline itself
   moves between about 300 and 1,100 ns per job from run to run on this shared machine, so the
   ratio crosses the target either way.
 - **`enqueueAndWait`** (passes in some runs, misses in others): about 800-1,200 ns for two

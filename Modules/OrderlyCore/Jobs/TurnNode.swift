@@ -160,16 +160,16 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     parent: (any RunningJobFrame)?
   ) -> Bool {
     let (begins, escalation) = state.withLock(announcingTo: self) {
-      state -> (Bool, UInt8) in
-      guard state.phase == .granted, !state.pins.cancelRequested else { return (false, 0) }
+      state -> (Bool, TaskPriority?) in
+      guard state.phase == .granted, !state.pins.cancelRequested else { return (false, nil) }
       state.phase = .running
       let escalation = state.pins.start(in: task)
       state.owner = owner
       state.parentFrame = parent
-      return (true, escalation)
+      return (true, escalation == 0 ? nil : TaskPriority(rawValue: escalation))
     }
     // The job runs in the current task: it may raise its own priority.
-    if escalation != 0 { RunningTask.escalateCurrent(to: TaskPriority(rawValue: escalation)) }
+    if let escalation { RunningTask.escalateCurrent(to: escalation) }
     return begins
   }
 

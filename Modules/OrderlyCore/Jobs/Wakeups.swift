@@ -124,10 +124,11 @@ struct PinState {
   private(set) var runningTask: RunningTask?
   /// Set when the job is cancelled after it was given its turn.
   private(set) var cancelRequested = false
-  /// The priority a job that has not begun must raise its task to when it begins (a
-  /// higher-priority task waits behind it), as `TaskPriority.rawValue`; 0 for none. A raw value,
-  /// not an optional `TaskPriority`: a job's start reads it, and the optional went through
-  /// value witnesses there.
+  /// The priority a job that has not begun must raise its task to when it begins.
+  ///
+  /// A higher-priority task waits behind the job. Kept as `TaskPriority.rawValue`, 0 for none,
+  /// not as an optional `TaskPriority`: every job's start reads it, and the optional went
+  /// through value witnesses there.
   private var pendingEscalation: UInt8 = 0
   private var pins = 0
   private var endWaiter: UnsafeContinuation<Void, Never>?
