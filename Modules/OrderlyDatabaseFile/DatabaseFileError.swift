@@ -1,3 +1,5 @@
+import GRDB
+
 /// Why a database file was refused before anything wrote to it.
 ///
 /// ``DatabaseFile/check(_:busyTimeout:schema:)`` throws it; each module turns it into its own public error.
@@ -10,4 +12,35 @@ package enum DatabaseFileError: Error, Sendable, Equatable {
   case refused(path: String, reason: String)
   /// Another connection held the file's lock for longer than the busy timeout.
   case busy(path: String, waited: Duration)
+}
+
+extension DatabaseFileError {
+  /// What an error from opening (or migrating) a database at `path` means, for errors that are
+  /// not already the module's own: a lock held past the timeout, a file that is not SQLite or is
+  /// damaged, or any other reason it cannot be opened.
+  ///
+  /// - Parameters:
+  ///   - error: The error GRDB or SQLite threw.
+  ///   - path: The database file, for the message.
+  ///   - busyTimeout: How long the connection waited for a lock.
+  package init(opening error: any Error, path: String, busyTimeout: Duration) {
+    guard let error = error as? DatabaseError else {
+      self = .cannotOpen(path: path, reason: "\(error)")
+      return
+    }
+    switch error.resultCode {
+    case .SQLITE_BUSY, .SQLITE_LOCKED: self = .busy(path: path, waited: busyTimeout)
+    case .SQLITE_NOTADB: self = .refused(path: path, reason: "it is not an SQLite database")
+    case .SQLITE_CORRUPT:
+      self = .refused(
+        path: path,
+        reason: error.message ?? "SQLite error \(error.resultCode.rawValue)"
+      )
+    default:
+      self = .cannotOpen(
+        path: path,
+        reason: error.message ?? "SQLite error \(error.resultCode.rawValue)"
+      )
+    }
+  }
 }

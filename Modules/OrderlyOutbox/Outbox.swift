@@ -288,8 +288,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   private func prepare(_ messages: [Message], partition: String?) throws(OutboxError)
     -> [Prepared]
   {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = .sortedKeys
+    let encoder = Self.encoder()
     var prepared: [Prepared] = []
     prepared.reserveCapacity(messages.count)
     for message in messages {
@@ -366,16 +365,17 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     }
     guard !busy, let old = try? JSONDecoder().decode(Message.self, from: pending.payload),
       let merged = coalescing.merge(old, prepared.message),
-      let payload = try? encoded(merged)
+      let payload = try? Self.encoder().encode(merged)
     else { return nil }
     try OutboxStore.replacePayload(db, sequence: pending.sequence, payload: payload)
     return pending
   }
 
-  private func encoded(_ message: Message) throws -> Data {
+  /// The encoder every payload is written with (sorted keys: one message, one byte string).
+  private static func encoder() -> JSONEncoder {
     let encoder = JSONEncoder()
     encoder.outputFormatting = .sortedKeys
-    return try encoder.encode(message)
+    return encoder
   }
 
   // MARK: - Counts and events
@@ -453,7 +453,9 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
       result = try await database.write { db -> (String?, Int)? in
         guard let partition = try OutboxStore.deadLetterPartition(db, id: id) else { return nil }
         if revive { try OutboxStore.revive(db, id: id) } else { try OutboxStore.drop(db, id: id) }
-        return (partition, try OutboxStore.deadLetterCount(db, partition: partition))
+        return (
+          partition, try OutboxStore.count(db, in: OutboxStore.deadLetters, partition: partition)
+        )
       }
     } catch {
       throw failure(error)
@@ -494,15 +496,6 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     -> OutboxError
   {
     if let error = error as? OutboxError { return error }
-    guard let error = error as? DatabaseError else {
-      return .cannotOpen(path: path, reason: "\(error)")
-    }
-    switch error.resultCode {
-    case .SQLITE_BUSY, .SQLITE_LOCKED: return .busy(path: path, waited: busyTimeout)
-    case .SQLITE_NOTADB: return .notAnOutbox(path: path, reason: "it is not an SQLite database")
-    case .SQLITE_CORRUPT:
-      return .notAnOutbox(path: path, reason: error.message ?? "it is damaged")
-    default: return .cannotOpen(path: path, reason: error.message ?? "\(error)")
-    }
+    return OutboxError(DatabaseFileError(opening: error, path: path, busyTimeout: busyTimeout))
   }
 }

@@ -417,7 +417,8 @@ extension Outbox {
     do {
       behind = try await database.write { db in
         try OutboxStore.kill(db, stored, attempts: attempts, reason: reason)
-        return try OutboxStore.count(db, partition: stored.partition)
+        // Only a stopped line makes waiters fail, and only with messages behind it.
+        return stops ? try OutboxStore.count(db, partition: stored.partition) : 0
       }
     } catch {
       return .halt

@@ -52,14 +52,14 @@ package enum OutboxSchema {
   ]
 
   /// An outbox alone in its file (`Outbox(path:)`).
-  static let alone = DatabaseSchema(
+  package static let alone = DatabaseSchema(
     kind: "an Orderly outbox",
     migrations: migrations,
     identifierPrefix: "orderly outbox"
   )
 
   /// An outbox in a database that holds other tables (`Outbox(database:)`).
-  static let shared = DatabaseSchema(
+  package static let shared = DatabaseSchema(
     kind: "an Orderly outbox",
     migrations: migrations,
     identifierPrefix: "orderly outbox",

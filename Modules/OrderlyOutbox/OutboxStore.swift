@@ -98,10 +98,11 @@ enum OutboxStore {
     ).map { $0["partition"] }
   }
 
-  static func count(_ db: Database, partition: String?) throws -> Int {
+  /// How many rows of `table` (the messages by default, or the dead letters) a line has.
+  static func count(_ db: Database, in table: String = messages, partition: String?) throws -> Int {
     try Int.fetchOne(
       db,
-      sql: "SELECT COUNT(*) FROM \(messages) WHERE partition IS ?",
+      sql: "SELECT COUNT(*) FROM \(table) WHERE partition IS ?",
       arguments: [partition]
     ) ?? 0
   }
@@ -172,13 +173,5 @@ enum OutboxStore {
 
   static func drop(_ db: Database, id: UUID) throws {
     try db.execute(sql: "DELETE FROM \(deadLetters) WHERE id = ?", arguments: [id.uuidString])
-  }
-
-  static func deadLetterCount(_ db: Database, partition: String?) throws -> Int {
-    try Int.fetchOne(
-      db,
-      sql: "SELECT COUNT(*) FROM \(deadLetters) WHERE partition IS ?",
-      arguments: [partition]
-    ) ?? 0
   }
 }

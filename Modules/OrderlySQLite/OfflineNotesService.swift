@@ -52,9 +52,7 @@ public final class OfflineNotesService: NotesService {
     notes = try SQLiteNotesService(
       path: path,
       busyTimeout: busyTimeout,
-      schema: NotesSchema.schema.combined(
-        with: DatabaseSchema(kind: "an Orderly outbox", migrations: OutboxSchema.migrations)
-      ),
+      schema: NotesSchema.schema.combined(with: OutboxSchema.alone),
       onChange: { mutation, db in try slot.outbox?.append(mutation, in: db) }
     )
     do {

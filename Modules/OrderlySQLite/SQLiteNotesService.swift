@@ -134,16 +134,7 @@ public final class SQLiteNotesService: NotesService {
     -> SQLiteNotesError
   {
     if let error = error as? SQLiteNotesError { return error }
-    guard let error = error as? DatabaseError else {
-      return .cannotOpen(path: path, reason: "\(error)")
-    }
-    switch error.resultCode {
-    case .SQLITE_BUSY, .SQLITE_LOCKED: return .busy(path: path, waited: busyTimeout)
-    case .SQLITE_NOTADB:
-      return .notANotesDatabase(path: path, reason: "it is not an SQLite database")
-    case .SQLITE_CORRUPT: return .notANotesDatabase(path: path, reason: describe(error))
-    default: return .cannotOpen(path: path, reason: describe(error))
-    }
+    return SQLiteNotesError(DatabaseFileError(opening: error, path: path, busyTimeout: busyTimeout))
   }
 
   private static func describe(_ error: any Error) -> String {
