@@ -68,7 +68,7 @@ await show { $0.sequence == 5 }
 
 print("")
 print("Online: the first attempts fail, and are retried with backoff")
-try outbox.start(retry: RetryPolicy(initialDelay: .milliseconds(100), jitter: 0)) { envelope in
+try outbox.start(retry: try RetryPolicy(initialDelay: .milliseconds(100), jitter: 0)) { envelope in
   try server.receive(envelope)
 }
 await show {

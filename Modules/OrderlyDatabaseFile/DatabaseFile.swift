@@ -16,9 +16,11 @@ import GRDBSQLite
 ///   opened, so it cannot block);
 /// - with no side file beside it, its tables are read with SQLite's `immutable` flag, which
 ///   takes no lock and creates no `-wal`, `-shm` or `-journal` file;
-/// - with side files, which a running program or a killed one left, it is read through them
-///   read-only, and when that needs a write (a hot journal to roll back, say) from a private
-///   copy of the file and its side files, which SQLite recovers there.
+/// - with side files, which a running program or a killed one left, the main file alone is read
+///   as immutable first: if it already holds the schema's tables, the file is taken (opening it
+///   then recovers what the side files hold). Otherwise the file and its side files are copied
+///   to a private folder and read there, where SQLite may recover them: even a read-only
+///   connection writes the `-shm` index (or creates it), so the originals are never opened.
 ///
 /// A file that the check accepts is then opened read-write, and SQLite itself completes what a
 /// killed process left half done.
@@ -143,7 +145,12 @@ package enum DatabaseFile {
     }
     let contents: (tables: Set<String>, applied: Set<String>)
     do {
-      contents = try readContents(of: path, sides: sides, busyTimeout: busyTimeout)
+      contents = try readContents(
+        of: path,
+        sides: sides,
+        busyTimeout: busyTimeout,
+        schema: schema
+      )
     } catch {
       throw error.fileError(path: path, busyTimeout: busyTimeout)
     }
@@ -165,8 +172,12 @@ package enum DatabaseFile {
     return (pageSize == 1 ? 65_536 : pageSize) * number(at: 28, bytes: 4)
   }
 
-  private static func readContents(of path: String, sides: [String], busyTimeout: Duration)
-    throws(SQLiteFailure) -> (tables: Set<String>, applied: Set<String>)
+  private static func readContents(
+    of path: String,
+    sides: [String],
+    busyTimeout: Duration,
+    schema: DatabaseSchema
+  ) throws(SQLiteFailure) -> (tables: Set<String>, applied: Set<String>)
   {
     if sides.isEmpty {
       // Nothing is writing it (a writer keeps a side file), so it can be read as immutable.
@@ -176,15 +187,20 @@ package enum DatabaseFile {
         busyTimeout: busyTimeout
       )
     }
-    do {
-      return try SQLiteReader.contents(
-        of: path,
-        flags: SQLITE_OPEN_READONLY,
-        busyTimeout: busyTimeout
-      )
-    } catch  where error.needsWrite {
-      return try readCopy(of: path, sides: sides, busyTimeout: busyTimeout)
+    // The main file alone, as of its last checkpoint: a file of ours that a running or killed
+    // process left side files beside shows its migrations table there, and is taken.
+    let checkpointed = try? SQLiteReader.contents(
+      of: "file:" + uriEscaped(path) + "?immutable=1",
+      flags: SQLITE_OPEN_READONLY | SQLITE_OPEN_URI,
+      busyTimeout: busyTimeout
+    )
+    if let checkpointed, checkpointed.tables.contains(DatabaseSchema.migrationsTable),
+      schema.problem(tables: checkpointed.tables, applied: checkpointed.applied) == nil
+    {
+      return checkpointed
     }
+    // Anything else is read from a private copy, so that refusing it touches nothing.
+    return try readCopy(of: path, sides: sides, busyTimeout: busyTimeout)
   }
 
   /// Reads a copy of the database and its side files, which SQLite may recover (roll back a hot
@@ -232,13 +248,6 @@ package enum DatabaseFile {
 struct SQLiteFailure: Error {
   let code: Int32
   let message: String
-
-  /// Whether reading failed only because the read-only connection could not write (a hot
-  /// journal to roll back, a WAL index to rebuild).
-  var needsWrite: Bool {
-    let primary = code & 0xFF
-    return primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN
-  }
 
   func fileError(path: String, busyTimeout: Duration) -> DatabaseFileError {
     switch code & 0xFF {

@@ -49,6 +49,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   public let busyTimeout: Duration
 
   let database: any DatabaseWriter
+  /// Whether the outbox opened its file itself (and so checkpoints it when it closes).
+  let ownsDatabase: Bool
   let clock: any Clock<Duration>
   let partitionOfMessage: (@Sendable (Message) -> String?)?
   let coalescing: Coalescing<Message>?
@@ -89,14 +91,9 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     } catch {
       throw OutboxError(error)
     }
-    var configuration = Configuration()
-    configuration.busyMode = .timeout(busyTimeout / .seconds(1))
-    configuration.prepareDatabase { db in
-      try db.execute(sql: "PRAGMA synchronous = FULL")
-    }
     let pool: DatabasePool
     do {
-      pool = try DatabasePool(path: path, configuration: configuration)
+      pool = try DurableDatabase.openPool(path: path, busyTimeout: busyTimeout)
     } catch {
       if !existed { DatabaseFile.remove(path) }
       throw Self.openingError(error, path: path, busyTimeout: busyTimeout)
@@ -106,6 +103,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
         opened: pool,
         schema: OutboxSchema.alone,
         path: path,
+        ownsDatabase: true,
         busyTimeout: busyTimeout,
         clock: clock,
         partition: partition,
@@ -184,6 +182,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     opened database: any DatabaseWriter,
     schema: DatabaseSchema,
     path: String?,
+    ownsDatabase: Bool = false,
     busyTimeout: Duration,
     clock: any Clock<Duration>,
     partition: (@Sendable (Message) -> String?)?,
@@ -202,6 +201,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     self.path = path
     self.busyTimeout = busyTimeout
     self.database = database
+    self.ownsDatabase = ownsDatabase
     self.clock = clock
     self.partitionOfMessage = partition
     self.coalescing = coalescing
@@ -453,6 +453,12 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
       result = try await database.write { db -> (String?, Int)? in
         guard let partition = try OutboxStore.deadLetterPartition(db, id: id) else { return nil }
         if revive { try OutboxStore.revive(db, id: id) } else { try OutboxStore.drop(db, id: id) }
+        db.afterNextTransaction { _ in
+          self.state.withLock(announcingTo: self) { state in
+            state.deadLetters -= 1
+            if revive { state.pending += 1 }
+          }
+        }
         return (
           partition, try OutboxStore.count(db, in: OutboxStore.deadLetters, partition: partition)
         )
@@ -462,8 +468,6 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     }
     guard let result else { throw .noSuchDeadLetter(id) }
     state.withLock(announcingTo: self) { state in
-      state.deadLetters -= 1
-      if revive { state.pending += 1 }
       if result.remaining == 0 { state.stoppedLines.remove(result.partition) }
     }
     schedule(result.partition)
@@ -480,16 +484,22 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// A database error as an outbox error that says what to do.
   func failure(_ error: any Error) -> OutboxError {
     if let error = error as? OutboxError { return error }
+    if error is CancellationError { return .cancelled }
     let shown = path ?? ":memory:"
-    if let error = error as? DatabaseError {
-      switch error.resultCode {
-      case .SQLITE_BUSY, .SQLITE_LOCKED: return .busy(path: shown, waited: busyTimeout)
-      case .SQLITE_MISUSE where error.message?.contains("closed") == true:
-        return .closed(path: shown)
-      default: return .cannotOpen(path: shown, reason: error.message ?? "\(error)")
-      }
+    guard let error = error as? DatabaseError else {
+      return .storageFailed(path: shown, reason: "\(error)")
     }
-    return .cannotOpen(path: shown, reason: "\(error)")
+    let reason = error.message ?? "SQLite error \(error.resultCode.rawValue)"
+    switch error.resultCode {
+    case .SQLITE_BUSY, .SQLITE_LOCKED: return .busy(path: shown, waited: busyTimeout)
+    // A closed connection reports misuse (its message then reads "out of memory").
+    case .SQLITE_MISUSE: return .closed(path: shown)
+    case .SQLITE_FULL: return .diskFull(path: shown)
+    case .SQLITE_CORRUPT, .SQLITE_NOTADB: return .damaged(path: shown, reason: reason)
+    case .SQLITE_CANTOPEN, .SQLITE_PERM, .SQLITE_READONLY, .SQLITE_AUTH:
+      return .cannotOpen(path: shown, reason: reason)
+    default: return .storageFailed(path: shown, reason: reason)
+    }
   }
 
   private static func openingError(_ error: any Error, path: String, busyTimeout: Duration)

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import OrderlyCore
+import OrderlyDatabaseFile
 import Synchronization
 
 /// How a started outbox delivers.
@@ -8,6 +9,7 @@ struct DeliverySettings<Message: Sendable>: Sendable {
   let lines: KeyedSerialQueue<String?>
   let retry: RetryPolicy
   let onDeadLetter: DeadLetterPolicy
+  let pollInterval: Duration
   let deliver: @Sendable (Envelope<Message>) async throws -> Void
 }
 
@@ -34,6 +36,15 @@ struct OutboxState<Message: Sendable>: Sendable {
   /// Tasks in ``Outbox/waitUntilDelivered()``.
   var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
   var lastToken: UInt64 = 0
+  /// The right to deliver the file, while this outbox delivers it (file outboxes only).
+  var lock: DelivererLock?
+  /// The task that watches the file for other processes' changes and, while `start` waits for
+  /// another deliverer, for the lock (file outboxes only). It runs while the outbox is started
+  /// or has waiters, and clears this itself when it ends.
+  var watcher: Task<Void, Never>?
+  /// The file's `data_version` when the watcher last looked: it changes when another
+  /// connection commits.
+  var dataVersion: Int?
 
   init(pending: Int, deadLetters: Int) {
     self.pending = pending
@@ -54,9 +65,23 @@ struct OutboxState<Message: Sendable>: Sendable {
   /// Takes the waiters, once nothing is pending.
   mutating func takeWaitersIfDelivered() -> [CheckedContinuation<Void, any Error>] {
     guard pending == 0 else { return [] }
+    return takeWaiters()
+  }
+
+  /// Takes every waiter, to be resumed or failed.
+  mutating func takeWaiters() -> [CheckedContinuation<Void, any Error>] {
     defer { waiters = [:] }
     return Array(waiters.values)
   }
+}
+
+/// What `start` does when another outbox already delivers the same file.
+public enum WhenDeliveredElsewhere: Sendable, Equatable {
+  /// Wait for it to stop (or its process to end, however it ends), then deliver from the head of
+  /// every line. The default.
+  case wait
+  /// Throw ``OutboxError/deliveredElsewhere(path:)`` at once.
+  case fail
 }
 
 extension Outbox {
@@ -72,43 +97,200 @@ extension Outbox {
   /// running when the outbox stops (``stop()``, ``close()``) is cancelled; if it throws, the
   /// message stays and is delivered again later.
   ///
+  /// One file has at most one deliverer, across every process: the outbox takes the file's
+  /// deliverer lock (the file `PATH-deliverer`) before it delivers anything. If another outbox
+  /// holds it (an app and its extension, two runs of a tool, a relaunch that overlaps the old
+  /// process), `start` returns at once and the outbox waits in the background, checking every
+  /// `pollInterval`, until that outbox stops or its process ends (a killed process releases the
+  /// lock with it); it then delivers from the head of every line. Pass
+  /// ``WhenDeliveredElsewhere/fail`` to be told instead. While it delivers, the outbox checks
+  /// the file every `pollInterval` for messages other processes appended, so they are
+  /// delivered within that time. An outbox in memory or in a database you opened without a path
+  /// takes no lock.
+  ///
   /// - Parameters:
   ///   - limit: How many lines deliver at once; 4 by default. It matters only with partitions.
   ///   - retry: When a failed delivery is tried again, and which errors are retried.
   ///   - onDeadLetter: Whether a line waits at a dead letter (the default) or goes on.
+  ///   - whenDeliveredElsewhere: What to do when another outbox delivers the same file: wait
+  ///     for it (the default), or fail.
+  ///   - pollInterval: How often the outbox looks for other processes' appends, and for the
+  ///     deliverer lock while it waits for it; 1 second by default.
   ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
   /// - Throws: ``OutboxError/alreadyStarted`` if the outbox is delivering;
-  ///   ``OutboxError/invalidOption(_:)`` for a limit below 1 or a retry policy out of range;
-  ///   ``OutboxError/closed(path:)``; a database error reading the lines.
+  ///   ``OutboxError/invalidOption(_:)`` for a limit below 1 or a poll interval that is not
+  ///   positive; ``OutboxError/deliveredElsewhere(path:)`` with ``WhenDeliveredElsewhere/fail``;
+  ///   ``OutboxError/closed(path:)``; another ``OutboxError`` if reading the lines fails.
   public func start(
     limit: Int = 4,
-    retry: RetryPolicy = RetryPolicy(),
+    retry: RetryPolicy = .standard,
     onDeadLetter: DeadLetterPolicy = .stopLine,
+    whenDeliveredElsewhere: WhenDeliveredElsewhere = .wait,
+    pollInterval: Duration = .seconds(1),
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) throws(OutboxError) {
     guard limit >= 1 else { throw .invalidOption("limit must be 1 or more (got \(limit))") }
-    if let problem = retry.problem() { throw .invalidOption(problem) }
-    try checkOpen()
-    let lines: (busy: [String?], dead: [String?])
-    do {
-      lines = try database.read { db in
-        (try OutboxStore.busyPartitions(db), try OutboxStore.deadPartitions(db))
-      }
-    } catch {
-      throw failure(error)
+    guard pollInterval > .zero else {
+      throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
     }
+    try checkOpen()
     let settings = DeliverySettings(
       lines: KeyedSerialQueue<String?>(name: "outbox", limit: limit),
       retry: retry,
       onDeadLetter: onDeadLetter,
+      pollInterval: pollInterval,
       deliver: deliver
     )
     try state.withLock(announcingTo: self) { (state) throws(OutboxError) in
       guard state.delivery == nil, !state.stopping else { throw .alreadyStarted }
       state.delivery = settings
-      state.stoppedLines = onDeadLetter == .stopLine ? Set(lines.dead) : []
     }
-    for partition in lines.busy { schedule(partition) }
+    do {
+      if let path {
+        if let lock = try DelivererLock.acquire(for: path) {
+          if keep(lock) { try beginDelivering(settings) }
+        } else if whenDeliveredElsewhere == .fail {
+          throw OutboxError.deliveredElsewhere(path: path)
+        }
+        ensureWatcher()
+      } else {
+        try beginDelivering(settings)
+      }
+    } catch {
+      let lock = state.withLock(announcingTo: self) { state -> DelivererLock? in
+        state.delivery = nil
+        defer { state.lock = nil }
+        return state.lock
+      }
+      lock?.release()
+      throw failure(error)
+    }
+  }
+
+  /// Keeps the deliverer lock, if the outbox still wants to deliver; otherwise gives it back.
+  ///
+  /// - Returns: Whether the lock was kept: the caller then begins delivering.
+  private func keep(_ lock: DelivererLock) -> Bool {
+    let kept = state.withLock(announcingTo: self) { state -> Bool in
+      guard state.delivery != nil, !state.stopping, !state.closed, state.lock == nil else {
+        return false
+      }
+      state.lock = lock
+      return true
+    }
+    if !kept { lock.release() }
+    return kept
+  }
+
+  /// Begins delivering from `start`, once the outbox may deliver (it holds the deliverer lock, or
+  /// needs none).
+  private func beginDelivering(_ settings: DeliverySettings<Message>) throws {
+    let busy = try database.write { db in try self.readLines(db, settings: settings) }
+    for partition in busy { schedule(partition) }
+  }
+
+  /// Reads the counts, which lines have messages and which wait at a dead letter, and returns
+  /// the lines to schedule.
+  ///
+  /// Run in a write transaction, so that the counts read match the outbox's own count changes,
+  /// which happen as its transactions commit.
+  private func readLines(_ db: Database, settings: DeliverySettings<Message>?) throws
+    -> [String?]
+  {
+    let counts = try OutboxStore.counts(db)
+    let busy = try OutboxStore.busyPartitions(db)
+    let dead = settings == nil ? [] : try OutboxStore.deadPartitions(db)
+    state.withLock(announcingTo: self) { state in
+      state.pending = counts.pending
+      state.deadLetters = counts.deadLetters
+      if let settings {
+        state.stoppedLines = settings.onDeadLetter == .stopLine ? Set(dead) : []
+      }
+    }
+    return busy
+  }
+
+  // MARK: - Watching the file
+
+  /// Starts the watcher if the outbox needs one and has none: a file outbox that is started
+  /// (to take the deliverer lock, and to see other processes' appends) or has waiters (to see
+  /// other processes' deliveries).
+  func ensureWatcher() {
+    guard path != nil else { return }
+    state.withLock(announcingTo: self) { state in
+      guard state.watcher == nil, !state.closed,
+        state.delivery != nil || !state.waiters.isEmpty
+      else { return }
+      state.watcher = Task.detached { [weak self] in
+        while true {
+          guard let interval = self?.watchInterval() else { return }
+          try? await Task.sleep(for: interval)
+          guard !Task.isCancelled, let self, await self.watch() else { return }
+        }
+      }
+    }
+  }
+
+  /// How long the watcher sleeps, or `nil` (and the watcher is forgotten) if it should end.
+  private func watchInterval() -> Duration? {
+    state.withLock(announcingTo: self) { state -> Duration? in
+      guard !state.closed, state.delivery != nil || !state.waiters.isEmpty else {
+        state.watcher = nil
+        return nil
+      }
+      return state.delivery?.pollInterval ?? Self.defaultPollInterval
+    }
+  }
+
+  /// How often a file outbox that is not started looks for other processes' deliveries while a
+  /// task waits in ``waitUntilDelivered()``.
+  static var defaultPollInterval: Duration { .seconds(1) }
+
+  /// One look at the file: takes the deliverer lock if the outbox waits for it, and picks up
+  /// what other processes changed (new messages, deliveries).
+  ///
+  /// - Returns: `false` if the watcher should end.
+  private func watch() async -> Bool {
+    guard let path else { return false }
+    let (settings, needsLock) = state.withLock(announcingTo: self) {
+      ($0.stopping ? nil : $0.delivery, $0.lock == nil)
+    }
+    do {
+      if let settings, needsLock {
+        // Waiting for another deliverer: take its place once it is gone.
+        if let lock = try DelivererLock.acquire(for: path), keep(lock) {
+          try await refresh(settings: settings)
+        }
+        return true
+      }
+      let version = try await database.writeWithoutTransaction { db in
+        try Int.fetchOne(db, sql: "PRAGMA data_version") ?? 0
+      }
+      let changed = state.withLock(announcingTo: self) { state -> Bool in
+        defer { state.dataVersion = version }
+        return state.dataVersion != version
+      }
+      if changed { try await refresh(settings: nil) }
+    } catch {
+      failWaiters(with: failure(error))
+    }
+    return true
+  }
+
+  /// Reads the counts and the lines with messages again (after the outbox took the deliverer
+  /// lock, with `settings`, or after another process changed the file), schedules the lines
+  /// (if the outbox delivers), and resumes waiters once nothing is pending.
+  private func refresh(settings: DeliverySettings<Message>?) async throws {
+    let busy = try await database.write { db in try self.readLines(db, settings: settings) }
+    for partition in busy { schedule(partition) }
+    let waiters = state.withLock(announcingTo: self) { $0.takeWaitersIfDelivered() }
+    for waiter in waiters { waiter.resume() }
+  }
+
+  /// Ends every ``waitUntilDelivered()`` call with `error`.
+  func failWaiters(with error: OutboxError) {
+    let waiters = state.withLock(announcingTo: self) { $0.takeWaiters() }
+    for waiter in waiters { waiter.resume(throwing: error) }
   }
 
   /// Stops starting deliveries, until ``resume()``: for an app that went offline.
@@ -140,45 +322,65 @@ extension Outbox {
   ///
   /// Deliveries in progress are cancelled: one that returns anyway is recorded as delivered;
   /// one that throws leaves its message, to be delivered again by the next start. Messages stay
-  /// on disk. The outbox can be started again.
+  /// on disk. The deliverer lock is given back, so another outbox waiting for this file takes
+  /// over at once. The outbox can be started again.
   public func stop() async {
-    let (settings, woken) = state.withLock(announcingTo: self) { state in
+    let (settings, woken, watcher) = state.withLock(announcingTo: self) { state in
       state.stopping = true
-      return (state.delivery, state.takeBackoffs())
+      defer { state.watcher = nil }
+      return (state.delivery, state.takeBackoffs(), state.watcher)
     }
+    // Waited for: it uses the database, which close() is about to close.
+    watcher?.cancel()
+    await watcher?.value
     for backoff in woken { backoff.resume() }
     if let settings {
       settings.lines.cancelAll()
       try? await settings.lines.waitUntilIdle()
     }
-    state.withLock(announcingTo: self) { state in
+    let lock = state.withLock(announcingTo: self) { state in
       state.delivery = nil
       state.stopping = false
       state.scheduled = []
       state.parked = []
       state.delivering = [:]
+      defer { state.lock = nil }
+      return state.lock
     }
+    lock?.release()
+    // Waiters still want to see other processes' deliveries.
+    ensureWatcher()
   }
 
   /// Stops delivering (see ``stop()``) and closes the database; later calls throw
   /// ``OutboxError/closed(path:)``.
   ///
   /// Close an outbox before its file is opened again by a new one (a relaunch in one process, a
-  /// test). Tasks in ``waitUntilDelivered()`` end with ``OutboxError/closed(path:)``.
+  /// test). Tasks in ``waitUntilDelivered()`` end with ``OutboxError/closed(path:)``. An outbox
+  /// that opened its file itself (``init(path:busyTimeout:clock:partition:coalescing:)``) moves
+  /// everything its `-wal` file holds into the database file first, so that a copy of the
+  /// database file alone is complete (unless another connection still reads it).
   ///
   /// - Throws: ``OutboxError/busy(path:waited:)`` if a statement of yours is still running on
   ///   the database.
   public func close() async throws(OutboxError) {
     await stop()
-    let waiters = state.withLock(announcingTo: self) { state in
-      state.closed = true
-      defer { state.waiters = [:] }
-      return Array(state.waiters.values)
+    let (waiters, watcher, wasClosed) = state.withLock(announcingTo: self) { state in
+      defer { state.closed = true }
+      return (state.takeWaiters(), state.watcher, state.closed)
     }
+    // Closing twice does nothing more: a closed connection must not be used again.
+    if wasClosed { return }
+    watcher?.cancel()
+    await watcher?.value
     let shown = path ?? ":memory:"
     for waiter in waiters { waiter.resume(throwing: OutboxError.closed(path: shown)) }
     do {
-      try database.close()
+      if ownsDatabase {
+        try DurableDatabase.checkpointAndClose(database)
+      } else {
+        try database.close()
+      }
     } catch {
       throw failure(error)
     }
@@ -187,40 +389,50 @@ extension Outbox {
   /// Waits until every message appended so far, and every one appended meanwhile, has been
   /// delivered or become a dead letter: until ``pendingCount`` is 0.
   ///
-  /// It waits through pauses and before ``start(limit:retry:onDeadLetter:deliver:)``.
+  /// It waits through pauses and before
+  /// ``start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``. A file
+  /// outbox also sees messages that other processes appended or delivered, within the poll
+  /// interval.
   ///
   /// - Throws: ``OutboxError/lineStopped(partition:deadLetter:)`` when a line stops at a dead
-  ///   letter with messages behind it (or has stopped already); `CancellationError` if the
-  ///   calling task is cancelled; ``OutboxError/closed(path:)`` if the outbox is closed.
-  public func waitUntilDelivered() async throws {
+  ///   letter with messages behind it (or has stopped already); the error of a write the outbox
+  ///   could not make to record a delivery (``OutboxError/diskFull(path:)``, say: the outbox
+  ///   retries it, and a new call waits again); ``OutboxError/cancelled`` if the calling task is
+  ///   cancelled (the outbox is not affected); ``OutboxError/closed(path:)`` if the outbox is
+  ///   closed.
+  public func waitUntilDelivered() async throws(OutboxError) {
     try checkOpen()
     if let stopped = try await stoppedLineWithMessages() { throw stopped }
     let token = state.withLock(announcingTo: self) { $0.nextToken() }
-    try await withTaskCancellationHandler {
-      try await withCheckedThrowingContinuation {
-        (continuation: CheckedContinuation<Void, any Error>) in
-        // Cancellation is checked under the lock that `onCancel` takes: a cancel that came
-        // first is seen here, one that comes later finds the waiter registered.
-        let outcome = state.withLock(announcingTo: self) { state -> Bool? in
-          if Task.isCancelled { return false }
-          guard state.pending > 0 else { return true }
-          state.waiters[token] = continuation
-          return nil
+    do {
+      try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation {
+          (continuation: CheckedContinuation<Void, any Error>) in
+          // Cancellation is checked under the lock that `onCancel` takes: a cancel that came
+          // first is seen here, one that comes later finds the waiter registered.
+          let outcome = state.withLock(announcingTo: self) { state -> Bool? in
+            if Task.isCancelled { return false }
+            guard state.pending > 0 else { return true }
+            state.waiters[token] = continuation
+            return nil
+          }
+          switch outcome {
+          case true?: continuation.resume()
+          case false?: continuation.resume(throwing: OutboxError.cancelled)
+          case nil: ensureWatcher()
+          }
         }
-        switch outcome {
-        case true?: continuation.resume()
-        case false?: continuation.resume(throwing: CancellationError())
-        case nil: break
-        }
+      } onCancel: {
+        let waiter = state.withLock(announcingTo: self) { $0.waiters.removeValue(forKey: token) }
+        waiter?.resume(throwing: OutboxError.cancelled)
       }
-    } onCancel: {
-      let waiter = state.withLock(announcingTo: self) { $0.waiters.removeValue(forKey: token) }
-      waiter?.resume(throwing: CancellationError())
+    } catch {
+      throw failure(error)
     }
   }
 
   /// A line that waits at a dead letter with messages behind it, as the error that says so.
-  private func stoppedLineWithMessages() async throws -> OutboxError? {
+  private func stoppedLineWithMessages() async throws(OutboxError) -> OutboxError? {
     let stopped = state.withLock(announcingTo: self) { $0.stoppedLines }
     guard !stopped.isEmpty else { return nil }
     do {
@@ -249,7 +461,9 @@ extension Outbox {
   /// Enqueues a turn for a line, unless one is waiting to begin or the line cannot deliver now.
   func schedule(_ partition: String?) {
     let settings = state.withLock(announcingTo: self) { state -> DeliverySettings<Message>? in
+      // A file outbox delivers only while it holds the file's deliverer lock.
       guard let settings = state.delivery, !state.stopping, !state.closed,
+        path == nil || state.lock != nil,
         !state.stoppedLines.contains(partition), !state.scheduled.contains(partition)
       else { return nil }
       if state.paused {
@@ -284,7 +498,13 @@ extension Outbox {
     do {
       head = try await database.write { db in try self.claimHead(of: partition, in: db) }
     } catch {
-      return  // closed, or the disk failed: the message stays for the next start
+      // Stopped, closed, or the disk failed before anything was delivered: the message stays
+      // for the next turn or start; waiters hear why.
+      let failure = failure(error)
+      if failure != .cancelled, failure != .closed(path: path ?? ":memory:") {
+        failWaiters(with: failure)
+      }
+      return
     }
     var delivered = 0
     while let current = head {
@@ -296,18 +516,21 @@ extension Outbox {
       }
       delivered += 1
       let goesOn = delivered < Self.burst && !Task.isCancelled && canGoOn(partition)
-      do {
-        head = try await database.write { db in
-          try OutboxStore.delete(db, sequence: current.sequence)
-          return goesOn ? try self.claimHead(of: partition, in: db) : nil
+      let recorded = await record(current) { db in
+        try OutboxStore.delete(db, sequence: current.sequence)
+        db.afterNextTransaction { _ in
+          self.state.withLock(announcingTo: self) { $0.pending -= 1 }
         }
-      } catch {
-        // Delivered, but still on disk: it will be delivered again (at least once).
+        return goesOn ? try self.claimHead(of: partition, in: db) : nil
+      }
+      guard let recorded else {
+        // The outbox stopped before the delivery could be recorded: it stays on disk, and is
+        // delivered again by the next start (at least once).
         state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
         return
       }
+      head = recorded
       let waiters = state.withLock(announcingTo: self) { state in
-        state.pending -= 1
         if head == nil { state.delivering[partition] = nil }
         return state.takeWaitersIfDelivered()
       }
@@ -317,10 +540,57 @@ extension Outbox {
     }
   }
 
-  /// Reads a line's first message and marks it as being delivered, inside a write transaction:
-  /// a merge, which also writes, sees the mark or comes before the read.
+  /// Makes a write that records what happened to a delivered message (removed, or moved to the
+  /// dead letters) until it succeeds.
+  ///
+  /// The write runs in a task of its own, so that ``stop()`` cancelling the delivery does not
+  /// cancel it: a delivery that returned is recorded. A write that fails (a full disk, say) is
+  /// reported as ``OutboxEvent/recordFailed(id:sequence:reason:retryIn:)`` and to the callers of
+  /// ``waitUntilDelivered()``, then tried again after the retry policy's wait, on the outbox's
+  /// clock; never dropped silently.
+  ///
+  /// - Returns: What `body` returned, or `nil` if the outbox stopped or closed before the write
+  ///   succeeded: the message stays on disk and is delivered again later.
+  private func record<Value: Sendable>(
+    _ stored: StoredMessage,
+    retry: RetryPolicy = .standard,
+    _ body: @escaping @Sendable (Database) throws -> Value
+  ) async -> Value? {
+    var failures = 0
+    while true {
+      let database = self.database
+      let result = await Task { try await database.write(body) }.result
+      let error: OutboxError
+      switch result {
+      case .success(let value): return value
+      case .failure(let failed): error = failure(failed)
+      }
+      if isStopping || error == .closed(path: path ?? ":memory:") { return nil }
+      failures += 1
+      let delay = retry.delay(afterAttempt: failures)
+      hub.emit(
+        .recordFailed(
+          id: stored.id,
+          sequence: stored.sequence,
+          reason: error.description,
+          retryIn: delay
+        )
+      )
+      failWaiters(with: error)
+      // Cancelled by stop(): the sleep ends at once.
+      try? await clock.sleep(for: delay)
+      if isStopping { return nil }
+    }
+  }
+
+  /// Reads a line's first message, counts the attempt about to begin, and marks it as being
+  /// delivered, inside a write transaction: a merge, which also writes, sees the mark or comes
+  /// before the read.
   private func claimHead(of partition: String?, in db: Database) throws -> StoredMessage? {
     let head = try OutboxStore.head(db, partition: partition)
+    if let head {
+      try OutboxStore.recordAttempts(db, sequence: head.sequence, attempts: head.attempts + 1)
+    }
     state.withLock(announcingTo: self) { $0.delivering[partition] = head?.sequence }
     return head
   }
@@ -335,6 +605,11 @@ extension Outbox {
 
   enum Outcome { case delivered, next, halt }
 
+  /// Delivers a claimed message, with its retries.
+  ///
+  /// `stored.attempts` already counts the first attempt (``claimHead(of:in:)`` recorded it);
+  /// each retry is recorded before it begins, so that ``Envelope/attempt`` counts every attempt
+  /// that began, those a crash or a stop cut short included.
   private func deliver(_ stored: StoredMessage, settings: DeliverySettings<Message>) async
     -> Outcome
   {
@@ -344,7 +619,7 @@ extension Outbox {
     } catch {
       return await kill(
         stored,
-        attempts: stored.attempts,
+        attempts: stored.attempts + 1,
         reason: "the message no longer decodes as \(Message.self): \(error)",
         settings: settings
       )
@@ -374,10 +649,6 @@ extension Outbox {
             settings: settings
           )
         }
-        let recorded = attempt
-        try? await database.write { db in
-          try OutboxStore.recordAttempts(db, sequence: stored.sequence, attempts: recorded)
-        }
         let delay = settings.retry.delay(afterAttempt: attempt)
         hub.emit(
           .retrying(
@@ -395,6 +666,12 @@ extension Outbox {
         }
         if halted { return .halt }
         attempt += 1
+        let next = attempt
+        // Counted before it begins; if the write fails the attempt still runs, and a restart
+        // counts from the last attempt recorded.
+        try? await database.write { db in
+          try OutboxStore.recordAttempts(db, sequence: stored.sequence, attempts: next)
+        }
         continue
       }
       return .delivered
@@ -413,23 +690,22 @@ extension Outbox {
     settings: DeliverySettings<Message>
   ) async -> Outcome {
     let stops = settings.onDeadLetter == .stopLine
-    let behind: Int
-    do {
-      behind = try await database.write { db in
-        try OutboxStore.kill(db, stored, attempts: attempts, reason: reason)
-        // Only a stopped line makes waiters fail, and only with messages behind it.
-        return stops ? try OutboxStore.count(db, partition: stored.partition) : 0
+    let recorded = await record(stored) { db in
+      try OutboxStore.kill(db, stored, attempts: attempts, reason: reason)
+      db.afterNextTransaction { _ in
+        self.state.withLock(announcingTo: self) { state in
+          state.pending -= 1
+          state.deadLetters += 1
+        }
       }
-    } catch {
-      return .halt
+      // Only a stopped line makes waiters fail, and only with messages behind it.
+      return stops ? try OutboxStore.count(db, partition: stored.partition) : 0
     }
+    guard let behind = recorded else { return .halt }
     let (waiters, failed) = state.withLock(announcingTo: self) { state in
-      state.pending -= 1
-      state.deadLetters += 1
       if stops { state.stoppedLines.insert(stored.partition) }
       if stops && behind > 0 {
-        defer { state.waiters = [:] }
-        return ([CheckedContinuation<Void, any Error>](), Array(state.waiters.values))
+        return ([CheckedContinuation<Void, any Error>](), state.takeWaiters())
       }
       return (state.takeWaitersIfDelivered(), [])
     }

@@ -18,9 +18,23 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
   case closed(path: String)
   /// The message could not be encoded as JSON; nothing was stored.
   case cannotEncode(reason: String)
-  /// ``Outbox/start(limit:retry:onDeadLetter:deliver:)`` was called on an outbox that is
-  /// already delivering (or was stopped: open a new one).
+  /// ``Outbox/start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``
+  /// was called on an outbox that is already delivering. Call ``Outbox/stop()`` first: a stopped
+  /// outbox can be started again.
   case alreadyStarted
+  /// Another outbox delivers this file (in another process, or another `Outbox` in this one),
+  /// and `start` was asked not to wait for it (``WhenDeliveredElsewhere/fail``).
+  case deliveredElsewhere(path: String)
+  /// The disk (or the database's size limit) is full: nothing was stored. Free some space and
+  /// try again; what was stored before is intact.
+  case diskFull(path: String)
+  /// The file is damaged (SQLite found it malformed) or was replaced by something that is not a
+  /// database while the outbox had it open. Restore it from a backup, or move it away.
+  case damaged(path: String, reason: String)
+  /// Reading or writing the file failed (an I/O error of the disk or the file system).
+  case storageFailed(path: String, reason: String)
+  /// The calling task was cancelled before the call was done; nothing was stored.
+  case cancelled
   /// A delivery option was out of range.
   case invalidOption(String)
   /// A line stopped at a dead letter with messages still behind it, so waiting for every
@@ -46,8 +60,22 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     case .cannotEncode(let reason):
       "the message cannot be encoded as JSON (\(reason)); nothing was stored."
     case .alreadyStarted:
-      "the outbox is already delivering (start(deliver:) was called before); call it once per "
-        + "outbox."
+      "the outbox is already delivering (start(deliver:) was called before); call stop() "
+        + "before starting it again."
+    case .deliveredElsewhere(let path):
+      "another outbox (in this process or another) is delivering \(Self.escaped(path)); stop "
+        + "it, or start with whenDeliveredElsewhere: .wait to take over when it stops."
+    case .diskFull(let path):
+      "the disk holding the outbox at \(Self.escaped(path)) is full; nothing was stored. Free "
+        + "some space and try again."
+    case .damaged(let path, let reason):
+      "the outbox at \(Self.escaped(path)) is damaged: \(Self.escaped(reason)). Restore it "
+        + "from a backup, or move it away and start a new one."
+    case .storageFailed(let path, let reason):
+      "reading or writing the outbox at \(Self.escaped(path)) failed: \(Self.escaped(reason)). "
+        + "Check the disk, then try again."
+    case .cancelled:
+      "the call was cancelled before it was done; nothing was stored."
     case .invalidOption(let problem):
       "invalid delivery option: \(problem)."
     case .lineStopped(let partition, let deadLetter):

@@ -20,12 +20,18 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
   /// Delivery failed for good (or the message no longer decodes): it was moved to the dead
   /// letters. `lineStopped` says whether its line waits for it to be retried or dropped.
   case deadLettered(id: UUID, sequence: Int64, reason: String, lineStopped: Bool)
+  /// A message was delivered (or given up), but the write that records it failed (a full disk,
+  /// say): the outbox tries the write again after `retryIn`, on its clock, and
+  /// ``Outbox/waitUntilDelivered()`` callers get the error. If the outbox stops first, the
+  /// message stays and is delivered again later.
+  case recordFailed(id: UUID, sequence: Int64, reason: String, retryIn: Duration)
 
   /// The message the event is about.
   public var id: UUID {
     switch self {
     case .appended(let id, _, _), .merged(let id, _, _), .delivering(let id, _, _),
-      .delivered(let id, _), .retrying(let id, _, _, _, _), .deadLettered(let id, _, _, _):
+      .delivered(let id, _), .retrying(let id, _, _, _, _), .deadLettered(let id, _, _, _),
+      .recordFailed(let id, _, _, _):
       id
     }
   }
@@ -35,7 +41,8 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
     switch self {
     case .appended(_, let sequence, _), .merged(_, let sequence, _),
       .delivering(_, let sequence, _), .delivered(_, let sequence),
-      .retrying(_, let sequence, _, _, _), .deadLettered(_, let sequence, _, _):
+      .retrying(_, let sequence, _, _, _), .deadLettered(_, let sequence, _, _),
+      .recordFailed(_, let sequence, _, _):
       sequence
     }
   }
@@ -53,6 +60,8 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
       "retrying #\(sequence) in \(delay): \(reason)"
     case .deadLettered(_, let sequence, let reason, let stopped):
       "dead letter #\(sequence): \(reason)" + (stopped ? " (line stopped)" : "")
+    case .recordFailed(_, let sequence, let reason, let delay):
+      "recording #\(sequence) failed, trying again in \(delay): \(reason)"
     }
   }
 }

@@ -113,10 +113,8 @@ enum OutboxStore {
   }
 
   static func recordAttempts(_ db: Database, sequence: Int64, attempts: Int) throws {
-    try db.execute(
-      sql: "UPDATE \(messages) SET attempts = ? WHERE sequence = ?",
-      arguments: [attempts, sequence]
-    )
+    try db.cachedStatement(sql: "UPDATE \(messages) SET attempts = ? WHERE sequence = ?")
+      .execute(arguments: [attempts, sequence])
   }
 
   /// Moves a message to the dead letters, keeping its sequence.

@@ -6,24 +6,27 @@
 /// Waits are measured on the outbox's clock, and end early when the outbox is resumed.
 ///
 /// ```swift
-/// var retry = RetryPolicy()
-/// retry.maximumAttempts = 10
-/// retry.isRetryable = { error in (error as? HTTPError)?.status != 400 }
+/// let retry = try RetryPolicy(maximumAttempts: 10) { error in
+///   (error as? HTTPError)?.status != 400
+/// }
 /// ```
+///
+/// A policy is checked when it is built: numbers out of range throw
+/// ``OutboxError/invalidOption(_:)`` there, so a policy that exists is always valid.
 public struct RetryPolicy: Sendable {
   /// The wait after the first failed attempt: 1 second by default.
-  public var initialDelay: Duration
+  public let initialDelay: Duration
   /// How much each wait grows over the one before: 2 by default.
-  public var multiplier: Double
+  public let multiplier: Double
   /// The longest wait: 5 minutes by default.
-  public var maximumDelay: Duration
+  public let maximumDelay: Duration
   /// How much a wait is moved at random, as a fraction of it: 0.2 by default.
   ///
   /// 0.2 moves a wait by up to 20% either way; 0 makes waits exact.
-  public var jitter: Double
+  public let jitter: Double
   /// How many attempts a message gets before it becomes a dead letter; `nil` (the default)
   /// retries a retryable error forever, as an offline app waiting for its network should.
-  public var maximumAttempts: Int?
+  public let maximumAttempts: Int?
   /// Whether an error is worth another attempt.
   ///
   /// An error it returns `false` for makes the
@@ -31,7 +34,22 @@ public struct RetryPolicy: Sendable {
   /// ``PermanentDeliveryFailure``.
   public var isRetryable: @Sendable (any Error) -> Bool
 
+  /// The default policy: waits of 1, 2, 4 … seconds up to 5 minutes, 20% jitter, every error
+  /// but ``PermanentDeliveryFailure`` retried forever.
+  public static let standard = RetryPolicy(
+    checked: .seconds(1),
+    multiplier: 2,
+    maximumDelay: .seconds(300),
+    jitter: 0.2,
+    maximumAttempts: nil,
+    isRetryable: { !($0 is PermanentDeliveryFailure) }
+  )
+
   /// A policy; every argument has the default described on its property.
+  ///
+  /// - Throws: ``OutboxError/invalidOption(_:)`` if `initialDelay` is negative, `maximumDelay`
+  ///   is shorter than it, `multiplier` is below 1 or not finite, `jitter` is outside 0...1, or
+  ///   `maximumAttempts` is below 1.
   public init(
     initialDelay: Duration = .seconds(1),
     multiplier: Double = 2,
@@ -39,6 +57,25 @@ public struct RetryPolicy: Sendable {
     jitter: Double = 0.2,
     maximumAttempts: Int? = nil,
     isRetryable: @escaping @Sendable (any Error) -> Bool = { !($0 is PermanentDeliveryFailure) }
+  ) throws(OutboxError) {
+    self.init(
+      checked: initialDelay,
+      multiplier: multiplier,
+      maximumDelay: maximumDelay,
+      jitter: jitter,
+      maximumAttempts: maximumAttempts,
+      isRetryable: isRetryable
+    )
+    if let problem = problem() { throw .invalidOption(problem) }
+  }
+
+  private init(
+    checked initialDelay: Duration,
+    multiplier: Double,
+    maximumDelay: Duration,
+    jitter: Double,
+    maximumAttempts: Int?,
+    isRetryable: @escaping @Sendable (any Error) -> Bool
   ) {
     self.initialDelay = initialDelay
     self.multiplier = multiplier
@@ -93,7 +130,7 @@ public struct RetryPolicy: Sendable {
   /// Checks the policy's numbers.
   ///
   /// - Returns: What is wrong, or `nil`.
-  func problem() -> String? {
+  private func problem() -> String? {
     if initialDelay < .zero { return "initialDelay is negative (\(initialDelay))" }
     if maximumDelay < initialDelay {
       return "maximumDelay (\(maximumDelay)) is shorter than initialDelay (\(initialDelay))"

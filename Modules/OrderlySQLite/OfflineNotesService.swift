@@ -73,8 +73,11 @@ public final class OfflineNotesService: NotesService {
   ///
   /// - Throws: ``SQLiteNotesError/busy(path:waited:)`` if a statement is still running.
   public func close() async throws(SQLiteNotesError) {
-    try? await outbox.close()
+    // Delivery stops first; then the notes service, which owns the file, checkpoints it (so no
+    // `-wal` or `-shm` is left behind) and closes it; the outbox then only marks itself closed.
+    await outbox.stop()
     try notes.close()
+    try? await outbox.close()
   }
 
   /// All notes, oldest first, from the local file.

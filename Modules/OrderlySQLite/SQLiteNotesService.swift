@@ -1,7 +1,9 @@
 import Foundation
 import GRDB
+import OrderlyCore
 import OrderlyDatabaseFile
 public import OrderlyRepository
+import Synchronization
 
 /// A `NotesService` on an SQLite file (or in memory), through GRDB.
 ///
@@ -30,6 +32,9 @@ public final class SQLiteNotesService: NotesService {
   public let busyTimeout: Duration
 
   let database: any DatabaseWriter
+  /// Set by ``close()``: a closed GRDB connection reports SQLite's misuse error with the
+  /// message "out of memory", so calls check this first.
+  private let isClosed = Mutex(false)
   /// Runs inside every write's transaction with the change it made (the offline-first service
   /// appends it to its outbox there).
   let onChange: (@Sendable (NoteMutation, Database) throws -> Void)?
@@ -68,12 +73,8 @@ public final class SQLiteNotesService: NotesService {
     } catch {
       throw SQLiteNotesError(error)
     }
-    var configuration = Self.configuration(busyTimeout: busyTimeout)
-    configuration.prepareDatabase { db in
-      try db.execute(sql: "PRAGMA synchronous = FULL")
-    }
     do {
-      let pool = try DatabasePool(path: path, configuration: configuration)
+      let pool = try DurableDatabase.openPool(path: path, busyTimeout: busyTimeout)
       do {
         if let problem = try schema.migrate(pool) {
           try? pool.close()
@@ -114,20 +115,20 @@ public final class SQLiteNotesService: NotesService {
   ///
   /// - Throws: ``SQLiteNotesError/busy(path:waited:)`` if a statement is still running.
   public func close() throws(SQLiteNotesError) {
+    let wasClosed = isClosed.withLock(announcingTo: self) { closed -> Bool in
+      defer { closed = true }
+      return closed
+    }
+    // Closing twice does nothing: a closed connection must not be used again.
+    if wasClosed { return }
     do {
-      try database.close()
+      try DurableDatabase.checkpointAndClose(database)
     } catch let error as DatabaseError {
       throw lockOrClosed(error)
         ?? .cannotOpen(path: path ?? ":memory:", reason: Self.describe(error))
     } catch {
       throw .cannotOpen(path: path ?? ":memory:", reason: Self.describe(error))
     }
-  }
-
-  private static func configuration(busyTimeout: Duration) -> Configuration {
-    var configuration = Configuration()
-    configuration.busyMode = .timeout(busyTimeout / .seconds(1))
-    return configuration
   }
 
   private static func openingError(_ error: any Error, path: String, busyTimeout: Duration)
@@ -150,15 +151,21 @@ public final class SQLiteNotesService: NotesService {
     let path = path ?? ":memory:"
     switch error.resultCode {
     case .SQLITE_BUSY, .SQLITE_LOCKED: return .busy(path: path, waited: busyTimeout)
-    case .SQLITE_MISUSE where error.message?.contains("closed") == true: return .closed(path: path)
+    case .SQLITE_MISUSE: return .closed(path: path)
     default: return nil
     }
+  }
+
+  /// Throws ``SQLiteNotesError/closed(path:)`` once ``close()`` was called.
+  private func checkOpen() throws(SQLiteNotesError) {
+    if isClosed.withLock(announcingTo: self, { $0 }) { throw .closed(path: path ?? ":memory:") }
   }
 
   /// Runs a read; a lock held too long or a closed database is reported as such.
   private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws
     -> T
   {
+    try checkOpen()
     do {
       return try await database.read(body)
     } catch let error as DatabaseError {
@@ -171,6 +178,7 @@ public final class SQLiteNotesService: NotesService {
   private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws
     -> T
   {
+    try checkOpen()
     do {
       return try await database.write(body)
     } catch let error as DatabaseError {

@@ -90,7 +90,7 @@ struct OutboxTests {
     server.setDown(true)
     for index in 1...3 { try await outbox.append(Change("n", "\(index)")) }
     var events = outbox.events.makeAsyncIterator()
-    try outbox.start(retry: exactRetry, deliver: server.deliver)
+    try outbox.start(retry: exactRetry(), deliver: server.deliver)
     for (expected, deliveries) in [(Duration.seconds(1), 1), (.seconds(2), 2), (.seconds(4), 3)] {
       guard
         case .retrying(_, let sequence, _, let delay, let reason) =
@@ -113,8 +113,12 @@ struct OutboxTests {
   }
 
   @Test("jitter moves a wait by at most its share, and the backoff stops growing at the maximum")
-  func backoffShape() {
-    let policy = RetryPolicy(initialDelay: .seconds(1), maximumDelay: .seconds(10), jitter: 0.2)
+  func backoffShape() throws {
+    let policy = try RetryPolicy(
+      initialDelay: .seconds(1),
+      maximumDelay: .seconds(10),
+      jitter: 0.2
+    )
     #expect(
       (1...6).map { policy.baseDelay(afterAttempt: $0) }
         == [1, 2, 4, 8, 10, 10].map { Duration.seconds($0) }
@@ -139,7 +143,7 @@ struct OutboxTests {
     server.setDown(true)
     try await outbox.append(Change("n", "1"))
     var events = outbox.events.makeAsyncIterator()
-    try outbox.start(retry: exactRetry, deliver: server.deliver)
+    try outbox.start(retry: exactRetry(), deliver: server.deliver)
     _ = await events.next(where: \.isRetrying)
     outbox.pause()
     server.setDown(false)
@@ -158,8 +162,7 @@ struct OutboxTests {
     server.setDown(true)
     try await outbox.append(Change("n", "1"))
     var events = outbox.events.makeAsyncIterator()
-    var policy = exactRetry
-    policy.maximumAttempts = 3
+    let policy = try exactRetry(maximumAttempts: 3)
     try outbox.start(retry: policy, deliver: server.deliver)
     for _ in 0..<2 {
       _ = await events.next(where: \.isRetrying)
@@ -238,8 +241,7 @@ struct OutboxTests {
     let server = FakeServer()
     server.setDown(true)
     try await outbox.append(Change("n", "1"))
-    var policy = exactRetry
-    policy.isRetryable = { !($0 is ServerDown) }
+    let policy = try exactRetry(isRetryable: { !($0 is ServerDown) })
     try outbox.start(retry: policy, onDeadLetter: .continueLine, deliver: server.deliver)
     try await outbox.waitUntilDelivered()
     #expect(server.deliveries == 1 && outbox.deadLetterCount == 1)
@@ -384,12 +386,14 @@ struct OutboxTests {
     #expect(throws: OutboxError.invalidOption("limit must be 1 or more (got 0)")) {
       try outbox.start(limit: 0) { _ in }
     }
-    #expect(throws: OutboxError.self) {
-      try outbox.start(retry: RetryPolicy(jitter: 2)) { _ in }
+    #expect(
+      throws: OutboxError.invalidOption("jitter must be between 0 and 1 (got 2.0)")
+    ) {
+      try RetryPolicy(jitter: 2)
     }
     try outbox.start { _ in }
     #expect(throws: OutboxError.alreadyStarted) { try outbox.start { _ in } }
-    #expect(OutboxError.alreadyStarted.description.contains("call it once"))
+    #expect(OutboxError.alreadyStarted.description.contains("call stop()"))
   }
 
   @Test("after close, every call says the outbox is closed")
@@ -404,13 +408,14 @@ struct OutboxTests {
     #expect(throws: OutboxError.closed(path: path)) { try outbox.start { _ in } }
   }
 
-  @Test("waitUntilDelivered ends with CancellationError when its task is cancelled")
+  @Test("waitUntilDelivered ends with OutboxError.cancelled when its task is cancelled")
   func waitCancelled() async throws {
     let outbox = try Outbox<Change>()
     try await outbox.append(Change("n", "1"))
     let waiter = Task { try await outbox.waitUntilDelivered() }
     waiter.cancel()
-    await #expect(throws: CancellationError.self) { try await waiter.value }
+    await #expect(throws: OutboxError.cancelled) { try await waiter.value }
+    #expect(outbox.pendingCount == 1)
   }
 
   @Test("a message that cannot be encoded is refused and nothing is stored")

@@ -106,4 +106,9 @@ extension OutboxEvent {
 }
 
 /// A retry policy without jitter, so waits are exact: 1 s, 2 s, 4 s, ...
-let exactRetry = RetryPolicy(jitter: 0)
+func exactRetry(
+  maximumAttempts: Int? = nil,
+  isRetryable: @escaping @Sendable (any Error) -> Bool = { !($0 is PermanentDeliveryFailure) }
+) throws -> RetryPolicy {
+  try RetryPolicy(jitter: 0, maximumAttempts: maximumAttempts, isRetryable: isRetryable)
+}

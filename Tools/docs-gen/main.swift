@@ -15,7 +15,9 @@
 // are compared (and rewritten) only when more than their numbers differ.
 // With no FILE: README.md, every Markdown file under docs/ and the DocC catalogs in Modules/.
 // It also writes Modules/OrderlyCLI/Gallery.swift, the list `orderly examples` prints.
-// Examples are run from the build folder, so build them first.
+// Examples are run from the build folder: a binary that is missing there is built first (the
+// root package's with `swift build`, a package example's with `swift build --package-path`), so
+// `swift run docs-gen --check` is the one command a fresh clone needs.
 import Foundation
 import OrderlyRepository
 
@@ -91,19 +93,54 @@ func allExamples() throws -> [Example] {
     .sorted { ($0.lesson, $0.name) < ($1.lesson, $1.name) }
 }
 
+/// Where an example's binary is.
+func binary(of example: Example) -> URL {
+  example.isPackage
+    ? root.appendingPathComponent("Examples/\(example.name)/.build/debug/\(example.name)")
+    : products.appendingPathComponent(example.name)
+}
+
+/// Runs `swift` with `arguments` from the repository's folder, its output going to ours.
+func swift(_ arguments: [String]) throws {
+  let process = Process()
+  process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+  process.arguments = ["swift"] + arguments
+  process.currentDirectoryURL = root
+  print("docs-gen: building missing examples: swift \(arguments.joined(separator: " "))")
+  try process.run()
+  process.waitUntilExit()
+  guard process.terminationStatus == 0 else {
+    throw DocsGenError(
+      description: "`swift \(arguments.joined(separator: " "))` failed "
+        + "(exit \(process.terminationStatus)); fix the build, then run docs-gen again"
+    )
+  }
+}
+
+/// Builds every example whose binary is missing: the root package's examples with one build
+/// into the folder docs-gen itself runs from, each package example in its own folder.
+func buildMissingExamples() throws {
+  let missing = try allExamples().filter {
+    !FileManager.default.isExecutableFile(atPath: binary(of: $0).path)
+  }
+  if missing.contains(where: { !$0.isPackage }) {
+    // products is <scratch>/<triple>/<configuration> (or <scratch>/<configuration>, a link).
+    let folder = products.resolvingSymlinksInPath()
+    let configuration = folder.lastPathComponent
+    let scratch = folder.deletingLastPathComponent().deletingLastPathComponent()
+    try swift(["build", "--scratch-path", scratch.path, "-c", configuration])
+  }
+  for example in missing where example.isPackage {
+    try swift(["build", "--package-path", "Examples/\(example.name)", "--product", example.name])
+  }
+}
+
 @MainActor
 func run(example: String) throws -> String {
   if let cached = outputCache[example] { return cached }
-  let isPackage = try frontMatter(of: example).isPackage
-  let binary =
-    isPackage
-    ? root.appendingPathComponent("Examples/\(example)/.build/debug/\(example)")
-    : products.appendingPathComponent(example)
+  let binary = binary(of: try frontMatter(of: example))
   guard FileManager.default.isExecutableFile(atPath: binary.path) else {
-    let build = isPackage ? "swift build --package-path Examples/\(example)" : "swift build"
-    throw DocsGenError(
-      description: "no binary for example '\(example)' at \(binary.path): run `\(build)` first"
-    )
+    throw DocsGenError(description: "no binary for example '\(example)' at \(binary.path)")
   }
   let process = Process()
   process.executableURL = binary
@@ -327,6 +364,7 @@ do {
   let check = arguments.contains("--check")
   arguments.removeAll { $0 == "--check" }
   let files = arguments.isEmpty ? markdownFiles() : arguments
+  try buildMissingExamples()
   var changes: [Change] = []
   for file in files {
     let url = root.appendingPathComponent(file)

@@ -146,7 +146,7 @@ struct NotesSyncTests {
     // With no server, AsyncHTTPClient retries the connection until the timeout: keep it short.
     let client = NotesSyncClient(baseURL: first.baseURL, timeout: .milliseconds(300))
     var events = service.outbox.events.makeAsyncIterator()
-    try service.outbox.start(retry: RetryPolicy(jitter: 0), deliver: client.deliver)
+    try service.outbox.start(retry: try RetryPolicy(jitter: 0), deliver: client.deliver)
     for expected in [Duration.seconds(1), .seconds(2)] {
       var delay: Duration?
       while delay == nil, let event = await events.next() {
