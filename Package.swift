@@ -212,7 +212,7 @@ package.targets += [
     // The probe is the child process the crash tests kill; depending on it builds it first.
     dependencies: [
       "OrderlyOutbox", "OrderlyTestSupport", "outbox-probe", "BuiltProducts",
-      .product(name: "GRDB", package: "GRDB.swift"),
+      "OrderlyDatabaseFile", .product(name: "GRDB", package: "GRDB.swift"),
     ]
   ),
   .testTarget(

@@ -45,6 +45,9 @@ struct OutboxState<Message: Sendable>: Sendable {
   /// The file's `data_version` when the watcher last looked: it changes when another
   /// connection commits.
   var dataVersion: Int?
+  /// Why recording a delivery failed, while the outbox retries that write: a new
+  /// ``Outbox/waitUntilDelivered()`` call throws it at once.
+  var recordFailure: OutboxError?
 
   init(pending: Int, deadLetters: Int) {
     self.pending = pending
@@ -344,6 +347,7 @@ extension Outbox {
       state.scheduled = []
       state.parked = []
       state.delivering = [:]
+      state.recordFailure = nil
       defer { state.lock = nil }
       return state.lock
     }
@@ -396,8 +400,9 @@ extension Outbox {
   ///
   /// - Throws: ``OutboxError/lineStopped(partition:deadLetter:)`` when a line stops at a dead
   ///   letter with messages behind it (or has stopped already); the error of a write the outbox
-  ///   could not make to record a delivery (``OutboxError/diskFull(path:)``, say: the outbox
-  ///   retries it, and a new call waits again); ``OutboxError/cancelled`` if the calling task is
+  ///   could not make to record a delivery (``OutboxError/diskFull(path:)``, say), when it fails
+  ///   and, while the outbox retries it, at once (a call after it succeeded waits again);
+  ///   ``OutboxError/cancelled`` if the calling task is
   ///   cancelled (the outbox is not affected); ``OutboxError/closed(path:)`` if the outbox is
   ///   closed.
   public func waitUntilDelivered() async throws(OutboxError) {
@@ -410,16 +415,17 @@ extension Outbox {
           (continuation: CheckedContinuation<Void, any Error>) in
           // Cancellation is checked under the lock that `onCancel` takes: a cancel that came
           // first is seen here, one that comes later finds the waiter registered.
-          let outcome = state.withLock(announcingTo: self) { state -> Bool? in
-            if Task.isCancelled { return false }
-            guard state.pending > 0 else { return true }
+          let outcome = state.withLock(announcingTo: self) { state -> Result<Bool, OutboxError> in
+            if Task.isCancelled { return .failure(.cancelled) }
+            if let failure = state.recordFailure { return .failure(failure) }
+            guard state.pending > 0 else { return .success(true) }
             state.waiters[token] = continuation
-            return nil
+            return .success(false)
           }
           switch outcome {
-          case true?: continuation.resume()
-          case false?: continuation.resume(throwing: OutboxError.cancelled)
-          case nil: ensureWatcher()
+          case .success(true): continuation.resume()
+          case .success(false): ensureWatcher()
+          case .failure(let error): continuation.resume(throwing: error)
           }
         }
       } onCancel: {
@@ -562,7 +568,9 @@ extension Outbox {
       let result = await Task { try await database.write(body) }.result
       let error: OutboxError
       switch result {
-      case .success(let value): return value
+      case .success(let value):
+        if failures > 0 { state.withLock(announcingTo: self) { $0.recordFailure = nil } }
+        return value
       case .failure(let failed): error = failure(failed)
       }
       if isStopping || error == .closed(path: path ?? ":memory:") { return nil }
@@ -576,6 +584,7 @@ extension Outbox {
           retryIn: delay
         )
       )
+      state.withLock(announcingTo: self) { $0.recordFailure = error }
       failWaiters(with: error)
       // Cancelled by stop(): the sleep ends at once.
       try? await clock.sleep(for: delay)
