@@ -137,7 +137,7 @@ package enum DatabaseFile {
         throw .refused(path: path, reason: "it is not an SQLite file")
       }
       if let expected = expectedSize(header: header), size < expected {
-        throw .refused(
+        throw .damaged(
           path: path,
           reason: "it is damaged: it holds \(size) bytes, and its header says \(expected)"
         )
@@ -254,7 +254,7 @@ struct SQLiteFailure: Error {
     case SQLITE_BUSY, SQLITE_LOCKED: .busy(path: path, waited: busyTimeout)
     case SQLITE_NOTADB: .refused(path: path, reason: "it is not an SQLite database")
     case SQLITE_CORRUPT:
-      .refused(path: path, reason: "it is damaged (\(message))")
+      .damaged(path: path, reason: "it is damaged (\(message))")
     default: .cannotOpen(path: path, reason: message)
     }
   }

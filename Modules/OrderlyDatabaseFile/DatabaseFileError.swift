@@ -10,6 +10,8 @@ package enum DatabaseFileError: Error, Sendable, Equatable {
   /// The file exists but does not hold what the schema expects: not SQLite, damaged, another
   /// program's database, or one written by a newer Orderly.
   case refused(path: String, reason: String)
+  /// The file is an SQLite file, but damaged: shorter than its header says, or malformed.
+  case damaged(path: String, reason: String)
   /// Another connection held the file's lock for longer than the busy timeout.
   case busy(path: String, waited: Duration)
 }
@@ -32,9 +34,9 @@ extension DatabaseFileError {
     case .SQLITE_BUSY, .SQLITE_LOCKED: self = .busy(path: path, waited: busyTimeout)
     case .SQLITE_NOTADB: self = .refused(path: path, reason: "it is not an SQLite database")
     case .SQLITE_CORRUPT:
-      self = .refused(
+      self = .damaged(
         path: path,
-        reason: error.message ?? "SQLite error \(error.resultCode.rawValue)"
+        reason: "it is damaged (\(error.message ?? "SQLite error \(error.resultCode.rawValue)"))"
       )
     default:
       self = .cannotOpen(

@@ -46,11 +46,22 @@ package enum DurableDatabase {
   /// - Parameter database: The database to close.
   /// - Throws: GRDB's error if a statement still runs on it.
   package static func checkpointAndClose(_ database: any DatabaseWriter) throws {
-    if database is DatabasePool {
-      try? database.writeWithoutTransaction { db in
-        _ = try db.checkpoint(.truncate)
-      }
+    guard database is DatabasePool else {
+      try database.close()
+      return
+    }
+    let path = database.path
+    try? database.writeWithoutTransaction { db in
+      _ = try db.checkpoint(.truncate)
     }
     try database.close()
+    // GRDB closes the writer before the readers, and a read-only reader closing last cannot
+    // remove the `-wal` and `-shm` files. A connection of our own, closed last, does: SQLite's
+    // last connection to a WAL database checkpoints it and removes both (unless another
+    // process still has the file open).
+    if let last = try? DatabaseQueue(path: path) {
+      _ = try? last.read { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM sqlite_master") }
+      try? last.close()
+    }
   }
 }

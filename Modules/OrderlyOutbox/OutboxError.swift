@@ -9,8 +9,8 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
   /// The file could not be opened or created: a folder on its path does not exist or is not
   /// writable, it is a folder or not a regular file, its name is too long, or access is denied.
   case cannotOpen(path: String, reason: String)
-  /// The file exists but is not an outbox: not SQLite, damaged, another program's database, or
-  /// one written by a newer Orderly.
+  /// The file exists but is not an outbox: not SQLite, another program's database, or one
+  /// written by a newer Orderly.
   case notAnOutbox(path: String, reason: String)
   /// Another connection held the database's lock for longer than the busy timeout.
   case busy(path: String, waited: Duration)
@@ -92,6 +92,7 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     switch error {
     case .cannotOpen(let path, let reason): self = .cannotOpen(path: path, reason: reason)
     case .refused(let path, let reason): self = .notAnOutbox(path: path, reason: reason)
+    case .damaged(let path, let reason): self = .damaged(path: path, reason: reason)
     case .busy(let path, let waited): self = .busy(path: path, waited: waited)
     }
   }

@@ -49,7 +49,8 @@ public enum SQLiteNotesError: Error, Sendable, Equatable, CustomStringConvertibl
   init(_ error: DatabaseFileError) {
     switch error {
     case .cannotOpen(let path, let reason): self = .cannotOpen(path: path, reason: reason)
-    case .refused(let path, let reason): self = .notANotesDatabase(path: path, reason: reason)
+    case .refused(let path, let reason), .damaged(let path, let reason):
+      self = .notANotesDatabase(path: path, reason: reason)
     case .busy(let path, let waited): self = .busy(path: path, waited: waited)
     }
   }

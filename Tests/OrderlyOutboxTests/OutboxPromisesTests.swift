@@ -135,6 +135,16 @@ struct OutboxPromisesTests {
       return errorPath == path
     }
     try await reopened.close()
+    // Found damaged when opening: a file cut short.
+    let half = folder.path("half.sqlite")
+    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    try data.prefix(data.count / 2).write(to: URL(fileURLWithPath: half))
+    #expect {
+      try Outbox<Change>(path: half)
+    } throws: { error in
+      guard case .damaged(let errorPath, let reason) = error as? OutboxError else { return false }
+      return errorPath == half && reason.contains("damaged")
+    }
   }
 
   @Test("close() leaves the database file complete on its own: no message only in the -wal")
