@@ -36,6 +36,8 @@ struct ShellCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
+    // First: a Ctrl-C from now on is read as input, never lost and never fatal.
+    InterruptPipe.install()
     let service: any NotesService
     do {
       if inMemory {
@@ -111,27 +113,27 @@ enum InputReader {
   static let limit = 4_096
 
   /// Starts reading; the continuation lets the session add inputs of its own (``InputLine/drained``).
-  /// - Returns: The inputs, the continuation, and the signal source, which must be kept alive
-  ///   for as long as Ctrl-C should be read.
-  static func lines() -> (
-    AsyncStream<InputLine>, AsyncStream<InputLine>.Continuation, any DispatchSourceSignal
-  ) {
+  ///
+  /// Ctrl-C arrives through ``InterruptPipe``, installed when the command starts: one thread
+  /// turns its bytes into ``InputLine/interrupted(count:)``, in order with the lines read
+  /// before it, instead of the signal killing the process with commands still in line.
+  ///
+  /// - Returns: The inputs and the continuation.
+  static func lines() -> (AsyncStream<InputLine>, AsyncStream<InputLine>.Continuation) {
     let (stream, continuation) = AsyncStream.makeStream(of: InputLine.self)
-    // Ctrl-C is read as one more input, in order with the lines before it, instead of killing
-    // the process with commands still in line.
-    signal(SIGINT, SIG_IGN)
-    let interrupts = DispatchSource.makeSignalSource(signal: SIGINT)
-    let count = Mutex(0)
-    interrupts.setEventHandler {
-      // Signals that arrive together are coalesced: `data` says how many there were. (The
-      // source lives as long as the process, so the cycle this capture makes is harmless.)
-      let number = count.withLock { count in
-        count += max(1, Int(interrupts.data))
-        return count
+    let interrupts = Thread {
+      var count = 0
+      var bytes = [UInt8](repeating: 0, count: 16)
+      while true {
+        let read = read(InterruptPipe.descriptors.read, &bytes, bytes.count)
+        if read < 0 && errno == EINTR { continue }
+        guard read > 0 else { return }
+        // Signals that arrive together are read together: each byte is one Ctrl-C.
+        count += read
+        continuation.yield(.interrupted(count: count))
       }
-      continuation.yield(.interrupted(count: number))
     }
-    interrupts.resume()
+    interrupts.start()
     let thread = Thread {
       var pending = Data()
       var skipped = 0  // bytes of an over-long line being skipped; 0 when not skipping
@@ -174,6 +176,39 @@ enum InputReader {
       continuation.yield(.endOfInput)
     }
     thread.start()
-    return (stream, continuation, interrupts)
+    return (stream, continuation)
+  }
+}
+
+/// Ctrl-C as bytes on a pipe: a `SIGINT` handler writes one byte per signal, which
+/// ``InputReader`` reads as input.
+///
+/// The handler replaces the default action in one step (no moment where the signal is ignored,
+/// as with `SIG_IGN` followed by a dispatch source, whose registration completes later and lost
+/// a Ctrl-C typed at start-up), and a signal that arrives before the reader runs waits in the
+/// pipe. It is installed with `SA_RESTART` semantics (`signal` on Linux and macOS), so the
+/// blocking read of standard input is not interrupted by it.
+enum InterruptPipe {
+  /// The pipe: the handler writes to `write`, ``InputReader`` reads `read`.
+  static let descriptors: (read: Int32, write: Int32) = {
+    var ends: [Int32] = [-1, -1]
+    guard pipe(&ends) == 0 else { return (-1, -1) }
+    for end in ends { _ = fcntl(end, F_SETFD, FD_CLOEXEC) }
+    // A full pipe (thousands of unread Ctrl-Cs) drops the byte instead of blocking the handler.
+    _ = fcntl(ends[1], F_SETFL, fcntl(ends[1], F_GETFL) | O_NONBLOCK)
+    return (ends[0], ends[1])
+  }()
+
+  /// Makes `SIGINT` write to the pipe from now on.
+  static func install() {
+    // Created before the handler can run: the handler only reads the descriptors.
+    guard descriptors.write >= 0 else { return }
+    signal(SIGINT) { _ in
+      var byte: UInt8 = 1
+      // write(2) is async-signal-safe; errno is restored, as a handler must.
+      let saved = errno
+      _ = write(InterruptPipe.descriptors.write, &byte, 1)
+      errno = saved
+    }
   }
 }

@@ -151,8 +151,7 @@ final class ShellSession: Sendable {
       write("Orderly notes shell. Type 'help' for the commands, 'quit' to leave.\n")
       prompt()
     }
-    let (inputs, continuation, interruptSource) = InputReader.lines()
-    defer { withExtendedLifetime(interruptSource) {} }
+    let (inputs, continuation) = InputReader.lines()
     var number = 0
     var interrupts = 0
     var stopping = false
@@ -249,6 +248,9 @@ final class ShellSession: Sendable {
         } : nil
       let (output, failed) = await Self.execute(line, on: repository)
       notice?.cancel()
+      // A command cancelled by a second Ctrl-C while it ran failed because of it: it stays
+      // among those not applied, which the session names, and its error is not printed.
+      if failed && Task.isCancelled { return }
       unfinished.withLock { _ = $0.removeValue(forKey: number) }
       if failed {
         failures.withLock { $0 = true }
@@ -275,12 +277,22 @@ final class ShellSession: Sendable {
 
   private func write(_ text: String) { Self.write(text) }
 
+  /// Writes to standard output; if it cannot be written (a full disk, a closed file), says so
+  /// on standard error in one line and exits with status 1: answers that cannot be shown must
+  /// not look like success.
   private static func write(_ text: String) {
-    FileHandle.standardOutput.write(Data(text.utf8))
+    do {
+      try FileHandle.standardOutput.write(contentsOf: Data(text.utf8))
+    } catch {
+      let reason = (error as NSError).underlyingReason
+      writeError("cannot write to standard output (\(reason)); stopping")
+      exit(1)
+    }
   }
 
   private static func writeError(_ message: String, prefix: String = "error: ") {
-    FileHandle.standardError.write(Data("\(prefix)\(message)\n".utf8))
+    // Nothing is left to tell if standard error cannot be written either.
+    try? FileHandle.standardError.write(contentsOf: Data("\(prefix)\(message)\n".utf8))
   }
 
   private static func count(_ number: Int, _ noun: String) -> String {
@@ -328,5 +340,17 @@ final class ShellSession: Sendable {
     } catch {
       return (escaped(error.description), true)
     }
+  }
+}
+
+extension NSError {
+  /// The POSIX reason behind a Foundation file error ("No space left on device"), or the
+  /// error's own description.
+  fileprivate var underlyingReason: String {
+    if let posix = userInfo[NSUnderlyingErrorKey] as? NSError, posix.domain == NSPOSIXErrorDomain {
+      return String(cString: strerror(Int32(posix.code)))
+    }
+    if domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(code))) }
+    return localizedDescription
   }
 }

@@ -40,8 +40,18 @@ import Synchronization
 /// or a message that no longer decodes moves the message to the dead letters; the
 /// ``DeadLetterPolicy`` says whether its line then waits (the default) or goes on.
 ///
-/// One `Outbox` per file per process: the outbox keeps its counts and its lines' state in
-/// memory.
+/// ## Processes
+///
+/// Any number of processes may append to one file; one at a time delivers it (see
+/// ``start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``), and a
+/// delivering outbox picks up other processes' appends within its poll interval. Open one
+/// `Outbox` per file in a process: it keeps its counts and its lines' state in memory.
+///
+/// ## Files
+///
+/// An outbox at `PATH` is the database `PATH` (tables `outbox_message`, `outbox_dead_letter`
+/// and GRDB's `grdb_migrations`), SQLite's `PATH-wal` and `PATH-shm` while it is open, and the
+/// deliverer lock `PATH-deliverer`. ``close()`` leaves `PATH` complete on its own.
 public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// The database file, or `nil` for an outbox in memory or in a database you opened.
   public let path: String?
@@ -59,8 +69,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
 
   /// Opens the outbox at `path`, creating it if there is no file there yet.
   ///
-  /// The file runs in WAL mode with `synchronous = FULL`: an append that returned is on disk,
-  /// and survives the process being killed right after.
+  /// The file runs in WAL mode with `synchronous = FULL` (every commit synced): an append that
+  /// returned is on disk, and survives the process being killed right after, or a power cut.
   ///
   /// - Parameters:
   ///   - path: The database file. Its folder must exist. It must be empty, or an outbox
@@ -72,8 +82,9 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///     puts every such message in the default line.
   ///   - coalescing: How new messages are folded into pending ones; `nil` (the default) never
   ///     merges.
-  /// - Throws: ``OutboxError`` if the file cannot be opened or is not an outbox. The file and
-  ///   its folder are then as they were.
+  /// - Throws: ``OutboxError`` if the file cannot be opened (``OutboxError/cannotOpen(path:reason:)``),
+  ///   is not an outbox (``OutboxError/notAnOutbox(path:reason:)``) or is damaged
+  ///   (``OutboxError/damaged(path:reason:)``). The file and its folder are then as they were.
   public convenience init(
     path: String,
     busyTimeout: Duration = .seconds(5),
@@ -220,7 +231,9 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
   ///     default line.
   /// - Returns: The message's identifier (the pending message's, if it was merged).
-  /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/busy(path:waited:)`` or
+  /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/diskFull(path:)``,
+  ///   ``OutboxError/cancelled`` (the calling task was cancelled), ``OutboxError/busy(path:waited:)``,
+  ///   ``OutboxError/damaged(path:reason:)``, ``OutboxError/storageFailed(path:reason:)`` or
   ///   ``OutboxError/closed(path:)``; nothing was stored.
   @discardableResult
   public func append(_ message: Message, partition: String? = nil) async throws(OutboxError)

@@ -47,21 +47,32 @@ public enum NoteTextError: Error, Sendable, Equatable, CustomStringConvertible {
     }
   }
 
-  /// The text with control characters written as escapes (`\n`, `\u{1B}`), so that it stays on
-  /// one line and a terminal shows it as it is instead of obeying it.
+  /// The text with control characters and bidirectional controls written as escapes (`\n`,
+  /// `\u{1B}`, `\u{202E}`), so that it stays on one line and a terminal shows it as it is
+  /// instead of obeying it (a right-to-left override would show later characters reversed).
   ///
   /// - Parameter text: Text from a note, a path or a person's input.
-  /// - Returns: The same text with every control character escaped.
+  /// - Returns: The same text with every control character and bidirectional control escaped.
   public static func escapingControlCharacters(in text: String) -> String {
     var result = ""
     for scalar in text.unicodeScalars {
-      if scalar.properties.generalCategory == .control {
+      if scalar.properties.generalCategory == .control || isBidirectionalControl(scalar) {
         result += scalar.escaped(asASCII: true)
       } else {
         result.unicodeScalars.append(scalar)
       }
     }
     return result
+  }
+
+  /// Whether the scalar reorders the text around it on a terminal: the bidirectional marks,
+  /// embeddings, overrides and isolates (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to
+  /// U+2069). Printed as they are, they make shown text read differently from what is stored.
+  private static func isBidirectionalControl(_ scalar: Unicode.Scalar) -> Bool {
+    switch scalar.value {
+    case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true
+    default: false
+    }
   }
 
   private static func name(of scalar: Unicode.Scalar) -> String {

@@ -57,15 +57,67 @@ struct ShellRobustnessTests {
     var (status, stdout, stderr) = shell.finish().parts
     stderr = first + stderr
     #expect(status == 130)
-    let applied = stdout.split(separator: "\n").count + 1
-    // Not started: listed as not applied. Running when the second Ctrl-C came: cancelled.
-    let dropped = stderr.split(separator: "\n").filter {
-      $0.hasPrefix("  line ") || $0.hasSuffix("could not create the note: cancelled")
+    // Every command was applied (answered) or is named as not applied, the one running when
+    // the second Ctrl-C cancelled it included; none is both, none is missing.
+    let applied = ["one"] + stdout.split(separator: "\n").compactMap { line in
+      line.hasPrefix("added #") ? line.split(separator: " ").last.map(String.init) : nil
     }
-    #expect(applied + dropped.count == 4, "\(stdout)\n\(stderr)")
-    #expect(dropped.last == "  line 4: add four", "\(stdout)\n\(stderr)")
+    let notApplied = stderr.split(separator: "\n").compactMap { line in
+      line.hasPrefix("  line ") ? line.split(separator: " ").last.map(String.init) : nil
+    }
+    #expect(Set(applied).isDisjoint(with: notApplied), "\(stdout)\n\(stderr)")
+    #expect(Set(applied + notApplied) == ["one", "two", "three", "four"], "\(stdout)\n\(stderr)")
+    #expect(notApplied.last == "four", "\(stdout)\n\(stderr)")
+    #expect(!stderr.contains("cancelled"), "\(stderr)")
     let listed = try await orderly(["shell", "--database", database], input: Data("list\n".utf8))
-    #expect(listed.stdout.split(separator: "\n").count == applied)
+    #expect(listed.stdout.split(separator: "\n").count == applied.count)
+  }
+
+  @Test("a Ctrl-C sent while the shell starts up is never lost: 200 rounds")
+  func interruptAtStartUp() async throws {
+    let lost = try await BuiltProducts.offThePool {
+      var generator = SystemRandomNumberGenerator()
+      var lost = 0
+      for _ in 0..<200 {
+        let shell = try runningShell(["--in-memory"])
+        usleep(UInt32.random(in: 0...30_000, using: &generator))
+        shell.send(SIGINT)
+        // Standard input stays open: only the Ctrl-C can end the shell. A lost one would leave
+        // it reading forever; after 20 s the watchdog counts it lost and ends it.
+        let watchdog = DispatchWorkItem { shell.send(SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 20, execute: watchdog)
+        shell.process.waitUntilExit()
+        watchdog.cancel()
+        let ended = shell.finish()
+        if ended.reason == .uncaughtSignal && ended.status == SIGKILL { lost += 1 }
+      }
+      return lost
+    }
+    #expect(lost == 0)
+  }
+
+  @Test("standard output that cannot be written: one line on standard error, exit 1, no crash")
+  func fullStandardOutput() async throws {
+    let result = try await BuiltProducts.offThePool { () throws -> (Int32, String) in
+      let process = Process()
+      process.executableURL = BuiltProducts.url(of: "orderly")
+      process.arguments = ["shell", "--in-memory"]
+      let input = Pipe()
+      let errors = Pipe()
+      process.standardInput = input
+      process.standardOutput = FileHandle(forWritingAtPath: "/dev/full")
+      process.standardError = errors
+      try process.run()
+      input.fileHandleForWriting.write(Data("add x\nadd y\nlist\n".utf8))
+      try input.fileHandleForWriting.close()
+      let stderr = errors.fileHandleForReading.readDataToEndOfFile()
+      process.waitUntilExit()
+      return (process.terminationStatus, String(decoding: stderr, as: UTF8.self))
+    }
+    #expect(result.0 == 1)
+    #expect(result.1.split(separator: "\n").count == 1, "\(result.1)")
+    #expect(result.1.contains("cannot write to standard output"), "\(result.1)")
+    #expect(!result.1.contains("Fatal error"))
   }
 
   @Test("two shells on one file add 300 notes each at once; none is refused")
@@ -102,6 +154,9 @@ struct ShellRobustnessTests {
         "added #1 ok", "#1 ok", "  a\\u{1B}[31mb",
       ]
     )
+    // A right-to-left override would make the rest of the line read backwards.
+    let (_, bidi) = try shell("add \"a\u{202E}cba\" \"x\u{2066}y\"\nshow 1\n")
+    #expect(bidi == ["added #1 a\\u{202E}cba", "#1 a\\u{202E}cba", "  x\\u{2066}y"])
   }
 
   @Test("a NUL or a control character in a title is refused, and nothing is stored")
