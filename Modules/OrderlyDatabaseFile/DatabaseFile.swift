@@ -177,8 +177,7 @@ package enum DatabaseFile {
     sides: [String],
     busyTimeout: Duration,
     schema: DatabaseSchema
-  ) throws(SQLiteFailure) -> (tables: Set<String>, applied: Set<String>)
-  {
+  ) throws(SQLiteFailure) -> (tables: Set<String>, applied: Set<String>) {
     if sides.isEmpty {
       // Nothing is writing it (a writer keeps a side file), so it can be read as immutable.
       return try SQLiteReader.contents(

@@ -76,7 +76,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///   - path: The database file. Its folder must exist. It must be empty, or an outbox
   ///     (possibly half-created by a process killed while it created it).
   ///   - busyTimeout: How long to wait when another connection holds the database's lock;
-  ///     5 seconds by default.
+  ///     60 seconds by default, so that a write waits, rather than fails, while another
+  ///     process writes on a busy machine.
   ///   - clock: The clock retry waits are measured on.
   ///   - partition: The line a message joins when ``append(_:partition:)`` names none; `nil`
   ///     puts every such message in the default line.
@@ -87,7 +88,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///   (``OutboxError/damaged(path:reason:)``). The file and its folder are then as they were.
   public convenience init(
     path: String,
-    busyTimeout: Duration = .seconds(5),
+    busyTimeout: Duration = .seconds(60),
     clock: any Clock<Duration> = ContinuousClock(),
     partition: (@Sendable (Message) -> String?)? = nil,
     coalescing: Coalescing<Message>? = nil

@@ -38,9 +38,11 @@ struct OutboxState<Message: Sendable>: Sendable {
   var lastToken: UInt64 = 0
   /// The right to deliver the file, while this outbox delivers it (file outboxes only).
   var lock: DelivererLock?
-  /// The task that watches the file for other processes' changes and, while `start` waits for
-  /// another deliverer, for the lock (file outboxes only). It runs while the outbox is started
-  /// or has waiters, and clears this itself when it ends.
+  /// The task that watches the file (file outboxes only).
+  ///
+  /// It looks for other processes' changes and, while `start` waits for another deliverer, for
+  /// the lock. It runs while the outbox is started or has waiters, and clears this itself when
+  /// it ends.
   var watcher: Task<Void, Never>?
   /// The file's `data_version` when the watcher last looked: it changes when another
   /// connection commits.

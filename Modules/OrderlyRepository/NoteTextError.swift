@@ -65,9 +65,11 @@ public enum NoteTextError: Error, Sendable, Equatable, CustomStringConvertible {
     return result
   }
 
-  /// Whether the scalar reorders the text around it on a terminal: the bidirectional marks,
-  /// embeddings, overrides and isolates (U+061C, U+200E, U+200F, U+202A to U+202E, U+2066 to
-  /// U+2069). Printed as they are, they make shown text read differently from what is stored.
+  /// Whether the scalar reorders the text around it on a terminal.
+  ///
+  /// These are the bidirectional marks, embeddings, overrides and isolates (U+061C, U+200E,
+  /// U+200F, U+202A to U+202E, U+2066 to U+2069). Printed as they are, they make shown text read
+  /// differently from what is stored.
   private static func isBidirectionalControl(_ scalar: Unicode.Scalar) -> Bool {
     switch scalar.value {
     case 0x061C, 0x200E, 0x200F, 0x202A...0x202E, 0x2066...0x2069: true

@@ -44,7 +44,7 @@ public final class OfflineNotesService: NotesService {
   /// - Throws: ``SQLiteNotesError`` if the file cannot be opened or is not a notes database.
   public init(
     path: String,
-    busyTimeout: Duration = .seconds(5),
+    busyTimeout: Duration = .seconds(60),
     clock: any Clock<Duration> = ContinuousClock(),
     mergesEdits: Bool = true
   ) throws(SQLiteNotesError) {

@@ -48,10 +48,11 @@ public final class SQLiteNotesService: NotesService {
   /// - Parameters:
   ///   - path: The database file. Its folder must exist.
   ///   - busyTimeout: How long to wait when another connection holds the database's lock;
-  ///     5 seconds by default.
+  ///     60 seconds by default, so that a write waits, rather than fails, while another
+  ///     process writes on a busy machine.
   /// - Throws: ``SQLiteNotesError`` if the file cannot be opened or is not a notes database.
   ///   The file and its folder are then as they were: nothing is left behind.
-  public convenience init(path: String, busyTimeout: Duration = .seconds(5))
+  public convenience init(path: String, busyTimeout: Duration = .seconds(60))
     throws(SQLiteNotesError)
   {
     try self.init(path: path, busyTimeout: busyTimeout, schema: NotesSchema.schema, onChange: nil)

@@ -59,9 +59,11 @@ struct ShellRobustnessTests {
     #expect(status == 130)
     // Every command was applied (answered) or is named as not applied, the one running when
     // the second Ctrl-C cancelled it included; none is both, none is missing.
-    let applied = ["one"] + stdout.split(separator: "\n").compactMap { line in
-      line.hasPrefix("added #") ? line.split(separator: " ").last.map(String.init) : nil
-    }
+    let applied =
+      ["one"]
+      + stdout.split(separator: "\n").compactMap { line in
+        line.hasPrefix("added #") ? line.split(separator: " ").last.map(String.init) : nil
+      }
     let notApplied = stderr.split(separator: "\n").compactMap { line in
       line.hasPrefix("  line ") ? line.split(separator: " ").last.map(String.init) : nil
     }

@@ -175,7 +175,9 @@ struct OutboxProcessTests {
     #expect(ids.values.allSatisfy { $0.count == 1 })
   }
 
-  @Test("a running deliverer sees another process's appends, and a waiter there sees them delivered")
+  @Test(
+    "a running deliverer sees another process's appends, and a waiter there sees them delivered"
+  )
   func appendsFromAnotherProcess() async throws {
     let folder = try ScratchFolder()
     let path = folder.path("outbox.sqlite")

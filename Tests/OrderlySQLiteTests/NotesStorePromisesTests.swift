@@ -128,4 +128,3 @@ struct NotesStorePromisesTests {
     try service.close()
   }
 }
-
