@@ -125,6 +125,22 @@ func eightProducers(_ jobs: Int, on queue: SerialQueue) async -> Double {
   }
 }
 
+/// `jobs` no-op detached jobs at `.medium`, admitted behind a first job of priority `first`
+/// that holds the queue until all of them are in line; until the queue has drained.
+///
+/// Behind a `.low` job every admission raises the jobs ahead of it: this row keeps that linear
+/// (it walked the whole line at every admission once, quadratic: 4,000 admissions took 2.4 s).
+@Sendable func admittedBehind(_ jobs: Int, firstAt first: TaskPriority) async -> Double {
+  await nanosecondsPerJob(jobs) {
+    let queue = SerialQueue()
+    let latch = Latch(capacity: 1)
+    queue.enqueueDetached(priority: first) { await latch.wait() }
+    for _ in 0..<jobs { queue.enqueueDetached(priority: .medium) {} }
+    latch.open()
+    try? await queue.waitUntilIdle()
+  }
+}
+
 /// Every row of the ratios table, in the order printed.
 public let scenarios: [Scenario] = [
   Scenario(
@@ -444,6 +460,15 @@ public let scenarios: [Scenario] = [
     jobs: (100_000, 20_000),
     orderly: { jobs in try await roundTripsBehind(jobs, pendingAt: .low) },
     baseline: { jobs in try await roundTripsBehind(jobs, pendingAt: .high) }
+  ),
+  Scenario(
+    name: "enqueueDetached at .medium behind a pending .low job (each admission escalates)",
+    baselineName: "the same behind a pending .medium job",
+    unit: .nanosecondsPerJob,
+    target: .ratio(4),
+    jobs: (100_000, 20_000),
+    orderly: { jobs in await admittedBehind(jobs, firstAt: .low) },
+    baseline: { jobs in await admittedBehind(jobs, firstAt: .medium) }
   ),
   Scenario(
     name: "enqueue vs previous-task chaining",

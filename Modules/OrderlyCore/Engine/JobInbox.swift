@@ -98,6 +98,9 @@ final class JobInbox: Sendable {
     }
   }
 
+  /// How many jobs wait here, for the stall watchdog; call it under the queue's lock.
+  var waitingCount: Int { jobs.withLock { $0.count } }
+
   /// Moves the waiting jobs out, leaving the inbox empty.
   private static func take(_ jobs: inout [any RunnableJob]) -> [any RunnableJob] {
     var taken: [any RunnableJob] = []

@@ -50,6 +50,29 @@ final class JobQueueCore: Sendable {
     self.idleHandler = idleHandler
     self.hub = events
     self.state = BargingLock(JobLineState(queueName: name, events: events, limit: limit))
+    StallWatchdog.register(self)
+  }
+
+  /// Runner tasks alive, for the stall watchdog (counted only while it runs).
+  private let runners = Atomic<Int>(0)
+
+  /// The queue's state now, for the stall watchdog.
+  func diagnosticSnapshot() -> QueueSnapshot {
+    state.withLock { state in
+      QueueSnapshot(
+        name: name,
+        limit: state.limit,
+        waiting: state.pendingCount,
+        lineEntries: state.lineEntries,
+        inbox: inbox.waitingCount,
+        inboxIsWatched: state.inboxIsWatched,
+        running: state.runningDescriptions,
+        released: state.runningCount - state.running.count,
+        ended: state.ended,
+        idleWaiters: state.idleWaiterCount,
+        runners: runners.load(ordering: .relaxed)
+      )
+    }
   }
 
   // MARK: - Submitting work
@@ -505,6 +528,9 @@ final class JobQueueCore: Sendable {
   /// when a job it ran was cancelled (which cancelled this task for good). Jobs beyond the first
   /// that become startable at once (after a barrier, say) get runners of their own.
   private func drain(startingWith first: any RunnableJob) async {
+    let watched = StallWatchdog.shared != nil
+    if watched { runners.add(1, ordering: .relaxed) }
+    defer { if watched { runners.subtract(1, ordering: .relaxed) } }
     let task = RunningTask.current
     let priority = first.priority
     var job = first
