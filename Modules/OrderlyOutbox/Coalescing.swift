@@ -2,8 +2,10 @@
 /// note become one request.
 ///
 /// When a message is appended, the outbox looks for the newest message still waiting for the
-/// same ``entity`` in the same line. If there is one, and it is not being delivered, ``merge``
-/// is asked to fold the new message into it; the result replaces the pending message, which
+/// same ``entity`` in the same line. If there is one, and its delivery has never begun (in this
+/// process or an earlier one: a message that may have reached the receiver keeps its body, so
+/// its identifier always stands for one body), ``merge`` is asked to fold the new message into
+/// it; the result replaces the pending message, which
 /// keeps its place, identifier and sequence, and nothing new is added (the append reports
 /// ``OutboxEvent/merged(into:sequence:partition:)`` and returns the pending message's
 /// identifier). If `merge` returns `nil`, the new message is appended as usual.

@@ -374,9 +374,14 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
       let pending = try OutboxStore.newest(db, entity: entity),
       pending.partition == prepared.partition
     else { return nil }
-    let busy = state.withLock(announcingTo: self) {
-      $0.delivering[pending.partition] == pending.sequence
-    }
+    // A message whose delivery ever began (here, or in a process that died or stopped since)
+    // may have reached the receiver under its identifier: changing it now would send that
+    // identifier again with another body.
+    let busy =
+      pending.attempts > 0
+      || state.withLock(announcingTo: self) {
+        $0.delivering[pending.partition] == pending.sequence
+      }
     guard !busy, let old = try? JSONDecoder().decode(Message.self, from: pending.payload),
       let merged = coalescing.merge(old, prepared.message),
       let payload = try? Self.encoder().encode(merged)

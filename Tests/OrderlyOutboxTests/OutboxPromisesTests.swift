@@ -236,6 +236,34 @@ struct OutboxPromisesTests {
     #expect(server.applied == [Change("n", "1")])
   }
 
+  @Test("a message whose delivery began is never merged into, even after a stop")
+  func noMergeAfterAttempt() async throws {
+    let folder = try ScratchFolder()
+    let path = folder.path("outbox.sqlite")
+    let coalescing = Coalescing<Change>(entity: { $0.note }, merge: { Change($0.note, $1.text) })
+    let outbox = try Outbox<Change>(path: path, coalescing: coalescing)
+    let first = try await outbox.append(Change("n", "1"))
+    let entered = Gate()
+    try outbox.start { _ in
+      entered.open()
+      try await Task.sleep(for: .seconds(3_600))  // cancelled by stop(): throws
+    }
+    try await entered.wait()
+    await outbox.stop()
+    // The receiver may have "1" under `first`: "2" must not change that message.
+    let second = try await outbox.append(Change("n", "2"))
+    #expect(second != first)
+    #expect(outbox.pendingCount == 2)
+    // A message never attempted is still merged into.
+    let third = try await outbox.append(Change("n", "3"))
+    #expect(third == second)
+    let server = FakeServer()
+    try outbox.start(deliver: server.deliver)
+    try await outbox.waitUntilDelivered()
+    #expect(server.applied == [Change("n", "1"), Change("n", "3")])
+    try await outbox.close()
+  }
+
   @Test("an invalid retry policy is refused when it is built")
   func invalidPolicy() {
     #expect(throws: OutboxError.self) { try RetryPolicy(initialDelay: .seconds(-1)) }

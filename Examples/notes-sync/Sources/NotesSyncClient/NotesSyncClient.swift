@@ -14,8 +14,10 @@ public import OrderlyRepository
 /// ```
 ///
 /// A `2xx` answer delivers the message. A `4xx` answer other than 408 and 429 means resending
-/// cannot help: it is thrown as a `PermanentDeliveryFailure`, and the message becomes a dead
-/// letter. Anything else (no connection, a timeout, a `5xx`) is thrown as is, and retried.
+/// cannot help: it is thrown as a `PermanentDeliveryFailure` whose reason says why (for `413`,
+/// the message's size and the server's limit), and the message becomes a dead letter, reported
+/// by the outbox's `deadLettered` event and by `waitUntilDelivered()`. Anything else (no
+/// connection, a timeout, a `5xx`) is thrown as is, and retried.
 public struct NotesSyncClient: Sendable {
   /// The server, as `http://HOST:PORT`.
   public let baseURL: String
@@ -49,12 +51,19 @@ public struct NotesSyncClient: Sendable {
     request.method = .POST
     request.headers.add(name: "Idempotency-Key", value: envelope.id.uuidString)
     request.headers.add(name: "Content-Type", value: "application/json")
-    request.body = .bytes(ByteBuffer(bytes: try JSONEncoder().encode(envelope.message)))
+    let payload = try JSONEncoder().encode(envelope.message)
+    request.body = .bytes(ByteBuffer(bytes: payload))
     let response = try await http.execute(request, timeout: .nanoseconds(nanoseconds))
     let body = try await response.body.collect(upTo: 64 * 1024)
     let status = Int(response.status.code)
     if (200..<300).contains(status) { return }
     let answer = ServerAnswer(status: status, body: String(buffer: body))
+    if status == 413 {
+      throw PermanentDeliveryFailure(
+        "the server refused message \(envelope.id) as too large (\(payload.count) bytes; "
+          + "413): \(answer.body)"
+      )
+    }
     if (400..<500).contains(status) && status != 408 && status != 429 {
       throw PermanentDeliveryFailure("the server refused \(envelope.message): \(answer)")
     }

@@ -14,8 +14,8 @@ public actor NotesStore {
     case applied
     /// Applied before, under the same key: nothing changed now.
     case duplicate
-    /// Cannot be applied (a note created twice, or an update of a missing note); the client
-    /// must not send it again.
+    /// Cannot be applied (a note created twice, or an update of a missing note, or a key that
+    /// came before with a different mutation); the client must not send it again.
     case conflict(String)
   }
 
@@ -27,7 +27,8 @@ public actor NotesStore {
   public private(set) var received = 0
   /// How many arrivals were duplicates.
   public private(set) var duplicates = 0
-  private var outcomes: [UUID: Outcome] = [:]
+  /// Each key's outcome, and the mutation it came with.
+  private var outcomes: [UUID: (outcome: Outcome, mutation: NoteMutation)] = [:]
   /// Runs after a mutation is applied, before the answer is sent: tests hold the answer here.
   private var afterApplying: (@Sendable (NoteMutation) async -> Void)?
 
@@ -43,8 +44,16 @@ public actor NotesStore {
   public func apply(_ mutation: NoteMutation, key: UUID) async -> Outcome {
     received += 1
     if let earlier = outcomes[key] {
+      // A key stands for one mutation: the same key with another body is a client's mistake
+      // (a reused key, or a message changed after it was sent), never a duplicate to ignore.
+      guard earlier.mutation == mutation else {
+        return .conflict(
+          "the Idempotency-Key \(key) came before with another mutation "
+            + "(\(earlier.mutation)); this one (\(mutation)) was not applied"
+        )
+      }
       duplicates += 1
-      return earlier == .applied ? .duplicate : earlier
+      return earlier.outcome == .applied ? .duplicate : earlier.outcome
     }
     let outcome: Outcome
     if mutation.apply(to: &notes) {
@@ -53,7 +62,7 @@ public actor NotesStore {
     } else {
       outcome = .conflict("cannot \(mutation): the server's notes do not allow it")
     }
-    outcomes[key] = outcome
+    outcomes[key] = (outcome, mutation)
     if outcome == .applied, let afterApplying { await afterApplying(mutation) }
     return outcome
   }

@@ -11,16 +11,25 @@ public import OrderlyRepository
 /// - `200 applied` or `200 duplicate` (the key was applied before: nothing changed);
 /// - `400` for a missing or malformed `Idempotency-Key` or body: resending cannot help;
 /// - `409` for a mutation the notes do not allow (a note created twice, an update of a missing
-///   note): resending cannot help either.
+///   note), or a key that came before with a different body: resending cannot help either;
+/// - `413` for a body larger than ``maximumBodySize``, with the limit in the answer.
 public enum NotesSyncServer {
   /// The header that carries a mutation's idempotency key.
   public static let idempotencyKey = "Idempotency-Key"
 
+  /// The largest body `POST /mutations` accepts by default: 2 MiB.
+  public static let maximumBodySize = 2 * 1024 * 1024
+
   /// The routes, on `store`.
   ///
-  /// - Parameter store: Where the notes are kept.
+  /// - Parameters:
+  ///   - store: Where the notes are kept.
+  ///   - maximumBodySize: The largest body accepted, in bytes; a larger one is answered `413`.
   /// - Returns: A router for an `Application`.
-  public static func router(store: NotesStore) -> Router<BasicRequestContext> {
+  public static func router(
+    store: NotesStore,
+    maximumBodySize: Int = maximumBodySize
+  ) -> Router<BasicRequestContext> {
     let router = Router()
     let keyField = HTTPField.Name(idempotencyKey)
     router.post("mutations") { request, context -> Response in
@@ -30,9 +39,19 @@ public enum NotesSyncServer {
       guard let key = UUID(uuidString: text) else {
         throw HTTPError(.badRequest, message: "\(idempotencyKey) is not a UUID: \(text)")
       }
+      let body: ByteBuffer
+      do {
+        body = try await request.body.collect(upTo: maximumBodySize)
+      } catch {
+        throw HTTPError(
+          .contentTooLarge,
+          message: "the body is larger than \(maximumBodySize) bytes, the most this server "
+            + "accepts"
+        )
+      }
       let mutation: NoteMutation
       do {
-        mutation = try await request.decode(as: NoteMutation.self, context: context)
+        mutation = try JSONDecoder().decode(NoteMutation.self, from: Data(body.readableBytesView))
       } catch {
         throw HTTPError(.badRequest, message: "the body is not a note mutation")
       }
@@ -69,12 +88,17 @@ public enum NotesSyncServer {
   /// - Parameters:
   ///   - store: Where the notes are kept.
   ///   - port: The port; 0 (the default) takes a free one.
+  ///   - maximumBodySize: The largest body accepted, in bytes.
   /// - Returns: The running server, with its port.
   /// - Throws: If the server cannot listen on the port.
-  public static func start(store: NotesStore, port: Int = 0) async throws -> RunningServer {
+  public static func start(
+    store: NotesStore,
+    port: Int = 0,
+    maximumBodySize: Int = maximumBodySize
+  ) async throws -> RunningServer {
     let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
     let application = Application(
-      router: router(store: store),
+      router: router(store: store, maximumBodySize: maximumBodySize),
       configuration: ApplicationConfiguration(address: .hostname("127.0.0.1", port: port)),
       onServerRunning: { channel in
         continuation.yield(channel.localAddress?.port ?? port)
@@ -109,7 +133,7 @@ public struct NoteRecord: Codable, Sendable, Hashable {
   }
 }
 
-/// A server started by ``NotesSyncServer/start(store:port:)``.
+/// A server started by ``NotesSyncServer/start(store:port:maximumBodySize:)``.
 public struct RunningServer: Sendable {
   /// The port it listens on, on 127.0.0.1.
   public let port: Int

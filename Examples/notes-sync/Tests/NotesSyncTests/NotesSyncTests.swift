@@ -107,6 +107,65 @@ struct NotesSyncTests {
     await server.stop()
   }
 
+  @Test("a key sent again with another body is a conflict, never a silent duplicate")
+  func reusedKey() async throws {
+    let store = NotesStore()
+    let server = try await NotesSyncServer.start(store: store)
+    let client = NotesSyncClient(baseURL: server.baseURL)
+    let id = UUID()
+    func envelope(_ mutation: NoteMutation) -> Envelope<NoteMutation> {
+      Envelope(
+        id: id,
+        sequence: 1,
+        partition: nil,
+        message: mutation,
+        attempt: 1,
+        appendedAt: Date()
+      )
+    }
+    try await client.deliver(envelope(.create(id: 1, title: "a", body: "")))
+    try await client.deliver(envelope(.create(id: 1, title: "a", body: "")))
+    #expect(await store.duplicates == 1)
+    do {
+      try await client.deliver(envelope(.create(id: 1, title: "changed", body: "")))
+      Issue.record("a reused key with another body was accepted")
+    } catch let failure as PermanentDeliveryFailure {
+      #expect(failure.reason.contains("409"), "\(failure)")
+      #expect(failure.reason.contains("came before with another mutation"), "\(failure)")
+    }
+    #expect(await store.log == [.create(id: 1, title: "a", body: "")])
+    await server.stop()
+  }
+
+  @Test("a body over the server's limit is answered 413 with the limit; the client says so")
+  func bodyTooLarge() async throws {
+    let store = NotesStore()
+    let server = try await NotesSyncServer.start(store: store)
+    let client = NotesSyncClient(baseURL: server.baseURL)
+    let large = Envelope(
+      id: UUID(),
+      sequence: 1,
+      partition: nil,
+      message: NoteMutation.create(
+        id: 1,
+        title: "big",
+        body: String(repeating: "x", count: 3_000_000)
+      ),
+      attempt: 1,
+      appendedAt: Date()
+    )
+    do {
+      try await client.deliver(large)
+      Issue.record("a 3 MB body was accepted")
+    } catch let failure as PermanentDeliveryFailure {
+      #expect(failure.reason.contains("too large"), "\(failure)")
+      #expect(failure.reason.contains("413"), "\(failure)")
+      #expect(failure.reason.contains("\(NotesSyncServer.maximumBodySize) bytes"), "\(failure)")
+    }
+    #expect(await store.log.isEmpty)
+    await server.stop()
+  }
+
   @Test("300 offline edits, then online: the server ends with the app's notes, applied in order")
   func endToEnd() async throws {
     let scratch = try Scratch()
