@@ -124,16 +124,26 @@ enum StallWatchdog {
       var thread = pthread_t()
       let context = Unmanaged.passRetained(self).toOpaque()
       #if canImport(Darwin)
-        let started = pthread_create(&thread, nil, { context in
-          Unmanaged<Watcher>.fromOpaque(context).takeUnretainedValue().watch()
-          return nil
-        }, context)
+        let started = pthread_create(
+          &thread,
+          nil,
+          { context in
+            Unmanaged<Watcher>.fromOpaque(context).takeUnretainedValue().watch()
+            return nil
+          },
+          context
+        )
       #else
-        let started = pthread_create(&thread, nil, { context in
-          guard let context else { return nil }
-          Unmanaged<Watcher>.fromOpaque(context).takeUnretainedValue().watch()
-          return nil
-        }, context)
+        let started = pthread_create(
+          &thread,
+          nil,
+          { context in
+            guard let context else { return nil }
+            Unmanaged<Watcher>.fromOpaque(context).takeUnretainedValue().watch()
+            return nil
+          },
+          context
+        )
       #endif
       if started == 0 { pthread_detach(thread) } else { report("could not start its thread") }
     }
