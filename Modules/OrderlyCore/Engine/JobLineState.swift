@@ -124,8 +124,9 @@ struct JobLineState {
   private(set) var pendingCount = 0
   private var tombstones = 0
   private var idleWaiters: [IdleWaiter] = []
-  /// For each priority waiting jobs were raised to, the last job number raised (see
-  /// ``escalate(through:including:to:wakeups:)``). A few entries at most: one per priority.
+  /// For each priority waiting jobs were raised to, the last job number raised.
+  ///
+  /// See ``escalate(through:including:to:wakeups:)``. A few entries at most: one per priority.
   private var raisedThrough: [(priority: UInt8, through: UInt64)] = []
   /// How many jobs have ended (finished, failed, or cancelled), for the stall watchdog.
   private(set) var ended: UInt64 = 0
