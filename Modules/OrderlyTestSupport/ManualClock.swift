@@ -73,6 +73,29 @@ public final class ManualClock: Clock, Sendable {
     try await time.wait { $0 >= deadline }
   }
 
+  /// Suspends until the clock is advanced by `duration` from now, staying on the caller's actor.
+  ///
+  /// Called on a `ManualClock` (not through `any Clock`), sleeping registers the sleeper
+  /// before the call suspends, on the caller's actor: a task on the main actor that sleeps and
+  /// a driver on the main actor that then advances the clock see each other in the order they
+  /// ran, however busy the machine is. (The `Clock` protocol's own `sleep(for:)` first hops to
+  /// the cooperative pool, where a busy machine may delay the registration past the driver's
+  /// next advance.)
+  ///
+  /// - Parameters:
+  ///   - duration: How long to sleep, in the clock's time.
+  ///   - tolerance: Ignored.
+  ///   - isolation: The caller's isolation; leave the default.
+  /// - Throws: `CancellationError` if the task is cancelled first; it wakes at once.
+  public func sleep(
+    for duration: Duration,
+    tolerance: Duration? = nil,
+    isolation: isolated (any Actor)? = #isolation
+  ) async throws {
+    let deadline = now.advanced(by: duration)
+    try await time.wait(isolation: isolation) { $0 >= deadline }
+  }
+
   /// Moves time forward, waking every sleeper whose deadline is reached.
   ///
   /// - Parameter duration: How far to move; a negative duration is ignored, since time never
