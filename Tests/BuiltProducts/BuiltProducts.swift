@@ -48,6 +48,7 @@ public enum BuiltProducts {
   ///     answers and errors can be read in the order they were printed.
   /// - Returns: What it printed and how it ended.
   /// - Throws: If the product is not built or cannot be started.
+  @available(*, noasync, message: "it blocks its thread until the product ends; use the async run")
   public static func run(
     _ name: String,
     arguments: [String] = [],
@@ -62,6 +63,40 @@ public enum BuiltProducts {
       mergingErrors: mergingErrors,
       input: input
     ).finish()
+  }
+
+  /// Runs a product to its end with `input` on standard input, waiting on a thread of its own.
+  ///
+  /// Waiting for a child process is a blocking read: done on a cooperative thread, it takes
+  /// one of the pool's few threads (two on a two-core machine) for as long as the child runs,
+  /// and every task of the test process waits meanwhile. The stall watchdog caught exactly that:
+  /// both cooperative threads blocked in this call, and every queue of the parallel tests
+  /// around them stalled for seconds.
+  ///
+  /// - Parameters:
+  ///   - name: The product's name.
+  ///   - arguments: Its arguments.
+  ///   - input: What to write to its standard input, which is then closed.
+  ///   - environment: Variables to set (or, with an empty value, to clear).
+  ///   - mergingErrors: Whether standard error goes to the standard output pipe.
+  /// - Returns: What it printed and how it ended.
+  /// - Throws: If the product is not built or cannot be started.
+  public static func run(
+    _ name: String,
+    arguments: [String] = [],
+    input: Data = Data(),
+    environment: [String: String] = [:],
+    mergingErrors: Bool = false
+  ) async throws -> Result {
+    try await offThePool {
+      try Running(
+        name,
+        arguments: arguments,
+        environment: environment,
+        mergingErrors: mergingErrors,
+        input: input
+      ).finish()
+    }
   }
 
   /// A product that is not built.
@@ -136,7 +171,11 @@ private final class ErrorsReader: @unchecked Sendable {
 extension BuiltProducts {
   /// A product started with its standard input open, so a test can type, read as it goes,
   /// send signals, and then collect the rest.
-  public final class Running {
+  public final class Running: @unchecked Sendable {
+    // @unchecked Sendable, proved here: every stored property is a `let` set in `init`; the
+    // pipes' file handles and the process may be used from any thread, and each method only
+    // reads or writes its pipe. Tests hand a Running to a thread of their own (`offThePool`) to
+    // wait on it there.
     /// The process.
     public let process = Process()
     private let stdin = Pipe()
@@ -203,7 +242,20 @@ extension BuiltProducts {
     ///
     /// - Parameter count: How many lines to wait for.
     /// - Returns: The lines read.
+    @available(*, noasync, message: "it blocks its thread; use the async readLines")
     public func readLines(_ count: Int) -> [String] {
+      readLinesBlocking(count)
+    }
+
+    /// Reads standard output until it holds `count` lines (or ends), on a thread of its own.
+    ///
+    /// - Parameter count: How many lines to wait for.
+    /// - Returns: The lines read.
+    public func readLines(_ count: Int) async -> [String] {
+      await BuiltProducts.offThePool { self.readLinesBlocking(count) }
+    }
+
+    private func readLinesBlocking(_ count: Int) -> [String] {
       var received = Data()
       while received.filter({ $0 == UInt8(ascii: "\n") }).count < count {
         let chunk = output.fileHandleForReading.availableData
@@ -217,7 +269,20 @@ extension BuiltProducts {
     ///
     /// - Parameter text: What to wait for.
     /// - Returns: What was read.
+    @available(*, noasync, message: "it blocks its thread; use the async readErrors")
     public func readErrors(until text: String) -> String {
+      readErrorsBlocking(until: text)
+    }
+
+    /// Reads standard error until it contains `text` (or ends), on a thread of its own.
+    ///
+    /// - Parameter text: What to wait for.
+    /// - Returns: What was read.
+    public func readErrors(until text: String) async -> String {
+      await BuiltProducts.offThePool { self.readErrorsBlocking(until: text) }
+    }
+
+    private func readErrorsBlocking(until text: String) -> String {
       var received = Data()
       while !String(decoding: received, as: UTF8.self).contains(text) {
         let chunk = errors.fileHandleForReading.availableData
@@ -238,7 +303,20 @@ extension BuiltProducts {
     /// standard output and all of standard error not read yet.
     ///
     /// - Returns: The status and the remaining output.
+    @available(*, noasync, message: "it blocks its thread; use the async finish")
     public func finish() -> Result {
+      finishBlocking()
+    }
+
+    /// Closes standard input and waits for the exit on a thread of its own (see the blocking
+    /// ``finish()``).
+    ///
+    /// - Returns: The status and the remaining output.
+    public func finish() async -> Result {
+      await BuiltProducts.offThePool { self.finishBlocking() }
+    }
+
+    private func finishBlocking() -> Result {
       if !inputGivenAtStart { try? stdin.fileHandleForWriting.close() }
       let errorsLeft = ErrorsReader(mergingErrors ? nil : errors)
       let rest = output.fileHandleForReading.readDataToEndOfFile()
@@ -266,6 +344,17 @@ extension BuiltProducts {
   {
     try await withCheckedThrowingContinuation { continuation in
       let thread = Thread { continuation.resume(with: Swift.Result { try body() }) }
+      thread.start()
+    }
+  }
+
+  /// Runs blocking work that cannot fail on a thread of its own (see the throwing form).
+  ///
+  /// - Parameter body: The blocking work.
+  /// - Returns: What `body` returned.
+  public static func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { continuation in
+      let thread = Thread { continuation.resume(returning: body()) }
       thread.start()
     }
   }

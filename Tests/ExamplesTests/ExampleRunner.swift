@@ -5,9 +5,10 @@ import Testing
 /// Runs an example's built binary and returns what it printed (standard output and standard
 /// error, in the order printed).
 ///
-/// `swift test` builds the examples first, because this test target depends on them.
-func runExample(_ name: String) throws -> String {
-  let result = try BuiltProducts.run(name, mergingErrors: true)
+/// `swift test` builds the examples first, because this test target depends on them. The wait
+/// for the child runs off the cooperative pool (see `BuiltProducts.run`).
+func runExample(_ name: String) async throws -> String {
+  let result = try await BuiltProducts.run(name, mergingErrors: true)
   #expect(result.status == 0, "\(name) exited with \(result.status)")
   return result.stdout
 }

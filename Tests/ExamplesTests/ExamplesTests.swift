@@ -4,8 +4,8 @@ import Testing
 @Suite("Examples", .serialized)
 struct ExamplesTests {
   @Test("readme-sample: the README's code runs and prints its four lines in order")
-  func readmeSample() throws {
-    let output = try runExample("readme-sample")
+  func readmeSample() async throws {
+    let output = try await runExample("readme-sample")
     #expect(
       output == """
         1. saved the first note
@@ -18,8 +18,8 @@ struct ExamplesTests {
   }
 
   @Test("sequential-await: one task, seven calls, in order")
-  func sequentialAwait() throws {
-    let output = try runExample("sequential-await")
+  func sequentialAwait() async throws {
+    let output = try await runExample("sequential-await")
     #expect(timeline(of: output) == sequentialTimeline)
     #expect(output.contains("Verdict: in order"))
   }
@@ -28,8 +28,8 @@ struct ExamplesTests {
     "unordered-tasks and actor-reentrancy: the seeded run ends out of order, with wrong answers",
     arguments: ["unordered-tasks", "actor-reentrancy"]
   )
-  func unorderedRuns(example: String) throws {
-    let output = try runExample(example)
+  func unorderedRuns(example: String) async throws {
+    let output = try await runExample(example)
     try checkEveryTaskRunsOnce(output)
     // Latencies 60 ms apart, by call number: every run ends in this order.
     #expect(tasks("finish", in: output) == [1, 3, 7, 4, 5, 2, 6])
@@ -45,8 +45,8 @@ struct ExamplesTests {
   }
 
   @Test("naive-serial-queue: the three versions and what each lacks")
-  func naiveSerialQueue() throws {
-    let output = try runExample("naive-serial-queue")
+  func naiveSerialQueue() async throws {
+    let output = try await runExample("naive-serial-queue")
     #expect(tasks("error", in: output) == [5])
     #expect(output.contains("yet its caller saw its enqueue return like every other"))
     #expect(output.contains("call 5 threw: injected failure: call 1 of updateNote"))
@@ -55,8 +55,8 @@ struct ExamplesTests {
   }
 
   @Test("serial-queue: seven jobs from synchronous code end in order; typed results and errors")
-  func serialQueue() throws {
-    let output = try runExample("serial-queue")
+  func serialQueue() async throws {
+    let output = try await runExample("serial-queue")
     #expect(timeline(of: output) == sequentialTimeline)
     #expect(tasks("error", in: output) == [5])
     #expect(output.contains("Verdict: in order"))
@@ -67,8 +67,8 @@ struct ExamplesTests {
   }
 
   @Test("deadlock-detection: the nested wait throws at once and the fix runs in order")
-  func deadlockDetection() throws {
-    let output = try runExample("deadlock-detection")
+  func deadlockDetection() async throws {
+    let output = try await runExample("deadlock-detection")
     #expect(output.contains("caught QueueError.reentrantWait"))
     #expect(output.contains("reentrant wait on queue 'notes'"))
     #expect(output.contains("still usable afterwards: yes"))
@@ -76,16 +76,16 @@ struct ExamplesTests {
   }
 
   @Test("task-chaining: ordered, and its limits shown")
-  func taskChaining() throws {
-    let output = try runExample("task-chaining")
+  func taskChaining() async throws {
+    let output = try await runExample("task-chaining")
     #expect(timeline(of: output).prefix(14) == sequentialTimeline[...])
     #expect(output.contains("Verdict: in order"))
     #expect(output.contains("the job after the failing one ran (2 log entries)"))
   }
 
   @Test("fifo-vs-actor-queue: both queues keep the counter in order; starts vs ends differ")
-  func fifoVersusActorQueue() throws {
-    let output = try runExample("fifo-vs-actor-queue")
+  func fifoVersusActorQueue() async throws {
+    let output = try await runExample("fifo-vs-actor-queue")
     #expect(output.contains("ActorQueue<Counter>:      100 calls, in order"))
     #expect(output.contains("SerialQueue (FIFO):       100 calls, in order"))
     #expect(output.contains("Task {} to the actor:     100 calls, "))
@@ -114,8 +114,8 @@ struct ExamplesTests {
   }
 
   @Test("main-actor-queue: messages shown in arrival order; a job may wait on its own queue")
-  func mainActorQueue() throws {
-    let output = try runExample("main-actor-queue")
+  func mainActorQueue() async throws {
+    let output = try await runExample("main-actor-queue")
     #expect(
       output.contains(
         "MainActorQueue shows:           1 2 3 4 5 6 7 8 9 10 11 12 ...\n    in order"
@@ -129,8 +129,8 @@ struct ExamplesTests {
   }
 
   @Test("bounded-concurrency: at most 4 at once both ways; the queue starts in order")
-  func boundedConcurrency() throws {
-    let output = try runExample("bounded-concurrency")
+  func boundedConcurrency() async throws {
+    let output = try await runExample("bounded-concurrency")
     // The group's peak depends on timing; the cap must hold.
     let group = try #require(output.components(separatedBy: "Task group").last)
     let peaks = ["1", "2", "3", "4"].map { "downloaded 78 KiB; at most \($0) at once" }
@@ -145,8 +145,8 @@ struct ExamplesTests {
   }
 
   @Test("async-channel-pipeline: both pipelines save in order; the cancelled file is skipped")
-  func asyncChannelPipeline() throws {
-    let output = try runExample("async-channel-pipeline")
+  func asyncChannelPipeline() async throws {
+    let output = try await runExample("async-channel-pipeline")
     let all = "saved in order: 0.jpg 1.jpg 2.jpg 3.jpg 4.jpg 5.jpg 6.jpg 7.jpg"
     #expect(output.contains("AsyncChannel + for await (the “run serially” answer):\n  \(all)"))
     #expect(
@@ -156,8 +156,8 @@ struct ExamplesTests {
   }
 
   @Test("keyed-serial-queue: every document ends at its latest version; lines are freed")
-  func keyedSerialQueue() throws {
-    let output = try runExample("keyed-serial-queue")
+  func keyedSerialQueue() async throws {
+    let output = try await runExample("keyed-serial-queue")
     let queued = try #require(output.components(separatedBy: "KeyedSerialQueue<String>").last)
     for document in ["notes.md", "todo.txt", "plan.key"] {
       #expect(queued.contains("\(document): saved version 3\n"))
@@ -167,8 +167,8 @@ struct ExamplesTests {
   }
 
   @Test("barrier: reads before see version 1, after see version 2; the refresh ran alone")
-  func barrier() throws {
-    let output = try runExample("barrier")
+  func barrier() async throws {
+    let output = try await runExample("barrier")
     for read in 1...3 { #expect(output.contains("read \(read): version 1, pear 1.2")) }
     for read in 4...6 { #expect(output.contains("read \(read): version 2, pear 2.4")) }
     #expect(output.contains("Reads inside at once, at most: 3"))
@@ -176,8 +176,8 @@ struct ExamplesTests {
   }
 
   @Test("cancellation: every case resumes its awaiter with what the contract says")
-  func cancellation() throws {
-    let output = try runExample("cancellation")
+  func cancellation() async throws {
+    let output = try await runExample("cancellation")
     let expected = [
       "its awaiter threw CancellationError at once, while the queue is still busy",
       "its awaiter returned stopped early: Task.isCancelled was true",
@@ -199,8 +199,8 @@ struct ExamplesTests {
   }
 
   @Test("notes-repository: straight at the service out of order; through the repository in order")
-  func notesRepository() throws {
-    let output = try runExample("notes-repository")
+  func notesRepository() async throws {
+    let output = try await runExample("notes-repository")
     let parts = output.components(separatedBy: "Through NotesRepository")
     #expect(parts.count == 2)
     #expect(parts[0].contains("Verdict: out of order: task "))
@@ -214,8 +214,8 @@ struct ExamplesTests {
   }
 
   @Test("outbox-basics: retried with backoff, a dead letter stops the line, then the rest in order")
-  func outboxBasics() throws {
-    let output = try runExample("outbox-basics")
+  func outboxBasics() async throws {
+    let output = try await runExample("outbox-basics")
     #expect(
       output.contains(
         """
@@ -239,8 +239,8 @@ struct ExamplesTests {
   }
 
   @Test("notes-sqlite: calls in order, notes persist across reopening, a bad file is refused")
-  func notesSQLite() throws {
-    let output = try runExample("notes-sqlite")
+  func notesSQLite() async throws {
+    let output = try await runExample("notes-sqlite")
     #expect(output.contains("error 6 updateNote: no note with id 2\nVerdict: in order"))
     #expect(
       output.contains(
@@ -254,8 +254,8 @@ struct ExamplesTests {
   }
 
   @Test("launch-sequence: no duplicates, a skipped, a timed-out and a cancelled step")
-  func launchSequence() throws {
-    let output = try runExample("launch-sequence")
+  func launchSequence() async throws {
+    let output = try await runExample("launch-sequence")
     #expect(
       output.components(separatedBy: "already pending or running, not queued").count == 6
     )
@@ -287,8 +287,8 @@ struct ExamplesTests {
   }
 
   @Test("launch-step-signal: unlocked by the callback, dismissed when cancelled, edge cases")
-  func launchStepSignal() throws {
-    let output = try runExample("launch-step-signal")
+  func launchStepSignal() async throws {
+    let output = try await runExample("launch-step-signal")
     #expect(output.contains("    unlocked\n   PasscodeStep: completed"))
     #expect(output.contains("passcode prompt dismissed\n   PasscodeStep: cancelled"))
     #expect(output.contains("wait() after fire: fired before anyone waited"))
@@ -297,8 +297,8 @@ struct ExamplesTests {
   }
 
   @Test("task-store-policies: each policy treats the same three taps as documented")
-  func taskStorePolicies() throws {
-    let output = try runExample("task-store-policies")
+  func taskStorePolicies() async throws {
+    let output = try await runExample("task-store-policies")
     func outcomes(_ policy: String) -> [String] {
       guard let section = output.components(separatedBy: "\n.\(policy)\n").last else { return [] }
       return section.split(separator: "\n").prefix(3).map {
@@ -323,8 +323,8 @@ struct ExamplesTests {
   }
 
   @Test("task-store-model: the buttons follow isRunning; cancel stops the late answer")
-  func taskStoreModel() throws {
-    let output = try runExample("task-store-model")
+  func taskStoreModel() async throws {
+    let output = try await runExample("task-store-model")
     #expect(
       output.contains("Tap Do thing:\n  changed                    [Do thing] (disabled)  [Cancel]")
     )

@@ -21,13 +21,15 @@ func orderly(
   input: Data = Data(),
   environment: [String: String] = [:]
 ) async throws -> CLIResult {
-  try BuiltProducts.run("orderly", arguments: arguments, input: input, environment: environment)
+  try await BuiltProducts.run("orderly", arguments: arguments, input: input, environment: environment)
 }
 
 /// Runs the shell on `script`, standard output and standard error in one pipe, so answers and
 /// errors can be checked in the order they were printed.
-func shell(_ script: Data, arguments: [String] = ["--in-memory"]) throws -> (Int32, [String]) {
-  let result = try BuiltProducts.run(
+func shell(_ script: Data, arguments: [String] = ["--in-memory"]) async throws -> (
+  Int32, [String]
+) {
+  let result = try await BuiltProducts.run(
     "orderly",
     arguments: ["shell"] + arguments,
     input: script,
@@ -36,6 +38,8 @@ func shell(_ script: Data, arguments: [String] = ["--in-memory"]) throws -> (Int
   return (result.status, result.stdout.split(separator: "\n").map(String.init))
 }
 
-func shell(_ script: String, arguments: [String] = ["--in-memory"]) throws -> (Int32, [String]) {
-  try shell(Data(script.utf8), arguments: arguments)
+func shell(_ script: String, arguments: [String] = ["--in-memory"]) async throws -> (
+  Int32, [String]
+) {
+  try await shell(Data(script.utf8), arguments: arguments)
 }

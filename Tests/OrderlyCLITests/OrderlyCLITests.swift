@@ -105,8 +105,8 @@ struct DemoTests {
 @Suite("orderly shell")
 struct ShellTests {
   @Test("a scripted session answers every command in the order typed")
-  func scripted() throws {
-    let (status, lines) = try shell(
+  func scripted() async throws {
+    let (status, lines) = try await shell(
       """
       add milk
       add "buy bread" two loaves
@@ -131,7 +131,7 @@ struct ShellTests {
   }
 
   @Test("every kind of bad line gets its own one-line error in its place; the shell goes on")
-  func badLines() throws {
+  func badLines() async throws {
     var script = Data()
     let good = "add ok\n"
     let bad: [Data] = [
@@ -147,7 +147,7 @@ struct ShellTests {
       Data("list extra\n".utf8),
     ]
     for line in bad { script.append(line + Data(good.utf8)) }
-    let (status, lines) = try shell(script)
+    let (status, lines) = try await shell(script)
     // The README's promise for scripts: any failed line makes the exit status 1.
     #expect(status == 1)
     let expected = [
@@ -170,10 +170,10 @@ struct ShellTests {
   }
 
   @Test("empty input exits 0 with nothing printed; quit stops reading")
-  func emptyInputAndQuit() throws {
-    let (status, lines) = try shell("")
+  func emptyInputAndQuit() async throws {
+    let (status, lines) = try await shell("")
     #expect(status == 0 && lines.isEmpty)
-    let (quitStatus, quitLines) = try shell("add a\nquit\nadd b\n")
+    let (quitStatus, quitLines) = try await shell("add a\nquit\nadd b\n")
     #expect(quitStatus == 0 && quitLines == ["added #1 a"])
   }
 

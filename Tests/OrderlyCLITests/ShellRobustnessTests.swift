@@ -28,12 +28,18 @@ struct ShellRobustnessTests {
     let folder = try scratchFolder()
     defer { try? FileManager.default.removeItem(at: folder) }
     let database = folder.appendingPathComponent("notes.sqlite").path
-    let shell = try runningShell(["--database", database, "--latency", "300-300"])
+    let shell = try runningShell(["--database", database, "--latency", "1000-1000"])
     shell.type("add one\nadd two\nadd three\n")
-    // The first answer comes after 300 ms; by then all three lines were read and are in line.
-    #expect(shell.readLines(1) == ["added #1 one"])
-    shell.send(SIGINT)
-    let (status, stdout, stderr) = shell.finish().parts
+    // The first answer comes after a second; by then all three lines were read and are in line.
+    // Ctrl-C is sent from the thread that read the answer, at once: no wait for the cooperative
+    // pool (busy with other tests) stands between the two.
+    let first = await BuiltProducts.offThePool { () -> [String] in
+      let lines = shell.readLines(1)
+      shell.send(SIGINT)
+      return lines
+    }
+    #expect(first == ["added #1 one"])
+    let (status, stdout, stderr) = await shell.finish().parts
     #expect(status == 130)
     #expect(stdout == "added #2 two\nadded #3 three\n")
     #expect(stderr.contains("interrupted: finishing the 2 commands already typed"))
@@ -46,15 +52,20 @@ struct ShellRobustnessTests {
     let folder = try scratchFolder()
     defer { try? FileManager.default.removeItem(at: folder) }
     let database = folder.appendingPathComponent("notes.sqlite").path
-    let shell = try runningShell(["--database", database, "--latency", "300-300"])
+    let shell = try runningShell(["--database", database, "--latency", "1000-1000"])
     shell.type("add one\nadd two\nadd three\nadd four\n")
-    #expect(shell.readLines(1) == ["added #1 one"])
-    shell.send(SIGINT)
-    // A second signal sent before the first is delivered merges with it (POSIX does not queue
-    // them): press again once the shell has answered the first.
-    let first = shell.readErrors(until: "Ctrl-C again")
-    shell.send(SIGINT)
-    var (status, stdout, stderr) = shell.finish().parts
+    // Each reaction comes from the thread that read what it reacts to (see the test above).
+    let (answer, first) = await BuiltProducts.offThePool { () -> ([String], String) in
+      let answer = shell.readLines(1)
+      shell.send(SIGINT)
+      // A second signal sent before the first is delivered merges with it (POSIX does not
+      // queue them): press again once the shell has answered the first.
+      let first = shell.readErrors(until: "Ctrl-C again")
+      shell.send(SIGINT)
+      return (answer, first)
+    }
+    #expect(answer == ["added #1 one"])
+    var (status, stdout, stderr) = await shell.finish().parts
     stderr = first + stderr
     #expect(status == 130)
     // Every command was applied (answered) or is named as not applied, the one running when
@@ -146,8 +157,8 @@ struct ShellRobustnessTests {
   }
 
   @Test("control characters in a bad line or a stored text are printed escaped")
-  func controlCharactersEscaped() throws {
-    let (status, lines) = try shell("fr\u{1B}[Aob\nshow \u{7}\nadd ok \"a\u{1B}[31mb\"\nshow 1\n")
+  func controlCharactersEscaped() async throws {
+    let (status, lines) = try await shell("fr\u{1B}[Aob\nshow \u{7}\nadd ok \"a\u{1B}[31mb\"\nshow 1\n")
     #expect(status == 1)
     #expect(
       lines == [
@@ -157,13 +168,13 @@ struct ShellRobustnessTests {
       ]
     )
     // A right-to-left override would make the rest of the line read backwards.
-    let (_, bidi) = try shell("add \"a\u{202E}cba\" \"x\u{2066}y\"\nshow 1\n")
+    let (_, bidi) = try await shell("add \"a\u{202E}cba\" \"x\u{2066}y\"\nshow 1\n")
     #expect(bidi == ["added #1 a\\u{202E}cba", "#1 a\\u{202E}cba", "  x\\u{2066}y"])
   }
 
   @Test("a NUL or a control character in a title is refused, and nothing is stored")
-  func nulRefused() throws {
-    let (status, lines) = try shell(Data("add \0\nadd a\0b\nadd x \"y\0z\"\nlist\n".utf8))
+  func nulRefused() async throws {
+    let (status, lines) = try await shell(Data("add \0\nadd a\0b\nadd x \"y\0z\"\nlist\n".utf8))
     #expect(status == 1)
     #expect(lines.count == 4, "\(lines)")
     #expect(lines[0].hasPrefix("error: line 1: could not create the note: a title cannot contain"))

@@ -188,16 +188,14 @@ struct OutboxProcessTests {
       "outbox-probe",
       arguments: ["deliver-all", path, server]
     )
-    defer {
-      deliverer.send(SIGKILL)
-      _ = deliverer.finish()
-    }
     try await outbox.append(contentsOf: (0..<50).map(Step.init(index:)))
     // This outbox does not deliver; it learns from the file that the other process did.
     try await outbox.waitUntilDelivered()
     #expect(outbox.pendingCount == 0)
     let ends = readLog(server).filter { !$0.isBegin }.map(\.index)
     #expect(ends == Array(0..<50))
+    deliverer.send(SIGKILL)
+    _ = await deliverer.finish()
     try await outbox.close()
   }
 }

@@ -65,9 +65,9 @@ struct SQLiteNotesServiceTests {
         arguments: [path, "note \(round)"]
       )
       // Read until the probe says the write returned, then kill it at once.
-      let said = probe.readLines(1)
+      let said = await probe.readLines(1)
       probe.send(SIGKILL)
-      let ended = probe.finish()
+      let ended = await probe.finish()
       #expect(ended.reason == .uncaughtSignal)
       #expect(said == ["created \(round)"])
     }

@@ -26,7 +26,10 @@ import Synchronization
 ///   second.
 ///
 /// The value says where reports go: `1` or `stderr` for standard error, anything else is a file
-/// the reports are appended to. Reports are one line each, starting with `orderly-watchdog:`.
+/// the reports are appended to. Reports are one line each, starting with `orderly-watchdog:` and
+/// the process identifier. On Linux, with `ORDERLY_STALL_STACKS=1` as well, the first report of
+/// a blocked pool or a stalled queue also appends every thread's stack, taken with `gdb`, to the
+/// report file: the frames show what each cooperative thread was doing.
 /// With the variable unset, a queue costs nothing more than one check of a flag when it is
 /// created.
 enum StallWatchdog {
@@ -100,8 +103,26 @@ enum StallWatchdog {
     }
 
     private func report(_ line: String) {
-      let text = "orderly-watchdog: \(line)\n"
+      let text = "orderly-watchdog: [\(getpid())] \(line)\n"
       _ = text.withCString { write(descriptor, $0, strlen($0)) }
+    }
+
+    /// Whether the stacks were taken already: once per process is enough, and gdb is slow.
+    private let tookStacks = Atomic<Bool>(false)
+
+    /// Appends every thread's stack to the report file, with gdb, once per process.
+    private func reportStacks() {
+      #if os(Linux)
+        guard getenv("ORDERLY_STALL_STACKS").map({ String(cString: $0) }) == "1",
+          let target = getenv("ORDERLY_STALL_WATCHDOG").map({ String(cString: $0) }),
+          target != "1", target != "stderr",
+          !tookStacks.exchange(true, ordering: .relaxed)
+        else { return }
+        report("thread stacks follow (gdb)")
+        let command =
+          "gdb -p \(getpid()) -batch -ex 'thread apply all bt 30' >> '\(target)' 2>&1"
+        _ = system(command)
+      #endif
     }
 
     /// A task on the cooperative pool that sleeps 10 ms at a time and records how late it wakes.
@@ -179,6 +200,7 @@ enum StallWatchdog {
           if isStalled { stalled.append(snapshot.description) }
         }
         for line in stalled { report("stalled: " + line) }
+        if !stalled.isEmpty { reportStacks() }
         let pool = state.withLock(announcingTo: self) { state -> [String] in
           var lines: [String] = []
           let silent = now &- state.heartbeat
@@ -204,6 +226,7 @@ enum StallWatchdog {
           return lines
         }
         for line in pool { report(line) }
+        if pool.contains(where: { $0.contains("blocked") }) { reportStacks() }
       }
     }
   }
