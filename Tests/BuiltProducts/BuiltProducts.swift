@@ -99,6 +99,17 @@ public enum BuiltProducts {
     }
   }
 
+  /// Makes writing to a pipe whose reader has exited an error, not a `SIGPIPE` that kills the
+  /// whole test process: a child that exits before reading all of its input (a usage error, a
+  /// refused file) closes its end while a writer thread still writes.
+  static func ignoreBrokenPipes() {
+    _ = brokenPipesIgnored
+  }
+
+  private static let brokenPipesIgnored: Void = {
+    signal(SIGPIPE, SIG_IGN)
+  }()
+
   /// A product that is not built.
   public struct NotBuilt: Error, CustomStringConvertible {
     /// Where it was looked for.
@@ -203,6 +214,7 @@ extension BuiltProducts {
       mergingErrors: Bool = false,
       input: Data? = nil
     ) throws {
+      BuiltProducts.ignoreBrokenPipes()
       let binary = BuiltProducts.url(of: name)
       guard FileManager.default.isExecutableFile(atPath: binary.path) else {
         throw NotBuilt(path: binary.path)
@@ -224,7 +236,8 @@ extension BuiltProducts {
         // input must not stall on a full pipe.
         let stdin = stdin
         let writer = Thread {
-          stdin.fileHandleForWriting.write(input)
+          // A child that exits before reading all of it closes the pipe: not an error here.
+          try? stdin.fileHandleForWriting.write(contentsOf: input)
           try? stdin.fileHandleForWriting.close()
         }
         writer.start()
@@ -235,7 +248,7 @@ extension BuiltProducts {
     ///
     /// - Parameter text: What to type.
     public func type(_ text: String) {
-      stdin.fileHandleForWriting.write(Data(text.utf8))
+      try? stdin.fileHandleForWriting.write(contentsOf: Data(text.utf8))
     }
 
     /// Reads standard output until it holds `count` lines (or ends).

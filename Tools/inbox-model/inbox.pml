@@ -20,6 +20,10 @@
  * Checked: every admitted job runs exactly once, in the order of its number (FIFO, one at a
  * time: LIMIT 1), no runner exits while a job waits (at the end nothing is left in the inbox or
  * the line and every job ran), and no interleaving deadlocks (spin's invalid end states).
+ *
+ * Two broken variants show that the check can fail: MUTANT_FLAG_OUTSIDE_LOCK reads the flag
+ * before taking the inbox lock, MUTANT_CLOSE_NONEMPTY closes the inbox with jobs in it. The
+ * check script expects spin to find an error in each.
  */
 
 #ifndef NPROD
@@ -35,7 +39,6 @@
 #define LIMIT 1
 
 bit qlock = 0;
-bit ilock = 0;
 /* JobInbox.isWatched */
 bit watched = 0;
 /* JobLineState.inboxIsWatched: the queue's copy, under the queue's lock */
@@ -48,8 +51,9 @@ byte running = 0;
 byte lastRan = 0;
 byte ranCount = 0;
 
-inline lock(l) { atomic { l == 0 -> l = 1 } }
-inline unlock(l) { l = 0 }
+/* Each critical section of the inbox lock is one atomic step: nothing else touches the inbox
+   while it is held. A section under the queue's lock is split into atomic steps exactly where
+   another process may act in between: around its inbox sections and its store of the flag. */
 
 /* JobLineState.admit for a detached job, under the queue's lock: it starts at once (and the
    caller must start a runner for it, `launch`), or waits in line. */
@@ -60,57 +64,59 @@ inline admitJob(j, launch) {
   fi
 }
 
-/* Moves every job of the inbox into the line, in order (JobQueueCore.moveInbox / the first
-   part of takeAllAndNumber), under the queue's lock. */
-inline moveInbox(launch, taken, buffer) {
-  if
-  :: watched ->
-    lock(ilock);
+/* Takes every job waiting in the inbox into `buffer`, under the inbox lock (one step). */
+inline takeInbox(taken, buffer) {
+  atomic {
     do
     :: nempty(inbox) -> inbox?taken; buffer!taken
     :: empty(inbox) -> break
-    od;
-    unlock(ilock);
+    od
+  }
+}
+
+/* Admits the taken jobs, in order, under the queue's lock. */
+inline admitBuffer(taken, buffer, launch) {
+  atomic {
     do
     :: nempty(buffer) -> buffer?taken; admitJob(taken, launch)
     :: empty(buffer) -> break
     od
-  :: else -> skip
-  fi
+  }
 }
 
 /* JobQueueCore.settleInbox with JobInbox.settle, under the queue's lock. */
-inline settle(launch, taken, buffer, watchedNow) {
+inline settle(launch, taken, buffer, watchedNow, closed) {
   do
   :: true ->
     watchedNow = (running > 0 && len(line) > 0);
     if
     :: watchedNow ->
-      if
-      :: !inboxIsWatched -> watched = 1
-      :: else -> skip
-      fi;
+      /* A plain store: producers may see it from their next inbox section on. */
+      watched = 1;
       inboxIsWatched = 1;
       break
     :: !watchedNow && !inboxIsWatched -> break
     :: !watchedNow && inboxIsWatched ->
-      lock(ilock);
+      /* Under the inbox lock: close it if empty, else take its jobs. */
+      atomic {
+        closed = 0;
+        if
+#ifdef MUTANT_CLOSE_NONEMPTY
+        /* Broken on purpose: the inbox closed with jobs still in it. */
+        :: true -> watched = 0; closed = 1
+#else
+        :: empty(inbox) -> watched = 0; closed = 1
+#endif
+        :: nempty(inbox) ->
+          do
+          :: nempty(inbox) -> inbox?taken; buffer!taken
+          :: empty(inbox) -> break
+          od
+        fi
+      }
       if
-      :: empty(inbox) ->
-        watched = 0;
-        unlock(ilock);
-        inboxIsWatched = 0;
-        break
-      :: nempty(inbox) ->
-        do
-        :: nempty(inbox) -> inbox?taken; buffer!taken
-        :: empty(inbox) -> break
-        od;
-        unlock(ilock);
-        do
-        :: nempty(buffer) -> buffer?taken; admitJob(taken, launch)
-        :: empty(buffer) -> break
-        od
+      :: closed -> inboxIsWatched = 0; break
+      :: else -> admitBuffer(taken, buffer, launch)
       fi
     fi
   od
@@ -121,26 +127,31 @@ proctype Runner(byte first) {
   byte launch;
   byte taken;
   bit watchedNow;
+  bit closed;
   chan buffer = [TOTAL] of { byte };
   do
   :: true ->
     /* The job runs: one at a time, in the order of their numbers. */
-    assert(job == lastRan + 1);
-    lastRan = job;
-    ranCount++;
-    lock(qlock);
-    running--;
-    launch = 0;
-    /* JobLineState.advance */
-    if
-    :: nempty(line) && running < LIMIT -> line?launch; running++
-    :: else -> skip
-    fi;
-    settle(launch, taken, buffer, watchedNow);
-    unlock(qlock);
+    atomic {
+      assert(job == lastRan + 1);
+      lastRan = job;
+      ranCount++
+    }
+    atomic {
+      qlock == 0 -> qlock = 1;
+      running--;
+      launch = 0;
+      /* JobLineState.advance */
+      if
+      :: len(line) > 0 && running < LIMIT -> line?launch; running++
+      :: len(line) == 0 || running >= LIMIT -> skip
+      fi
+    }
+    settle(launch, taken, buffer, watchedNow, closed);
+    qlock = 0;
     if
     :: launch != 0 -> job = launch
-    :: else -> break
+    :: launch == 0 -> break
     fi
   od
 }
@@ -150,49 +161,60 @@ proctype Producer() {
   byte id;
   byte launch;
   byte taken;
+  bit kept;
   bit startsNow;
   bit watchedNow;
+  bit closed;
   chan buffer = [TOTAL] of { byte };
   do
   :: k < NJOBS ->
     k++;
-    /* JobInbox.keepIfWatched */
-    lock(ilock);
+    /* JobInbox.keepIfWatched: one step under the inbox lock. */
+#ifdef MUTANT_FLAG_OUTSIDE_LOCK
+    /* Broken on purpose: the flag read before the inbox lock is taken. */
+    kept = watched;
+    atomic {
+      if
+      :: kept -> lastID++; inbox!lastID
+      :: else -> skip
+      fi
+    }
+#else
+    atomic {
+      if
+      :: watched -> lastID++; inbox!lastID; kept = 1
+      :: else -> kept = 0
+      fi
+    }
+#endif
     if
-    :: watched ->
-      lastID++;
-      inbox!lastID;
-      unlock(ilock)
-    :: else ->
-      unlock(ilock);
+    :: kept -> skip
+    :: !kept ->
       /* The locked path: takeAllAndNumber, admit, settle. */
-      lock(qlock);
-      launch = 0;
-      startsNow = 0;
+      atomic { qlock == 0 -> qlock = 1; launch = 0; startsNow = 0 }
       if
       :: watched ->
-        lock(ilock);
-        do
-        :: nempty(inbox) -> inbox?taken; buffer!taken
-        :: empty(inbox) -> break
-        od;
-        lastID++;
-        id = lastID;
-        unlock(ilock);
-        do
-        :: nempty(buffer) -> buffer?taken; admitJob(taken, launch)
-        :: empty(buffer) -> break
-        od
+        atomic {
+          do
+          :: nempty(inbox) -> inbox?taken; buffer!taken
+          :: empty(inbox) -> break
+          od;
+          lastID++;
+          id = lastID
+        }
+        admitBuffer(taken, buffer, launch)
       :: else ->
-        lastID++;
-        id = lastID
+        /* The inbox is closed and only the queue's lock holder opens it: numbered here. */
+        atomic { lastID++; id = lastID }
       fi;
-      if
-      :: len(line) == 0 && running < LIMIT -> running++; startsNow = 1
-      :: else -> line!id
-      fi;
-      settle(launch, taken, buffer, watchedNow);
-      unlock(qlock);
+      atomic {
+        if
+        :: len(line) == 0 && running < LIMIT -> running++; startsNow = 1
+        :: else -> line!id
+        fi
+      }
+      settle(launch, taken, buffer, watchedNow, closed);
+      qlock = 0;
       if
       :: launch != 0 -> run Runner(launch)
       :: else -> skip
@@ -211,11 +233,15 @@ proctype Reader() {
   byte launch = 0;
   byte taken;
   bit watchedNow;
+  bit closed;
   chan buffer = [TOTAL] of { byte };
-  lock(qlock);
-  moveInbox(launch, taken, buffer);
-  settle(launch, taken, buffer, watchedNow);
-  unlock(qlock);
+  atomic { qlock == 0 -> qlock = 1 }
+  if
+  :: watched -> takeInbox(taken, buffer); admitBuffer(taken, buffer, launch)
+  :: else -> skip
+  fi;
+  settle(launch, taken, buffer, watchedNow, closed);
+  qlock = 0;
   if
   :: launch != 0 -> run Runner(launch)
   :: else -> skip

@@ -34,7 +34,10 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   /// How many jobs may run at once across all keys, or `nil` for no limit.
   public let limit: Int?
 
-  private let lines = Mutex<[Key: JobQueueCore]>([:])
+  /// A barging lock, not a `Mutex`: every producer of every key takes it, and `Mutex` on Linux
+  /// hands a released lock to a waiter that may not be running (see ``BargingLock``). The stall
+  /// watchdog caught a cooperative thread waiting here under load.
+  private let lines = BargingLock<[Key: JobQueueCore]>([:])
   private let hub = EventHub()
   private let permits: AsyncSemaphore?
   /// Where every key's jobs run, if not on the cooperative pool.
@@ -127,7 +130,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
     } else {
       job = DetachedJob(name: name, priority: priority, operation: operation)
     }
-    let (core, startsNow) = lines.withLock(announcingTo: self) { lines in
+    let (core, startsNow) = lines.withLock { lines in
       let core = line(forKey: key, in: &lines)
       return (core, core.admit(job))
     }
@@ -152,7 +155,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws -> Success
   ) async throws -> Success {
-    if let core = lines.withLock(announcingTo: self, { $0[key] }) {
+    if let core = lines.withLock({ $0[key] }) {
       try JobFrame.checkNotInside(core)
     }
     try Task.checkCancellation()
@@ -182,7 +185,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   /// - Parameter key: The line to check.
   /// - Returns: Whether the current task runs inside one of the line's jobs.
   public func isCurrent(forKey key: Key) -> Bool {
-    lines.withLock(announcingTo: self) { $0[key] }?.isCurrent ?? false
+    lines.withLock { $0[key] }?.isCurrent ?? false
   }
 
   /// Stops a debug build if the current task is not inside a job of `key`'s line (see
@@ -232,7 +235,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   private func admitTurn(forKey key: Key, named name: String?, priority: UInt8) -> (
     JobQueueCore, TurnNode
   ) {
-    lines.withLock(announcingTo: self) { lines in
+    lines.withLock { lines in
       let core = line(forKey: key, in: &lines)
       return (core, core.admitTurn(named: name, priority: priority))
     }
@@ -256,7 +259,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
 
   /// Forgets a key's line once its last job has ended, unless a job joined it meanwhile.
   private func freeLine(forKey key: Key, ifIdle core: JobQueueCore) {
-    lines.withLock(announcingTo: self) { lines in
+    lines.withLock { lines in
       if lines[key] === core, core.isIdle { lines[key] = nil }
     }
   }
@@ -265,14 +268,14 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
 
   /// Cancels every running and pending job of every key; the queue stays usable.
   public func cancelAll() {
-    for core in lines.withLock(announcingTo: self, { Array($0.values) }) { core.cancelAll() }
+    for core in lines.withLock({ Array($0.values) }) { core.cancelAll() }
   }
 
   /// Cancels the running and pending jobs of one key.
   ///
   /// - Parameter key: The key whose jobs to cancel.
   public func cancelAll(forKey key: Key) {
-    lines.withLock(announcingTo: self) { $0[key] }?.cancelAll()
+    lines.withLock { $0[key] }?.cancelAll()
   }
 
   /// The number of jobs waiting for their turn on `key`'s line.
@@ -280,7 +283,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   /// - Parameter key: The key to look at.
   /// - Returns: The pending count; 0 if the key has no line.
   public func pendingCount(forKey key: Key) -> Int {
-    lines.withLock(announcingTo: self) { $0[key] }?.pendingCount ?? 0
+    lines.withLock { $0[key] }?.pendingCount ?? 0
   }
 
   /// Whether a job for `key` is running or waiting.
@@ -288,12 +291,12 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   /// - Parameter key: The key to look at.
   /// - Returns: `true` while the key has a line.
   public func isBusy(forKey key: Key) -> Bool {
-    !(lines.withLock(announcingTo: self) { $0[key] }?.isIdle ?? true)
+    !(lines.withLock { $0[key] }?.isIdle ?? true)
   }
 
   /// The number of keys with a job running or waiting; each has one line in memory.
   public var busyKeyCount: Int {
-    lines.withLock(announcingTo: self) { $0.count }
+    lines.withLock { $0.count }
   }
 
   /// Whether no job of any key is running or waiting.
@@ -305,10 +308,10 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   /// - Throws: `CancellationError` if the waiting task is cancelled (the jobs are not);
   ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue.
   public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
-    let cores = lines.withLock(announcingTo: self) { Array($0.values) }
+    let cores = lines.withLock { Array($0.values) }
     for core in cores { try JobFrame.checkNotInside(core, always: true) }
     // Registered in one locked section, so jobs enqueued after this call delay no waiter.
-    let waiters = lines.withLock(announcingTo: self) { lines in
+    let waiters = lines.withLock { lines in
       lines.values.compactMap { core in core.admitIdleWaiter().map { (core, $0) } }
     }
     for (index, (core, node)) in waiters.enumerated() {
