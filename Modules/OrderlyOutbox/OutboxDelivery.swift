@@ -189,9 +189,20 @@ extension Outbox {
 
   /// Begins delivering from `start`, once the outbox may deliver (it holds the deliverer lock, or
   /// needs none).
+  ///
+  /// A read, which in WAL mode never waits for another connection's lock: `start` is
+  /// synchronous, and a write here could hold the caller's thread (a cooperative one, often) for
+  /// the whole busy timeout. The counts are not read here: they are kept by this outbox's own
+  /// commits, and a file outbox's watcher reads them again at once, in a write, for what other
+  /// processes did.
   private func beginDelivering(_ settings: DeliverySettings<Message>) throws {
-    let busy = try database.write { db in try self.readLines(db, settings: settings) }
-    for partition in busy { schedule(partition) }
+    let lines = try database.read { db in
+      (busy: try OutboxStore.busyPartitions(db), dead: try OutboxStore.deadPartitions(db))
+    }
+    state.withLock(announcingTo: self) { state in
+      state.stoppedLines = settings.onDeadLetter == .stopLine ? Set(lines.dead) : []
+    }
+    for partition in lines.busy { schedule(partition) }
   }
 
   /// Reads the counts, which lines have messages and which wait at a dead letter, and returns
@@ -227,10 +238,12 @@ extension Outbox {
         state.delivery != nil || !state.waiters.isEmpty
       else { return }
       state.watcher = Task.detached { [weak self] in
+        // The first look is at once: other processes may have changed the file already.
         while true {
-          guard let interval = self?.watchInterval() else { return }
+          guard !Task.isCancelled, let interval = self?.watchInterval(),
+            await self?.watch() == true
+          else { return }
           try? await Task.sleep(for: interval)
-          guard !Task.isCancelled, let self, await self.watch() else { return }
         }
       }
     }
