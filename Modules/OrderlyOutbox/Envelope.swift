@@ -20,8 +20,11 @@ public struct Envelope<Message: Sendable>: Sendable, Identifiable {
   public let message: Message
   /// Which attempt this is: 1 for the first.
   ///
-  /// A message delivered again after a restart carries
-  /// on counting from the attempts that failed before it.
+  /// It counts every attempt that began, in this process or an earlier one, including one that
+  /// a crash or ``Outbox/stop()`` cut short: a message whose process was killed while delivering
+  /// it is delivered again as attempt 2. (The outbox records an attempt on disk, in the same
+  /// transaction that takes the message for delivery, before it begins.) A dead letter put back
+  /// with ``Outbox/retryDeadLetter(id:)`` counts from 1 again.
   public let attempt: Int
   /// When it was appended.
   public let appendedAt: Date
