@@ -56,13 +56,7 @@ public enum BuiltProducts {
     environment: [String: String] = [:],
     mergingErrors: Bool = false
   ) throws -> Result {
-    try Running(
-      name,
-      arguments: arguments,
-      environment: environment,
-      mergingErrors: mergingErrors,
-      input: input
-    ).finish()
+    try runBlocking(name, arguments, input, environment, mergingErrors)
   }
 
   /// Runs a product to its end with `input` on standard input, waiting on a thread of its own.
@@ -88,15 +82,23 @@ public enum BuiltProducts {
     environment: [String: String] = [:],
     mergingErrors: Bool = false
   ) async throws -> Result {
-    try await offThePool {
-      try Running(
-        name,
-        arguments: arguments,
-        environment: environment,
-        mergingErrors: mergingErrors,
-        input: input
-      ).finish()
-    }
+    try await offThePool { try runBlocking(name, arguments, input, environment, mergingErrors) }
+  }
+
+  private static func runBlocking(
+    _ name: String,
+    _ arguments: [String],
+    _ input: Data,
+    _ environment: [String: String],
+    _ mergingErrors: Bool
+  ) throws -> Result {
+    try Running(
+      name,
+      arguments: arguments,
+      environment: environment,
+      mergingErrors: mergingErrors,
+      input: input
+    ).finishBlocking()
   }
 
   /// Makes writing to a pipe whose reader has exited an error, not a `SIGPIPE` that kills the
@@ -329,7 +331,7 @@ extension BuiltProducts {
       await BuiltProducts.offThePool { self.finishBlocking() }
     }
 
-    private func finishBlocking() -> Result {
+    fileprivate func finishBlocking() -> Result {
       if !inputGivenAtStart { try? stdin.fileHandleForWriting.close() }
       let errorsLeft = ErrorsReader(mergingErrors ? nil : errors)
       let rest = output.fileHandleForReading.readDataToEndOfFile()

@@ -21,7 +21,12 @@ func orderly(
   input: Data = Data(),
   environment: [String: String] = [:]
 ) async throws -> CLIResult {
-  try await BuiltProducts.run("orderly", arguments: arguments, input: input, environment: environment)
+  try await BuiltProducts.run(
+    "orderly",
+    arguments: arguments,
+    input: input,
+    environment: environment
+  )
 }
 
 /// Runs the shell on `script`, standard output and standard error in one pipe, so answers and

@@ -158,7 +158,9 @@ struct ShellRobustnessTests {
 
   @Test("control characters in a bad line or a stored text are printed escaped")
   func controlCharactersEscaped() async throws {
-    let (status, lines) = try await shell("fr\u{1B}[Aob\nshow \u{7}\nadd ok \"a\u{1B}[31mb\"\nshow 1\n")
+    let (status, lines) = try await shell(
+      "fr\u{1B}[Aob\nshow \u{7}\nadd ok \"a\u{1B}[31mb\"\nshow 1\n"
+    )
     #expect(status == 1)
     #expect(
       lines == [

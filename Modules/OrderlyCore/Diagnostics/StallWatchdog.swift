@@ -142,31 +142,7 @@ enum StallWatchdog {
     }
 
     private func startThread() {
-      var thread = pthread_t()
-      let context = Unmanaged.passRetained(self).toOpaque()
-      #if canImport(Darwin)
-        let started = pthread_create(
-          &thread,
-          nil,
-          { context in
-            Unmanaged<Watcher>.fromOpaque(context).takeUnretainedValue().watch()
-            return nil
-          },
-          context
-        )
-      #else
-        let started = pthread_create(
-          &thread,
-          nil,
-          { context in
-            guard let context else { return nil }
-            Unmanaged<Watcher>.fromOpaque(context).takeUnretainedValue().watch()
-            return nil
-          },
-          context
-        )
-      #endif
-      if started == 0 { pthread_detach(thread) } else { report("could not start its thread") }
+      if DetachedThread.start({ self.watch() }) != 0 { report("could not start its thread") }
     }
 
     /// Looks at every queue and at the pool once a second, forever.

@@ -116,44 +116,9 @@ public final class DedicatedThreadExecutor: TaskExecutor, Sendable {
   }
 
   private func startThread() {
-    // The thread holds the executor until it ends: passed retained, released by the thread.
-    let context = Unmanaged.passRetained(self).toOpaque()
-    #if canImport(Darwin)
-      var thread: pthread_t?
-      let created = pthread_create(
-        &thread,
-        nil,
-        { context in
-          // `context` is the retained executor passed below; taking it balances that retain.
-          Unmanaged<DedicatedThreadExecutor>.fromOpaque(context).takeRetainedValue().run()
-          return nil
-        },
-        context
-      )
-      precondition(
-        created == 0,
-        "DedicatedThreadExecutor could not start a thread: error \(created)"
-      )
-      if let thread { pthread_detach(thread) }
-    #else
-      var thread = pthread_t()
-      let created = pthread_create(
-        &thread,
-        nil,
-        { context in
-          // `context` is the retained executor passed below; taking it balances that retain.
-          guard let context else { return nil }
-          Unmanaged<DedicatedThreadExecutor>.fromOpaque(context).takeRetainedValue().run()
-          return nil
-        },
-        context
-      )
-      precondition(
-        created == 0,
-        "DedicatedThreadExecutor could not start a thread: error \(created)"
-      )
-      pthread_detach(thread)
-    #endif
+    // The thread holds the executor until it ends.
+    let created = DetachedThread.start { self.run() }
+    precondition(created == 0, "DedicatedThreadExecutor could not start a thread: error \(created)")
   }
 
   /// A thread's life: named (where the platform allows it from Swift), then the job loop.

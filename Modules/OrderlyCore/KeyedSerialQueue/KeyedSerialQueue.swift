@@ -34,9 +34,11 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   /// How many jobs may run at once across all keys, or `nil` for no limit.
   public let limit: Int?
 
-  /// A barging lock, not a `Mutex`: every producer of every key takes it, and `Mutex` on Linux
-  /// hands a released lock to a waiter that may not be running (see ``BargingLock``). The stall
-  /// watchdog caught a cooperative thread waiting here under load.
+  /// Every key's line, behind a barging lock rather than a `Mutex`.
+  ///
+  /// Every producer of every key takes it, and `Mutex` on Linux hands a released lock to a
+  /// waiter that may not be running (see ``BargingLock``). The stall watchdog caught a
+  /// cooperative thread waiting here under load.
   private let lines = BargingLock<[Key: JobQueueCore]>([:])
   private let hub = EventHub()
   private let permits: AsyncSemaphore?
