@@ -107,7 +107,7 @@ func swift(_ arguments: [String]) throws {
   process.arguments = ["swift"] + arguments
   process.currentDirectoryURL = root
   print("docs-gen: building missing examples: swift \(arguments.joined(separator: " "))")
-  fflush(stdout)  // before the build's own output, which goes straight to the same descriptor
+  fflush(nil)  // every stream, before the build writes its own output to the same descriptor
   try process.run()
   process.waitUntilExit()
   guard process.terminationStatus == 0 else {
