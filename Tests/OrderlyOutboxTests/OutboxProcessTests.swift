@@ -116,34 +116,47 @@ struct OutboxProcessTests {
     try await outbox.append(contentsOf: (0..<count).map(Step.init(index:)))
     try await outbox.close()
 
+    // Deliveries pass a gate the test moves (`SERVER.allow`): a deliverer that began message N
+    // waits there until N is allowed. So each kill lands at a known point, with a delivery in
+    // the middle, however fast or slow the machine runs.
+    let allow = server + ".allow"
+    @Sendable func setAllowed(_ index: Int) throws {
+      try Data("\(index)\n".utf8).write(to: URL(fileURLWithPath: allow), options: .atomic)
+    }
+    try setAllowed(0)
     try await BuiltProducts.offThePool {
       var generator = SeededGenerator(seed: UInt64(processes))
       var running = try (0..<processes).map { _ in
         try BuiltProducts.Running("outbox-probe", arguments: ["deliver-all", path, server])
       }
-      var kills = 0
       let deadline = Date().addingTimeInterval(120)
-      while Date() < deadline {
-        let ends = Set(readLog(server).filter { !$0.isBegin }.map(\.index))
-        if ends.count == count { break }
-        if kills < 8, ends.count >= (kills + 1) * count / 10 {
-          // Kill one at random (the deliverer or a waiting one) and start another.
-          let victim = Int.random(in: 0..<running.count, using: &generator)
-          running[victim].send(SIGKILL)
-          _ = running[victim].finish()
-          running[victim] = try BuiltProducts.Running(
-            "outbox-probe",
-            arguments: ["deliver-all", path, server]
-          )
-          kills += 1
-        }
-        usleep(20_000)
+      func waitFor(_ done: ([Logged]) -> Bool) {
+        while Date() < deadline, !done(readLog(server)) { usleep(10_000) }
       }
+      for kill in 1...8 {
+        let gate = kill * count / 9
+        try setAllowed(gate)
+        // Every message before the gate delivered, and the one at the gate begun.
+        waitFor { log in
+          Set(log.filter { !$0.isBegin }.map(\.index)).count >= gate
+            && log.contains { $0.isBegin && $0.index == gate }
+        }
+        // Kill one at random (the deliverer, mid-delivery, or a waiting one); start another.
+        let victim = Int.random(in: 0..<running.count, using: &generator)
+        running[victim].send(SIGKILL)
+        _ = running[victim].finish()
+        running[victim] = try BuiltProducts.Running(
+          "outbox-probe",
+          arguments: ["deliver-all", path, server]
+        )
+      }
+      try setAllowed(count)
+      waitFor { log in Set(log.filter { !$0.isBegin }.map(\.index)).count == count }
       for probe in running {
         probe.send(SIGKILL)
         _ = probe.finish()
       }
-      #expect(kills == 8)
+      #expect(Date() < deadline, "the deliverers did not finish within 120 s")
     }
 
     let log = readLog(server)

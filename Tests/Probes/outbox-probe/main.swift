@@ -14,7 +14,8 @@
 //     process dies in the middle of delivering.
 //   outbox-probe deliver-all PATH SERVER
 //     Delivers everything, as one of several processes sharing the file: each delivery appends
-//     `begin PID INDEX ID`, waits 2 ms, then `end PID INDEX ID` to SERVER (each line synced), and
+//     `begin PID INDEX ID`, waits while INDEX is not below the number in SERVER.allow (if that
+//     file exists: the test's gate), then appends `end PID INDEX ID` (each line synced), and
 //     prints `applied INDEX`. Polls every 50 ms; waits for the deliverer lock; never ends.
 //   outbox-probe deliver-or-fail PATH
 //     Starts delivery with `whenDeliveredElsewhere: .fail`: prints `delivering` and never ends,
@@ -43,6 +44,12 @@ func log(_ line: String, to server: String) {
   _ = (line + "\n").withCString { write(handle, $0, strlen($0)) }
   fsync(handle)
   close(handle)
+}
+
+/// The first index not allowed through the test's gate file, or every index without one.
+func allowed(_ path: String) -> Int {
+  guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return .max }
+  return Int(text.trimmingCharacters(in: .whitespacesAndNewlines)) ?? .max
 }
 
 let modes = ["append", "append-count", "deliver", "deliver-all", "deliver-or-fail"]
@@ -86,7 +93,8 @@ do {
     try outbox.start(pollInterval: .milliseconds(50)) { envelope in
       let index = envelope.message.index
       log("begin \(pid) \(index) \(envelope.id.uuidString)", to: server)
-      usleep(2_000)
+      // The test's gate: wait while this index is not allowed yet.
+      while index >= allowed(server + ".allow") { usleep(1_000) }
       log("end \(pid) \(index) \(envelope.id.uuidString)", to: server)
       say("applied \(index)")
     }
