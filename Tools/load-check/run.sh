@@ -25,6 +25,16 @@ burners=${BURNERS:-$(($(nproc) + 1))}
 out=.build-load-check
 mkdir -p "$out"
 
+# Runs a build quietly; on failure, shows its last lines and stops.
+build() {
+  local log="$out/build.log"
+  if ! "$@" >"$log" 2>&1; then
+    echo "FAIL build: $*" >&2
+    tail -n 30 "$log" >&2
+    exit 1
+  fi
+}
+
 burner_pids=()
 start_burners() {
   for _ in $(seq "$burners"); do
@@ -44,8 +54,8 @@ tsan_filter='OrderlyCoreTests|OrderlyTestSupportTests|OrderlyRepositoryTests|Ord
 
 examples() {
   local n=${rounds:-12}
-  swift build >/dev/null
-  swift build --package-path Examples/notes-sync --product notes-sync >/dev/null
+  build swift build
+  build swift build --package-path Examples/notes-sync --product notes-sync
   local bin
   bin=$(swift build --show-bin-path)
   start_burners
@@ -88,8 +98,8 @@ examples() {
 
 tests() {
   local n=${rounds:-5}
-  swift build --build-tests >/dev/null
-  swift build --build-tests --scratch-path .build-tsan --sanitize=thread >/dev/null
+  build swift build --build-tests
+  build swift build --build-tests --scratch-path .build-tsan --sanitize=thread
   start_burners
   for i in $(seq "$n"); do
     echo "load-check: swift test, round $i of $n"
