@@ -243,6 +243,9 @@ extension Outbox {
           guard !Task.isCancelled, let interval = self?.watchInterval(),
             await self?.watch() == true
           else { return }
+          // Wall time on purpose, not the outbox's clock: other processes' commits happen in
+          // real time, and retry tests that drive the injected clock must not see this sleeper.
+          // Cancelled by stop() and close(), which then await this task.
           try? await Task.sleep(for: interval)
         }
       }

@@ -130,6 +130,7 @@ enum StallWatchdog {
       Task.detached(priority: .medium) { [self] in
         while true {
           let before = Self.now()
+          // A real sleep on purpose: how late the wall-clock timer fires is the measurement.
           try? await Task.sleep(nanoseconds: 10_000_000)
           let after = Self.now()
           let late = after &- before &- 10_000_000
