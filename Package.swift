@@ -13,13 +13,40 @@ let package = Package(
     .library(name: "OrderlyOutbox", targets: ["OrderlyOutbox"]),
     .library(name: "OrderlyLaunch", targets: ["OrderlyLaunch"]),
     .library(name: "OrderlyTaskStore", targets: ["OrderlyTaskStore"]),
-    .executable(name: "orderly", targets: ["OrderlyCLI"]),
+    .library(name: "OrderlyServer", targets: ["OrderlyServer"]),
+    // No executable product: `swift run orderly` works in a checkout (SwiftPM runs a root
+    // package's executable targets by name), and a package that depends on Orderly does not
+    // fetch swift-argument-parser for a command it never runs.
+  ],
+  // What a package that depends on Orderly fetches is decided here (SE-0450). Without
+  // `traits:` on its `.package` line it gets the default, SQLite: the outbox and the notes
+  // store, with GRDB. `traits: []` keeps OrderlyCore alone (swift-collections is all it
+  // fetches); `traits: ["Server"]` adds OrderlyServer with swift-service-lifecycle,
+  // swift-log, swift-metrics and swift-distributed-tracing. Tools/consumer-fetch checks it.
+  traits: [
+    .trait(
+      name: "SQLite",
+      description:
+        "OrderlyOutbox and OrderlySQLite: ordered work that survives the process, on SQLite (GRDB)."
+    ),
+    .trait(
+      name: "Server",
+      description:
+        "OrderlyServer: outbox delivery as a ServiceLifecycle service, logs, metrics and traces.",
+      enabledTraits: ["SQLite"]
+    ),
+    .default(enabledTraits: ["SQLite"]),
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
     .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+    // The Server trait's packages: fetched only by a package that enables it.
+    .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+    .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
     // `swift package generate-documentation`: the DocC catalogs, checked in CI.
     .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
   ],
@@ -27,6 +54,12 @@ let package = Package(
 )
 
 // MARK: - Modules
+
+/// A dependency that exists only with the SQLite trait: without it, the SQLite modules compile
+/// to nothing (their sources are inside `#if SQLite`) and GRDB is never fetched.
+let sqlite: TargetDependencyCondition? = .when(traits: ["SQLite"])
+/// A dependency that exists only with the Server trait.
+let server: TargetDependencyCondition? = .when(traits: ["Server"])
 
 package.targets += [
   .target(
@@ -44,7 +77,8 @@ package.targets += [
     dependencies: ["OrderlyCore"],
     path: "Modules/OrderlyTestSupport"
   ),
-  // The repository layer of seed 000: notes domain, serialized repository, in-memory service.
+  // The repository layer of the notes screen: notes domain, serialized repository, in-memory
+  // service.
   .target(
     name: "OrderlyRepository",
     dependencies: ["OrderlyCore"],
@@ -55,9 +89,9 @@ package.targets += [
   .target(
     name: "OrderlyDatabaseFile",
     dependencies: [
-      .product(name: "GRDB", package: "GRDB.swift"),
+      .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
       // SQLite's C API, for the read-only check of a file before it is opened (URI flags).
-      .product(name: "GRDBSQLite", package: "GRDB.swift"),
+      .product(name: "GRDBSQLite", package: "GRDB.swift", condition: sqlite),
     ],
     path: "Modules/OrderlyDatabaseFile"
   ),
@@ -65,8 +99,10 @@ package.targets += [
   .target(
     name: "OrderlySQLite",
     dependencies: [
-      "OrderlyCore", "OrderlyRepository", "OrderlyDatabaseFile", "OrderlyOutbox",
-      .product(name: "GRDB", package: "GRDB.swift"),
+      "OrderlyCore", "OrderlyRepository",
+      .target(name: "OrderlyDatabaseFile", condition: sqlite),
+      .target(name: "OrderlyOutbox", condition: sqlite),
+      .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
     ],
     path: "Modules/OrderlySQLite"
   ),
@@ -74,18 +110,39 @@ package.targets += [
   .target(
     name: "OrderlyOutbox",
     dependencies: [
-      "OrderlyCore", "OrderlyDatabaseFile",
-      .product(name: "GRDB", package: "GRDB.swift"),
+      "OrderlyCore", .target(name: "OrderlyDatabaseFile", condition: sqlite),
+      .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
     ],
     path: "Modules/OrderlyOutbox"
   ),
-  // Seed 001's launch sequencer: steps run one at a time on the main actor, with timeouts.
+  // Outbox delivery as a ServiceLifecycle service; logs, metrics and traces for outboxes and
+  // queues. Adapters beside the modules: OrderlyCore and OrderlyOutbox depend on none of it.
+  .target(
+    name: "OrderlyServer",
+    dependencies: [
+      "OrderlyCore",
+      .target(name: "OrderlyOutbox", condition: server),
+      .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
+      .product(name: "Logging", package: "swift-log", condition: server),
+      .product(name: "Metrics", package: "swift-metrics", condition: server),
+      .product(name: "Tracing", package: "swift-distributed-tracing", condition: server),
+    ],
+    path: "Modules/OrderlyServer"
+  ),
+  // The notes screen's seven calls as a scenario, and the timeline pictures of the course:
+  // teaching scaffolding for the CLI, the examples and docs-gen. No product, so not API.
+  .target(
+    name: "OrderlyCourse",
+    dependencies: ["OrderlyCore", "OrderlyRepository"],
+    path: "Modules/OrderlyCourse"
+  ),
+  // The launch sequencer: steps run one at a time on the main actor, with timeouts.
   .target(
     name: "OrderlyLaunch",
     dependencies: ["OrderlyCore"],
     path: "Modules/OrderlyLaunch"
   ),
-  // Seed 004's keyed task store, with a policy for every collision of keys.
+  // The keyed task store, with a policy for every collision of keys.
   .target(
     name: "OrderlyTaskStore",
     dependencies: ["OrderlyCore"],
@@ -95,7 +152,7 @@ package.targets += [
   .executableTarget(
     name: "OrderlyCLI",
     dependencies: [
-      "OrderlyCore", "OrderlyRepository", "OrderlySQLite",
+      "OrderlyCore", "OrderlyRepository", "OrderlySQLite", "OrderlyCourse",
       .product(name: "ArgumentParser", package: "swift-argument-parser"),
     ],
     path: "Modules/OrderlyCLI"
@@ -108,7 +165,9 @@ package.targets += [
 ///
 /// An example is a folder holding `main.swift` and a `README.md` that opens with a front
 /// matter; its `modules:` line (comma-separated) names what the example imports, so adding an
-/// example means adding a folder. `Tests/ExamplesTests` fails when an example has no front
+/// example means adding a folder. SwiftPM keeps the evaluated manifest until Package.swift
+/// itself changes, so a new folder or a changed `modules:` line is seen only after
+/// `rm -rf ~/.cache/org.swift.swiftpm/manifests .build/*.yaml` (or any edit of this file). `Tests/ExamplesTests` fails when an example has no front
 /// matter, no lesson, or no test.
 let examples: [(name: String, dependencies: [Target.Dependency])] = discoverExamples()
 
@@ -160,7 +219,7 @@ package.targets += [
   // Fills documentation regions with real example code and output: `swift run docs-gen`.
   .executableTarget(
     name: "docs-gen",
-    dependencies: ["OrderlyRepository"],
+    dependencies: ["OrderlyRepository", "OrderlyCourse"],
     path: "Tools/docs-gen",
     exclude: ["README.md"]
   )
@@ -181,6 +240,17 @@ package.targets += [
     dependencies: ["OrderlyOutbox"],
     path: "Tests/Probes/outbox-probe"
   ),
+  // Delivers an outbox as a service in a ServiceGroup until SIGTERM: for the shutdown test.
+  .executableTarget(
+    name: "outbox-service-probe",
+    dependencies: [
+      .target(name: "OrderlyServer", condition: server),
+      .target(name: "OrderlyOutbox", condition: server),
+      .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
+      .product(name: "Logging", package: "swift-log", condition: server),
+    ],
+    path: "Tests/Probes/outbox-service-probe"
+  ),
 ]
 
 package.targets += [
@@ -197,14 +267,14 @@ package.targets += [
   ),
   .testTarget(
     name: "OrderlyRepositoryTests",
-    dependencies: ["OrderlyRepository", "OrderlyTestSupport"]
+    dependencies: ["OrderlyRepository", "OrderlyCourse", "OrderlyTestSupport"]
   ),
   .testTarget(
     name: "OrderlySQLiteTests",
     // The probe is a child process the durability test kills; depending on it builds it first.
     dependencies: [
       "OrderlySQLite", "notes-sqlite-probe", "BuiltProducts", "OrderlyTestSupport",
-      .product(name: "GRDB", package: "GRDB.swift"),
+      .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
     ]
   ),
   .testTarget(
@@ -212,7 +282,24 @@ package.targets += [
     // The probe is the child process the crash tests kill; depending on it builds it first.
     dependencies: [
       "OrderlyOutbox", "OrderlyTestSupport", "outbox-probe", "BuiltProducts",
-      "OrderlyDatabaseFile", .product(name: "GRDB", package: "GRDB.swift"),
+      "OrderlyDatabaseFile", .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
+    ]
+  ),
+  .testTarget(
+    name: "OrderlyServerTests",
+    // Built and run with the Server trait (.ci/run: `--traits Server`); empty without it.
+    dependencies: [
+      "BuiltProducts", "OrderlyCore", "OrderlyTestSupport",
+      .target(name: "OrderlyServer", condition: server),
+      .target(name: "OrderlyOutbox", condition: server),
+      .target(name: "outbox-service-probe", condition: server),
+      .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
+      .product(name: "Logging", package: "swift-log", condition: server),
+      .product(name: "InMemoryLogging", package: "swift-log", condition: server),
+      .product(name: "Metrics", package: "swift-metrics", condition: server),
+      .product(name: "MetricsTestKit", package: "swift-metrics", condition: server),
+      .product(name: "Tracing", package: "swift-distributed-tracing", condition: server),
+      .product(name: "InMemoryTracing", package: "swift-distributed-tracing", condition: server),
     ]
   ),
   .testTarget(

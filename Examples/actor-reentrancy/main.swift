@@ -1,5 +1,6 @@
 // Making the repository an actor does not help: an actor runs one call at a time only until
 // that call awaits. While call 1 waits for the service, the actor lets call 2 in, and so on.
+import OrderlyCourse
 import OrderlyRepository
 
 actor NotesRepository {

@@ -1,5 +1,6 @@
 // The source's serial queue, rebuilt in its three versions: an actor that holds a list of
 // jobs and a loop that runs them one by one. Each version fixes one gap and leaves others.
+import OrderlyCourse
 import OrderlyRepository
 
 /// Version 1: runs jobs in order, but a job cannot report an error.

@@ -1,6 +1,7 @@
 // The notes screen's seven calls, each fired as its own Task {} against a slow in-memory notes
 // service: first straight at the service, where they finish whenever their latency says; then
 // through NotesRepository, whose SerialQueue makes them start and finish in the order made.
+import OrderlyCourse
 import OrderlyRepository
 
 /// The same latencies for both runs, by call number, 60 ms apart; call 5 (the update) fails.

@@ -1,5 +1,6 @@
 // One task awaits each call before making the next: the calls finish in order, because a
 // single caller does all the work. Real screens fire calls from many places at once.
+import OrderlyCourse
 import OrderlyRepository
 
 print("Sequential await: one Task makes the seven calls one after another.")

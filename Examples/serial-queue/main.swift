@@ -1,6 +1,7 @@
 // The same seven calls, each fired from synchronous code as a separate job, go through one
 // SerialQueue: each starts only after the previous one has finished, so they end in order.
 import OrderlyCore
+import OrderlyCourse
 import OrderlyRepository
 
 print("SerialQueue: seven calls enqueued from synchronous code; call 5 fails.")

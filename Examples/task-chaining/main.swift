@@ -1,5 +1,6 @@
 // Chaining each task on the previous one: every new Task first awaits the task before it.
 // It keeps order, and shows what such a chain cannot do.
+import OrderlyCourse
 import OrderlyRepository
 
 actor Chain {

@@ -1,5 +1,6 @@
 // Each call gets its own Task {}, as a button tap or an onAppear would start it. The tasks
 // overlap, so slow early calls finish after quick later ones, and the answers are wrong.
+import OrderlyCourse
 import OrderlyRepository
 
 print("Unordered tasks: seven separate Task {} calls, fired at once.")

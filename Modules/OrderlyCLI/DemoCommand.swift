@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OrderlyCourse
 import OrderlyRepository
 
 /// `orderly demo`: the notes screen's seven calls under each strategy, with log, timeline and verdict.

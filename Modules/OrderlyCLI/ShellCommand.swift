@@ -68,18 +68,18 @@ struct ShellCommand: AsyncParsableCommand {
     let environment = ProcessInfo.processInfo.environment
     let folder: URL
     #if os(macOS)
-      folder = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
-        .appendingPathComponent("orderly")
+    folder = FileManager.default.urls(for: .applicationSupportDirectory, in: .userDomainMask)[0]
+      .appendingPathComponent("orderly")
     #else
-      // The XDG base directory rules: a relative value is ignored.
-      if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
-        folder = URL(fileURLWithPath: data).appendingPathComponent("orderly")
-      } else if let home = environment["HOME"], home.hasPrefix("/") {
-        folder = URL(fileURLWithPath: home).appendingPathComponent(".local/share/orderly")
-      } else {
-        folder = FileManager.default.homeDirectoryForCurrentUser
-          .appendingPathComponent(".local/share/orderly")
-      }
+    // The XDG base directory rules: a relative value is ignored.
+    if let data = environment["XDG_DATA_HOME"], data.hasPrefix("/") {
+      folder = URL(fileURLWithPath: data).appendingPathComponent("orderly")
+    } else if let home = environment["HOME"], home.hasPrefix("/") {
+      folder = URL(fileURLWithPath: home).appendingPathComponent(".local/share/orderly")
+    } else {
+      folder = FileManager.default.homeDirectoryForCurrentUser
+        .appendingPathComponent(".local/share/orderly")
+    }
     #endif
     do {
       try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)

@@ -1,10 +1,12 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import Foundation
 import GRDBSQLite
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// The check a database file passes before anything opens it for writing: Orderly's notes
@@ -316,3 +318,4 @@ enum SQLiteReader {
     )
   }
 }
+#endif

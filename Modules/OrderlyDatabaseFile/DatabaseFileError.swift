@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import GRDB
 
 /// Why a database file was refused before anything wrote to it.
@@ -46,3 +48,4 @@ extension DatabaseFileError {
     }
   }
 }
+#endif

@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 package import GRDB
 
 /// The tables a database of Orderly's holds, how they are created, and what a file must hold to
@@ -141,3 +143,4 @@ package struct DatabaseSchema: Sendable {
     }
   }
 }
+#endif

@@ -1,9 +1,11 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 package import GRDB
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// How Orderly opens and closes a database file it writes: WAL mode, every commit synced, and
@@ -95,3 +97,4 @@ package enum DurableDatabase {
     }
   }
 }
+#endif

@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 /// How an outbox folds a new message into a pending one for the same entity: two edits of one
 /// note become one request.
 ///
@@ -32,3 +34,4 @@ public struct Coalescing<Message: Sendable>: Sendable {
     self.merge = merge
   }
 }
+#endif

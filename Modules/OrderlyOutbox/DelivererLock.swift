@@ -1,12 +1,14 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import OrderlyCore
 import Synchronization
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Musl)
-  import Musl
+import Musl
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// The right to deliver one outbox file: an exclusive `flock` on the file `PATH-deliverer`
@@ -60,3 +62,4 @@ final class DelivererLock: Sendable {
 
   deinit { release() }
 }
+#endif

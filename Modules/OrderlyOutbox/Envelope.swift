@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 public import Foundation
 
 /// A message as it is handed to delivery: the message, its stable identifier, and where it
@@ -73,3 +75,4 @@ public struct DeadLetter<Message: Sendable>: Sendable, Identifiable {
   /// Why: the last delivery error, or the decoding error.
   public let reason: String
 }
+#endif

@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 public import Foundation
 public import GRDB
 import OrderlyCore
@@ -528,3 +530,4 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     return OutboxError(DatabaseFileError(opening: error, path: path, busyTimeout: busyTimeout))
   }
 }
+#endif

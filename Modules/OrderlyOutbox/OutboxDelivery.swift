@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import Foundation
 import GRDB
 import OrderlyCore
@@ -778,3 +780,4 @@ extension Outbox {
     sleeper.cancel()
   }
 }
+#endif

@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 public import Foundation
 import OrderlyDatabaseFile
 
@@ -110,3 +112,4 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     return result
   }
 }
+#endif

@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 public import Foundation
 
 /// Something that happened to a message, reported by ``Outbox/events``.
@@ -65,3 +67,4 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
     }
   }
 }
+#endif

@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import OrderlyCore
 import Synchronization
 
@@ -39,3 +41,4 @@ final class OutboxEventHub: Sendable {
     }
   }
 }
+#endif

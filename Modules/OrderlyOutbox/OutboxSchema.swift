@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import GRDB
 package import OrderlyDatabaseFile
 
@@ -66,3 +68,4 @@ package enum OutboxSchema {
     sharesDatabase: true
   )
 }
+#endif

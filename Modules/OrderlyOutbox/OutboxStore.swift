@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import Foundation
 import GRDB
 
@@ -173,3 +175,4 @@ enum OutboxStore {
     try db.execute(sql: "DELETE FROM \(deadLetters) WHERE id = ?", arguments: [id.uuidString])
   }
 }
+#endif

@@ -175,7 +175,7 @@ extension ActivityLog {
   }
 
   /// The verdict on a list of entries (see ``verdict``).
-  static func verdict(of entries: [ActivityEntry]) -> OrderVerdict {
+  package static func verdict(of entries: [ActivityEntry]) -> OrderVerdict {
     let calls = Set(entries.map(\.call))
     var ended: Set<Int> = []
     for entry in entries where entry.kind != .start {

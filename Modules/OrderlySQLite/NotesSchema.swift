@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import GRDB
 import OrderlyDatabaseFile
 
@@ -25,3 +27,4 @@ enum NotesSchema {
     ]
   )
 }
+#endif

@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import GRDB
 import OrderlyCore
 import OrderlyDatabaseFile
@@ -134,3 +136,4 @@ private final class OutboxSlot: Sendable {
     value.withLock(announcingTo: self) { $0 = outbox }
   }
 }
+#endif

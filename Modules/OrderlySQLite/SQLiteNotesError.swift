@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import OrderlyDatabaseFile
 import OrderlyRepository
 
@@ -71,3 +73,4 @@ extension Duration {
     return text + (seconds == 1 ? " second" : " seconds")
   }
 }
+#endif

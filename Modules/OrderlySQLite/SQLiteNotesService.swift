@@ -1,3 +1,5 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
 import Foundation
 import GRDB
 import OrderlyCore
@@ -288,3 +290,4 @@ public final class SQLiteNotesService: NotesService {
     )
   }
 }
+#endif

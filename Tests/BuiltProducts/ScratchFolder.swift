@@ -1,9 +1,9 @@
 public import Foundation
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// A fresh folder for one test's files, removed (with whatever is in it) when released.

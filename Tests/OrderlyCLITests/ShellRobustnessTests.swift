@@ -3,9 +3,9 @@ import Foundation
 import Testing
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// A folder for one test's files, removed at the end.

@@ -5,9 +5,9 @@ import Synchronization
 import Testing
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// The thread the current code runs on, comparable across tasks.

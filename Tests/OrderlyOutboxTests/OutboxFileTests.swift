@@ -7,9 +7,9 @@ import OrderlyTestSupport
 import Testing
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// The probe's message: its index.

@@ -7,9 +7,9 @@ import OrderlyTestSupport
 import Testing
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// One line of the server file the `deliver-all` probes write.

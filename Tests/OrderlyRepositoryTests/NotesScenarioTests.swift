@@ -1,3 +1,4 @@
+import OrderlyCourse
 import OrderlyRepository
 import OrderlyTestSupport
 import Testing

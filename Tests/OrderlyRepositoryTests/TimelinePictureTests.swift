@@ -1,3 +1,4 @@
+import OrderlyCourse
 import OrderlyRepository
 import Testing
 

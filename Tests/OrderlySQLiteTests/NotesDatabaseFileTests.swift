@@ -6,9 +6,9 @@ import OrderlySQLite
 import Testing
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// Copies a database and its side files as they are while `body` runs inside an open write

@@ -19,6 +19,7 @@
 // root package's with `swift build`, a package example's with `swift build --package-path`), so
 // `swift run docs-gen --check` is the one command a fresh clone needs.
 import Foundation
+import OrderlyCourse
 import OrderlyRepository
 
 struct DocsGenError: Error, CustomStringConvertible {

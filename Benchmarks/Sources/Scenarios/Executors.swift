@@ -3,9 +3,9 @@ import OrderlyCore
 import Synchronization
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// The executor the executor rows give their queues: two threads, as many as the blocking jobs

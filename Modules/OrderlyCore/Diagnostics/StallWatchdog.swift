@@ -1,11 +1,11 @@
 import Synchronization
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Musl)
-  import Musl
+import Musl
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// A debugging aid that says, with evidence, why queued work does not move: set the environment
@@ -113,15 +113,15 @@ enum StallWatchdog {
     /// Appends every thread's stack to the report file, with gdb, once per process.
     private func reportStacks() {
       #if os(Linux)
-        guard getenv("ORDERLY_STALL_STACKS").map({ String(cString: $0) }) == "1",
-          let target = getenv("ORDERLY_STALL_WATCHDOG").map({ String(cString: $0) }),
-          target != "1", target != "stderr",
-          !tookStacks.exchange(true, ordering: .relaxed)
-        else { return }
-        report("thread stacks follow (gdb)")
-        let command =
-          "gdb -p \(getpid()) -batch -ex 'thread apply all bt 30' >> '\(target)' 2>&1"
-        _ = system(command)
+      guard getenv("ORDERLY_STALL_STACKS").map({ String(cString: $0) }) == "1",
+        let target = getenv("ORDERLY_STALL_WATCHDOG").map({ String(cString: $0) }),
+        target != "1", target != "stderr",
+        !tookStacks.exchange(true, ordering: .relaxed)
+      else { return }
+      report("thread stacks follow (gdb)")
+      let command =
+        "gdb -p \(getpid()) -batch -ex 'thread apply all bt 30' >> '\(target)' 2>&1"
+      _ = system(command)
       #endif
     }
 

@@ -3,11 +3,11 @@ import Dispatch
 import Synchronization
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Musl)
-  import Musl
+import Musl
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// A task executor with threads of its own, for work that blocks: SQLite calls, file I/O, a C
@@ -124,7 +124,7 @@ public final class DedicatedThreadExecutor: TaskExecutor, Sendable {
   /// A thread's life: named (where the platform allows it from Swift), then the job loop.
   private func run() {
     #if canImport(Darwin)
-      _ = pthread_setname_np(name)
+    _ = pthread_setname_np(name)
     #endif
     work()
   }

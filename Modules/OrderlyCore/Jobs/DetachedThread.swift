@@ -1,9 +1,9 @@
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Musl)
-  import Musl
+import Musl
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// Starts detached POSIX threads: the threads of ``DedicatedThreadExecutor`` and of the stall
@@ -23,30 +23,30 @@ enum DetachedThread {
     // Passed retained, released by the thread (or here, if no thread started).
     let context = Unmanaged.passRetained(Work(body)).toOpaque()
     #if canImport(Darwin)
-      var thread: pthread_t?
-      let created = pthread_create(
-        &thread,
-        nil,
-        { context in
-          Unmanaged<Work>.fromOpaque(context).takeRetainedValue().body()
-          return nil
-        },
-        context
-      )
-      if created == 0, let thread { pthread_detach(thread) }
+    var thread: pthread_t?
+    let created = pthread_create(
+      &thread,
+      nil,
+      { context in
+        Unmanaged<Work>.fromOpaque(context).takeRetainedValue().body()
+        return nil
+      },
+      context
+    )
+    if created == 0, let thread { pthread_detach(thread) }
     #else
-      var thread = pthread_t()
-      let created = pthread_create(
-        &thread,
-        nil,
-        { context in
-          guard let context else { return nil }
-          Unmanaged<Work>.fromOpaque(context).takeRetainedValue().body()
-          return nil
-        },
-        context
-      )
-      if created == 0 { pthread_detach(thread) }
+    var thread = pthread_t()
+    let created = pthread_create(
+      &thread,
+      nil,
+      { context in
+        guard let context else { return nil }
+        Unmanaged<Work>.fromOpaque(context).takeRetainedValue().body()
+        return nil
+      },
+      context
+    )
+    if created == 0 { pthread_detach(thread) }
     #endif
     if created != 0 { Unmanaged<Work>.fromOpaque(context).release() }
     return created

@@ -24,9 +24,9 @@ import Foundation
 import OrderlyOutbox
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 struct Step: Codable, Sendable {

@@ -17,9 +17,9 @@ import OrderlyRepository
 import OrderlySQLite
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// Written straight to the file descriptor, so the parent reads each line as it is made.

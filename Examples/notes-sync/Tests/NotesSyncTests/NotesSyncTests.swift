@@ -11,9 +11,9 @@ import OrderlyTestSupport
 import Testing
 
 #if canImport(Glibc)
-  import Glibc
+import Glibc
 #elseif canImport(Darwin)
-  import Darwin
+import Darwin
 #endif
 
 /// A fresh folder, removed when released.

@@ -1,4 +1,5 @@
 import Foundation
+public import OrderlyRepository
 
 /// A timeline picture: one row per job, a bar from its start to its end on a shared axis,
 /// coloured by outcome, with the verdict as a caption, drawn as an SVG that renders on GitHub.

@@ -1,4 +1,5 @@
 import Foundation
+import OrderlyRepository
 
 /// What one run of ``NotesScenario`` did: the log, each call's span, and the verdict.
 public struct ScenarioRun: Sendable, Codable, Equatable {

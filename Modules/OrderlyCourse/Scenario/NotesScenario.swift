@@ -1,4 +1,5 @@
 import Foundation
+public import OrderlyRepository
 internal import OrderlyCore
 import Synchronization
 
