@@ -30,6 +30,10 @@ public struct Envelope<Message: Sendable>: Sendable, Identifiable {
   public let attempt: Int
   /// When it was appended.
   public let appendedAt: Date
+  /// The strings appended with it: a trace context, say.
+  ///
+  /// Given to ``Outbox/append(_:partition:headers:)``; empty if it has none.
+  public let headers: [String: String]
 
   /// Creates an envelope; the outbox creates them, tests may too.
   public init(
@@ -38,7 +42,8 @@ public struct Envelope<Message: Sendable>: Sendable, Identifiable {
     partition: String?,
     message: Message,
     attempt: Int,
-    appendedAt: Date
+    appendedAt: Date,
+    headers: [String: String] = [:]
   ) {
     self.id = id
     self.sequence = sequence
@@ -46,6 +51,7 @@ public struct Envelope<Message: Sendable>: Sendable, Identifiable {
     self.message = message
     self.attempt = attempt
     self.appendedAt = appendedAt
+    self.headers = headers
   }
 }
 

@@ -81,7 +81,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///     60 seconds by default, so that a write waits, rather than fails, while another
   ///     process writes on a busy machine.
   ///   - clock: The clock retry waits are measured on.
-  ///   - partition: The line a message joins when ``append(_:partition:)`` names none; `nil`
+  ///   - partition: The line a message joins when ``append(_:partition:headers:)`` names none; `nil`
   ///     puts every such message in the default line.
   ///   - coalescing: How new messages are folded into pending ones; `nil` (the default) never
   ///     merges.
@@ -133,7 +133,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// Keeps the outbox's tables in a database you opened, beside your own tables.
   ///
   /// Use it to append a message in the same transaction as the change it reports, with
-  /// ``append(_:partition:in:)``: both are stored, or neither. Open the database in WAL mode with
+  /// ``append(_:partition:headers:in:)``: both are stored, or neither. Open the database in WAL mode with
   /// `synchronous = FULL` (a `DatabasePool`) for appends that survive a crash.
   ///
   /// - Parameters:
@@ -233,16 +233,21 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///   - message: The message.
   ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
   ///     default line.
+  ///   - headers: Strings stored with the message and handed back in
+  ///     ``Envelope/headers`` (a trace context, say); none by default. A message merged into a
+  ///     pending one keeps the pending one's headers.
   /// - Returns: The message's identifier (the pending message's, if it was merged).
   /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/diskFull(path:)``,
   ///   ``OutboxError/cancelled`` (the calling task was cancelled), ``OutboxError/busy(path:waited:)``,
   ///   ``OutboxError/damaged(path:reason:)``, ``OutboxError/storageFailed(path:reason:)`` or
   ///   ``OutboxError/closed(path:)``; nothing was stored.
   @discardableResult
-  public func append(_ message: Message, partition: String? = nil) async throws(OutboxError)
-    -> UUID
-  {
-    try await append(contentsOf: [message], partition: partition)[0]
+  public func append(
+    _ message: Message,
+    partition: String? = nil,
+    headers: [String: String] = [:]
+  ) async throws(OutboxError) -> UUID {
+    try await append(contentsOf: [message], partition: partition, headers: headers)[0]
   }
 
   /// Appends messages in one transaction: all are on disk once it returns, or none is.
@@ -250,13 +255,16 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// - Parameters:
   ///   - messages: The messages, in order.
   ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with each of them (see ``append(_:partition:headers:)``).
   /// - Returns: Their identifiers, in order.
-  /// - Throws: As ``append(_:partition:)``; nothing was stored.
+  /// - Throws: As ``append(_:partition:headers:)``; nothing was stored.
   @discardableResult
-  public func append(contentsOf messages: [Message], partition: String? = nil)
-    async throws(OutboxError) -> [UUID]
-  {
-    let prepared = try prepare(messages, partition: partition)
+  public func append(
+    contentsOf messages: [Message],
+    partition: String? = nil,
+    headers: [String: String] = [:]
+  ) async throws(OutboxError) -> [UUID] {
+    let prepared = try prepare(messages, partition: partition, headers: headers)
     try checkOpen()
     do {
       return try await database.write { db in try self.write(prepared, in: db) }
@@ -281,14 +289,18 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// - Parameters:
   ///   - message: The message.
   ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
+  ///   - headers: Strings stored with the message (see ``append(_:partition:headers:)``).
   ///   - db: A connection inside a write transaction on the outbox's database.
   /// - Returns: The message's identifier.
   /// - Throws: ``OutboxError/cannotEncode(reason:)``, or the database's error.
   @discardableResult
-  public func append(_ message: Message, partition: String? = nil, in db: Database) throws
-    -> UUID
-  {
-    let prepared = try prepare([message], partition: partition)
+  public func append(
+    _ message: Message,
+    partition: String? = nil,
+    headers: [String: String] = [:],
+    in db: Database
+  ) throws -> UUID {
+    let prepared = try prepare([message], partition: partition, headers: headers)
     try checkOpen()
     return try write(prepared, in: db)[0]
   }
@@ -299,11 +311,14 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     let payload: Data
     let partition: String?
     let entity: String?
+    let headers: [String: String]
   }
 
-  private func prepare(_ messages: [Message], partition: String?) throws(OutboxError)
-    -> [Prepared]
-  {
+  private func prepare(
+    _ messages: [Message],
+    partition: String?,
+    headers: [String: String]
+  ) throws(OutboxError) -> [Prepared] {
     let encoder = Self.encoder()
     var prepared: [Prepared] = []
     prepared.reserveCapacity(messages.count)
@@ -319,7 +334,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
           message: message,
           payload: payload,
           partition: partition ?? partitionOfMessage?(message),
-          entity: coalescing?.entity(message)
+          entity: coalescing?.entity(message),
+          headers: headers
         )
       )
     }
@@ -348,7 +364,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
         partition: prepared.partition,
         entity: prepared.entity,
         payload: prepared.payload,
-        appendedAt: Date()
+        appendedAt: Date(),
+        headers: prepared.headers
       )
       ids.append(id)
       events.append(.appended(id: id, sequence: sequence, partition: prepared.partition))
@@ -415,8 +432,21 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// (with the wait before the next attempt), dead-lettered.
   ///
   /// Each access returns a new sequence that receives every event from then on. It ends when
-  /// the outbox is released.
+  /// the outbox is closed (``close()``) or released; one taken after closing is already over.
   public var events: AsyncStream<OutboxEvent> { hub.subscribe() }
+
+  /// When the oldest message still pending was appended, or `nil` if none is pending: for a
+  /// gauge of how far delivery is behind.
+  ///
+  /// - Throws: ``OutboxError/closed(path:)``, or an ``OutboxError`` if the read fails.
+  public func oldestPendingAppendedAt() async throws(OutboxError) -> Date? {
+    try checkOpen()
+    do {
+      return try await database.read { db in try OutboxStore.oldestAppendedAt(db) }
+    } catch {
+      throw failure(error)
+    }
+  }
 
   // MARK: - Dead letters
 

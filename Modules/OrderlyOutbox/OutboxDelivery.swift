@@ -376,6 +376,41 @@ extension Outbox {
     ensureWatcher()
   }
 
+  /// Stops taking messages, gives the deliveries in progress up to `gracePeriod` to finish,
+  /// then stops as ``stop()`` does: for a graceful shutdown.
+  ///
+  /// No line takes a new message once this is called, and a retry wait ends at once (its message
+  /// waits for the next start). A delivery that returns within the grace period is recorded as
+  /// delivered; one still running when it ends (measured on the outbox's clock) is cancelled,
+  /// and if it throws, its message stays and is delivered again by the next start. Cancelling
+  /// the calling task ends the grace period at once.
+  ///
+  /// - Parameter gracePeriod: How long deliveries in progress may go on; zero or less is
+  ///   ``stop()``.
+  public func stop(gracePeriod: Duration) async {
+    guard gracePeriod > .zero else { return await stop() }
+    let (settings, woken) = state.withLock(announcingTo: self) { state in
+      state.stopping = true
+      return (state.delivery, state.takeBackoffs())
+    }
+    for backoff in woken { backoff.resume() }
+    if let settings {
+      let clock = self.clock
+      await withTaskGroup(of: Void.self) { group in
+        group.addTask { try? await settings.lines.waitUntilIdle() }
+        group.addTask {
+          // Ends early when the deliveries end first (the group cancels it) or the caller is
+          // cancelled; either way what still runs is cancelled by stop() below.
+          try? await clock.sleep(for: gracePeriod)
+          settings.lines.cancelAll()
+        }
+        await group.next()
+        group.cancelAll()
+      }
+    }
+    await stop()
+  }
+
   /// Stops delivering (see ``stop()``) and closes the database; later calls throw
   /// ``OutboxError/closed(path:)``.
   ///
@@ -399,6 +434,7 @@ extension Outbox {
     await watcher?.value
     let shown = path ?? ":memory:"
     for waiter in waiters { waiter.resume(throwing: OutboxError.closed(path: shown)) }
+    defer { hub.finish() }
     do {
       if ownsDatabase {
         try DurableDatabase.checkpointAndClose(database)
@@ -662,7 +698,8 @@ extension Outbox {
         partition: stored.partition,
         message: message,
         attempt: attempt,
-        appendedAt: stored.appendedAt
+        appendedAt: stored.appendedAt,
+        headers: stored.headers
       )
       do {
         try await settings.deliver(envelope)

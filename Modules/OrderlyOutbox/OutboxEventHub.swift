@@ -11,6 +11,7 @@ final class OutboxEventHub: Sendable {
   private struct Listeners {
     var continuations: [UInt64: AsyncStream<OutboxEvent>.Continuation] = [:]
     var lastToken: UInt64 = 0
+    var finished = false
   }
 
   private let listeners = Mutex(Listeners())
@@ -18,10 +19,13 @@ final class OutboxEventHub: Sendable {
   /// A new listener that receives every event emitted from now on.
   func subscribe() -> AsyncStream<OutboxEvent> {
     let (stream, continuation) = AsyncStream.makeStream(of: OutboxEvent.self)
-    listeners.withLock(announcingTo: self) { listeners in
+    let open = listeners.withLock(announcingTo: self) { listeners in
+      guard !listeners.finished else { return false }
       listeners.lastToken += 1
       listeners.continuations[listeners.lastToken] = continuation
+      return true
     }
+    if !open { continuation.finish() }
     return stream
   }
 
@@ -32,6 +36,16 @@ final class OutboxEventHub: Sendable {
         if case .terminated = continuation.yield(event) { listeners.continuations[token] = nil }
       }
     }
+  }
+
+  /// Ends every listener's sequence: the outbox closed.
+  func finish() {
+    let ended = listeners.withLock(announcingTo: self) { listeners in
+      listeners.finished = true
+      defer { listeners.continuations = [:] }
+      return Array(listeners.continuations.values)
+    }
+    for continuation in ended { continuation.finish() }
   }
 
   deinit {

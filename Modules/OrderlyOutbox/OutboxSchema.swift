@@ -16,6 +16,10 @@ package import OrderlyDatabaseFile
 package enum OutboxSchema {
   static let messageTable = "outbox_message"
   static let deadLetterTable = "outbox_dead_letter"
+  /// Headers of the messages that have any (a trace context, say), by sequence: a table of its
+  /// own, so that an outbox written before headers existed gains it by a migration, and
+  /// messages without headers cost nothing.
+  static let headerTable = "outbox_header"
 
   package static let migrations = [
     DatabaseSchema.Migration(
@@ -50,7 +54,20 @@ package enum OutboxSchema {
           );
           """
       )
-    }
+    },
+    DatabaseSchema.Migration(
+      "orderly outbox 2: message headers",
+      tables: [headerTable]
+    ) { db in
+      try db.execute(
+        sql: """
+          CREATE TABLE \(headerTable) (
+            sequence INTEGER PRIMARY KEY,
+            headers TEXT NOT NULL
+          );
+          """
+      )
+    },
   ]
 
   /// An outbox alone in its file (`Outbox(path:)`).

@@ -12,6 +12,8 @@ struct StoredMessage: Sendable {
   let payload: Data
   let attempts: Int
   let appendedAt: Date
+  /// The message's headers; empty when it has none (or they were not read).
+  let headers: [String: String]
 
   init(row: Row) {
     sequence = row["sequence"]
@@ -21,6 +23,7 @@ struct StoredMessage: Sendable {
     payload = row["payload"]
     attempts = row["attempts"]
     appendedAt = Date(timeIntervalSince1970: row["appendedAt"])
+    headers = OutboxStore.decodeHeaders(row["headers"])
   }
 }
 
@@ -31,6 +34,25 @@ struct StoredMessage: Sendable {
 enum OutboxStore {
   static let messages = OutboxSchema.messageTable
   static let deadLetters = OutboxSchema.deadLetterTable
+  static let headers = OutboxSchema.headerTable
+
+  /// Headers as stored: a JSON object of strings, keys sorted.
+  static func encodeHeaders(_ headers: [String: String]) -> String? {
+    guard !headers.isEmpty else { return nil }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    guard let data = try? encoder.encode(headers) else { return nil }
+    return String(decoding: data, as: UTF8.self)
+  }
+
+  /// Headers as read; a missing or unreadable column gives none (headers are advisory: a
+  /// message is delivered without them rather than not at all).
+  static func decodeHeaders(_ text: String?) -> [String: String] {
+    guard let text, let data = text.data(using: .utf8),
+      let headers = try? JSONDecoder().decode([String: String].self, from: data)
+    else { return [:] }
+    return headers
+  }
 
   static func counts(_ db: Database) throws -> (pending: Int, deadLetters: Int) {
     (
@@ -46,7 +68,8 @@ enum OutboxStore {
     partition: String?,
     entity: String?,
     payload: Data,
-    appendedAt: Date
+    appendedAt: Date,
+    headers: [String: String] = [:]
   ) throws -> Int64 {
     try db.cachedStatement(
       sql: """
@@ -56,7 +79,12 @@ enum OutboxStore {
     ).execute(
       arguments: [id.uuidString, partition, entity, payload, appendedAt.timeIntervalSince1970]
     )
-    return db.lastInsertedRowID
+    let sequence = db.lastInsertedRowID
+    if let text = encodeHeaders(headers) {
+      try db.cachedStatement(sql: "INSERT INTO \(Self.headers) (sequence, headers) VALUES (?, ?)")
+        .execute(arguments: [sequence, text])
+    }
+    return sequence
   }
 
   /// The newest message for an entity, if it is still waiting (in any line).
@@ -80,10 +108,16 @@ enum OutboxStore {
     let statement =
       partition == nil
       ? try db.cachedStatement(
-        sql: "SELECT * FROM \(messages) WHERE partition IS NULL ORDER BY sequence LIMIT 1"
+        sql: """
+          SELECT m.*, h.headers FROM \(messages) m LEFT JOIN \(headers) h USING (sequence)
+          WHERE m.partition IS NULL ORDER BY m.sequence LIMIT 1
+          """
       )
       : try db.cachedStatement(
-        sql: "SELECT * FROM \(messages) WHERE partition = ? ORDER BY sequence LIMIT 1"
+        sql: """
+          SELECT m.*, h.headers FROM \(messages) m LEFT JOIN \(headers) h USING (sequence)
+          WHERE m.partition = ? ORDER BY m.sequence LIMIT 1
+          """
       )
     return try Row.fetchOne(statement, arguments: partition.map { [$0] } ?? [])
       .map(StoredMessage.init(row:))
@@ -112,6 +146,14 @@ enum OutboxStore {
   static func delete(_ db: Database, sequence: Int64) throws {
     try db.cachedStatement(sql: "DELETE FROM \(messages) WHERE sequence = ?")
       .execute(arguments: [sequence])
+    try db.cachedStatement(sql: "DELETE FROM \(headers) WHERE sequence = ?")
+      .execute(arguments: [sequence])
+  }
+
+  /// When the oldest pending message was appended, or `nil` if none is pending.
+  static func oldestAppendedAt(_ db: Database) throws -> Date? {
+    try Double.fetchOne(db, sql: "SELECT MIN(appendedAt) FROM \(messages)")
+      .map(Date.init(timeIntervalSince1970:))
   }
 
   static func recordAttempts(_ db: Database, sequence: Int64, attempts: Int) throws {
@@ -132,7 +174,9 @@ enum OutboxStore {
         """,
       arguments: [attempts, Date().timeIntervalSince1970, reason, message.sequence]
     )
-    try delete(db, sequence: message.sequence)
+    // Its headers stay, under the same sequence, for a retry of the dead letter.
+    try db.cachedStatement(sql: "DELETE FROM \(messages) WHERE sequence = ?")
+      .execute(arguments: [message.sequence])
   }
 
   /// The partitions that have dead letters.
@@ -172,6 +216,13 @@ enum OutboxStore {
   }
 
   static func drop(_ db: Database, id: UUID) throws {
+    try db.execute(
+      sql: """
+        DELETE FROM \(headers)
+        WHERE sequence IN (SELECT sequence FROM \(deadLetters) WHERE id = ?)
+        """,
+      arguments: [id.uuidString]
+    )
     try db.execute(sql: "DELETE FROM \(deadLetters) WHERE id = ?", arguments: [id.uuidString])
   }
 }
