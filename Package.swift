@@ -126,6 +126,8 @@ package.targets += [
       .product(name: "Logging", package: "swift-log", condition: server),
       .product(name: "Metrics", package: "swift-metrics", condition: server),
       .product(name: "Tracing", package: "swift-distributed-tracing", condition: server),
+      .product(name: "Instrumentation", package: "swift-distributed-tracing", condition: server),
+      .product(name: "GRDB", package: "GRDB.swift", condition: server),
     ],
     path: "Modules/OrderlyServer"
   ),
@@ -248,6 +250,9 @@ package.targets += [
       .target(name: "OrderlyOutbox", condition: server),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
       .product(name: "Logging", package: "swift-log", condition: server),
+      .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: server),
+      .product(name: "Tracing", package: "swift-distributed-tracing", condition: server),
+      .product(name: "InMemoryTracing", package: "swift-distributed-tracing", condition: server),
     ],
     path: "Tests/Probes/outbox-service-probe"
   ),
@@ -294,6 +299,11 @@ package.targets += [
       .target(name: "OrderlyOutbox", condition: server),
       .target(name: "outbox-service-probe", condition: server),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
+      .product(
+        name: "ServiceLifecycleTestKit",
+        package: "swift-service-lifecycle",
+        condition: server
+      ),
       .product(name: "Logging", package: "swift-log", condition: server),
       .product(name: "InMemoryLogging", package: "swift-log", condition: server),
       .product(name: "Metrics", package: "swift-metrics", condition: server),

@@ -3,15 +3,19 @@
 #if !Server
 /// Needs Orderly's Server trait.
 @available(
-  *, unavailable,
-  message: "OrderlyServer needs Orderly's Server trait: add traits: [\"Server\"] to the .package line that names Orderly."
+  *,
+  unavailable,
+  message:
+    "OrderlyServer needs Orderly's Server trait: add traits: [\"Server\"] to the .package line that names Orderly."
 )
 public enum OutboxService {}
 
 /// Needs Orderly's Server trait.
 @available(
-  *, unavailable,
-  message: "OrderlyServer needs Orderly's Server trait: add traits: [\"Server\"] to the .package line that names Orderly."
+  *,
+  unavailable,
+  message:
+    "OrderlyServer needs Orderly's Server trait: add traits: [\"Server\"] to the .package line that names Orderly."
 )
 public enum OrderlyMetrics {}
 #endif

@@ -1,0 +1,149 @@
+#if Server
+public import CoreMetrics
+public import Foundation
+import Metrics
+public import OrderlyOutbox
+
+/// The swift-metrics an outbox reports: what was appended, delivered, retried and given up, how
+/// long deliveries take, and how far delivery is behind.
+///
+/// Every metric carries the dimension `outbox` (the name given here), and is created with the
+/// factory given here (the process's `MetricsSystem.factory` by default).
+///
+/// | Name | Kind | Extra dimensions | What |
+/// |---|---|---|---|
+/// | `orderly_outbox_messages_appended_total` | counter | | messages written (merges not counted) |
+/// | `orderly_outbox_messages_delivered_total` | counter | | deliveries recorded |
+/// | `orderly_outbox_messages_retried_total` | counter | | failed attempts that will be tried again |
+/// | `orderly_outbox_messages_dead_lettered_total` | counter | | messages given up |
+/// | `orderly_outbox_delivery_duration` | timer | `result`: `delivered`, `failed` | one call of the delivery closure |
+/// | `orderly_outbox_append_to_delivery_duration` | timer | | from the append to the end of its delivery |
+/// | `orderly_outbox_pending_messages` | gauge | | messages waiting, dead letters excluded |
+/// | `orderly_outbox_oldest_pending_age_seconds` | gauge | | age of the oldest waiting message; 0 when none |
+///
+/// ``OutboxService`` records them all when given an `OutboxMetrics`. Outside a service, feed it
+/// the outbox's events with ``record(_:pending:)`` and wrap the delivery closure with
+/// ``measure(_:)``.
+public struct OutboxMetrics: Sendable {
+  /// The value of the `outbox` dimension.
+  public let outboxName: String
+
+  let appended: Counter
+  let delivered: Counter
+  let retried: Counter
+  let deadLettered: Counter
+  let deliverySucceeded: CoreMetrics.Timer
+  let deliveryFailed: CoreMetrics.Timer
+  let appendToDelivery: CoreMetrics.Timer
+  let pending: Gauge
+  let oldestAge: Gauge
+
+  /// Creates the metrics of one outbox.
+  ///
+  /// - Parameters:
+  ///   - outboxName: The value of the `outbox` dimension: a short, fixed name ("orders").
+  ///   - factory: Where the metrics go; the process's bootstrapped factory by default.
+  public init(outboxName: String = "outbox", factory: any MetricsFactory = MetricsSystem.factory) {
+    self.outboxName = outboxName
+    let dimensions = [("outbox", outboxName)]
+    appended = Counter(
+      label: "orderly_outbox_messages_appended_total",
+      dimensions: dimensions,
+      factory: factory
+    )
+    delivered = Counter(
+      label: "orderly_outbox_messages_delivered_total",
+      dimensions: dimensions,
+      factory: factory
+    )
+    retried = Counter(
+      label: "orderly_outbox_messages_retried_total",
+      dimensions: dimensions,
+      factory: factory
+    )
+    deadLettered = Counter(
+      label: "orderly_outbox_messages_dead_lettered_total",
+      dimensions: dimensions,
+      factory: factory
+    )
+    deliverySucceeded = CoreMetrics.Timer(
+      label: "orderly_outbox_delivery_duration",
+      dimensions: dimensions + [("result", "delivered")],
+      factory: factory
+    )
+    deliveryFailed = CoreMetrics.Timer(
+      label: "orderly_outbox_delivery_duration",
+      dimensions: dimensions + [("result", "failed")],
+      factory: factory
+    )
+    appendToDelivery = CoreMetrics.Timer(
+      label: "orderly_outbox_append_to_delivery_duration",
+      dimensions: dimensions,
+      factory: factory
+    )
+    pending = Gauge(
+      label: "orderly_outbox_pending_messages",
+      dimensions: dimensions,
+      factory: factory
+    )
+    oldestAge = Gauge(
+      label: "orderly_outbox_oldest_pending_age_seconds",
+      dimensions: dimensions,
+      factory: factory
+    )
+  }
+
+  /// Counts an event, and sets the pending gauge.
+  ///
+  /// - Parameters:
+  ///   - event: An event from ``Outbox/events``.
+  ///   - pending: The outbox's ``Outbox/pendingCount`` now.
+  public func record(_ event: OutboxEvent, pending: Int) {
+    switch event {
+    case .appended: appended.increment()
+    case .delivered: delivered.increment()
+    case .retrying: retried.increment()
+    case .deadLettered: deadLettered.increment()
+    case .merged, .delivering, .recordFailed: break
+    }
+    self.pending.record(pending)
+  }
+
+  /// Sets the gauges from the outbox: pending messages, and the age of the oldest one.
+  ///
+  /// - Parameters:
+  ///   - outbox: The outbox.
+  ///   - now: The time the age is measured at.
+  /// - Throws: ``OutboxError`` if the outbox cannot be read (it is closed, say).
+  public func recordGauges<Message>(of outbox: Outbox<Message>, now: Date = Date())
+    async throws(OutboxError)
+  {
+    let oldest = try await outbox.oldestPendingAppendedAt()
+    pending.record(outbox.pendingCount)
+    oldestAge.record(oldest.map { max(0, now.timeIntervalSince($0)) } ?? 0)
+  }
+
+  /// Wraps a delivery closure so that each call is timed, and each delivery's time since its
+  /// append recorded.
+  ///
+  /// - Parameter deliver: The delivery closure.
+  /// - Returns: A closure that calls it.
+  public func measure<Message>(
+    _ deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
+  ) -> @Sendable (Envelope<Message>) async throws -> Void {
+    { [self] envelope in
+      let clock = ContinuousClock()
+      let start = clock.now
+      do {
+        try await deliver(envelope)
+      } catch {
+        deliveryFailed.record(duration: clock.now - start)
+        throw error
+      }
+      deliverySucceeded.record(duration: clock.now - start)
+      let sinceAppend = max(0, Date().timeIntervalSince(envelope.appendedAt))
+      appendToDelivery.recordNanoseconds(Int64(sinceAppend * 1_000_000_000))
+    }
+  }
+}
+#endif

@@ -1,0 +1,250 @@
+#if Server
+import Foundation
+public import Logging
+public import OrderlyOutbox
+public import ServiceLifecycle
+public import Tracing
+
+/// An outbox's delivery as a swift-service-lifecycle `Service`: started with the process's
+/// `ServiceGroup`, stopped by its graceful shutdown.
+///
+/// ```swift
+/// let outbox = try Outbox<OrderEvent>(path: "/var/lib/orders/outbox.sqlite")
+/// let delivery = OutboxService(
+///   outbox: outbox,
+///   name: "orders",
+///   shutdownGracePeriod: .seconds(10),
+///   logger: logger,
+///   metrics: OutboxMetrics(outboxName: "orders")
+/// ) { envelope in
+///   try await broker.publish(envelope.message, idempotencyKey: envelope.id)
+/// }
+/// let group = ServiceGroup(
+///   services: [server, delivery],
+///   gracefulShutdownSignals: [.sigterm, .sigint],
+///   logger: logger
+/// )
+/// try await group.run()
+/// ```
+///
+/// ``run()`` starts delivery (as
+/// ``Outbox/start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``
+/// does, taking the file's deliverer lock or waiting for it) and returns when the service is
+/// told to stop:
+///
+/// - On graceful shutdown it takes no new message, lets the delivery in progress finish for up
+///   to `shutdownGracePeriod` (on the outbox's clock), then cancels it (its message stays and
+///   is delivered again by the next start), gives back the deliverer lock, and returns. A
+///   message whose delivery returned is recorded as delivered before `run()` returns: it is
+///   not delivered again.
+/// - Cancelled (the group's own shutdown timeout, or a failing sibling service), it stops at
+///   once, as ``Outbox/stop()`` does.
+///
+/// `run()` does not close the outbox: the process may still append (a request in flight) until
+/// it closes the outbox itself.
+///
+/// ## Logs
+///
+/// Quiet at `info` while things go well: one line when delivery starts and one when it stops.
+///
+/// | Level | When | Metadata |
+/// |---|---|---|
+/// | `info` | delivery started; stopped (graceful or cancelled) | `orderly.outbox` |
+/// | `trace` | a message appended or merged | `orderly.message_id`, `orderly.sequence`, `orderly.partition` |
+/// | `debug` | a delivery begins; a message delivered | the above, `orderly.attempt` |
+/// | `warning` | an attempt failed and will be retried | the above, `orderly.retry_in`, `orderly.reason` |
+/// | `error` | a message became a dead letter; recording a delivery failed (retried) | the above, `orderly.reason`, `orderly.line_stopped` |
+///
+/// ## Traces
+///
+/// Each attempt runs in a span named `orderly.outbox.deliver`, of kind consumer, with the
+/// attributes `orderly.outbox`, `orderly.outbox.message_id`, `orderly.outbox.attempt`,
+/// `orderly.outbox.sequence` and `orderly.outbox.partition`. The span starts a trace of its
+/// own and is linked to the context stored with the message by
+/// ``OrderlyOutbox/Outbox/appendTraced(_:partition:headers:context:instrument:)``.
+public struct OutboxService<Message: Codable & Sendable>: Service {
+  /// The outbox delivered.
+  public let outbox: Outbox<Message>
+  /// The outbox's name in logs, metrics and spans.
+  public let name: String
+  /// How long a delivery in progress may go on after graceful shutdown begins.
+  public let shutdownGracePeriod: Duration
+
+  private let limit: Int
+  private let retry: RetryPolicy
+  private let onDeadLetter: DeadLetterPolicy
+  private let whenDeliveredElsewhere: WhenDeliveredElsewhere
+  private let pollInterval: Duration
+  private let logger: Logger
+  private let metrics: OutboxMetrics?
+  private let spans: DeliverySpans
+  private let deliver: @Sendable (Envelope<Message>) async throws -> Void
+  /// The outbox's events from the service's creation on, for its logs and metrics.
+  private let events: AsyncStream<OutboxEvent>
+
+  /// Creates the service; nothing is delivered until ``run()``.
+  ///
+  /// Its logs and metrics cover what happens from now on (an append between now and ``run()``
+  /// is counted): create it before the code that appends starts.
+  ///
+  /// - Parameters:
+  ///   - outbox: The outbox to deliver.
+  ///   - name: Its name in logs, metrics and spans; the file's name (or `outbox`) by default.
+  ///   - limit: How many lines deliver at once.
+  ///   - retry: When a failed delivery is tried again.
+  ///   - onDeadLetter: Whether a line waits at a dead letter or goes on.
+  ///   - whenDeliveredElsewhere: What to do when another process delivers the same file.
+  ///   - pollInterval: How often the outbox looks for other processes' appends.
+  ///   - shutdownGracePeriod: How long a delivery in progress may go on after graceful shutdown
+  ///     begins; 10 seconds by default.
+  ///   - logger: Where the service logs (see the table above).
+  ///   - metrics: The metrics to record; none by default.
+  ///   - tracer: The tracer of the delivery spans; the process's bootstrapped tracer by default
+  ///     (which does nothing unless one was bootstrapped).
+  ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
+  public init(
+    outbox: Outbox<Message>,
+    name: String? = nil,
+    limit: Int = 4,
+    retry: RetryPolicy = .standard,
+    onDeadLetter: DeadLetterPolicy = .stopLine,
+    whenDeliveredElsewhere: WhenDeliveredElsewhere = .wait,
+    pollInterval: Duration = .seconds(1),
+    shutdownGracePeriod: Duration = .seconds(10),
+    logger: Logger = Logger(label: "orderly.outbox"),
+    metrics: OutboxMetrics? = nil,
+    tracer: (any Tracer)? = nil,
+    deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
+  ) {
+    self.outbox = outbox
+    self.name =
+      name ?? outbox.path.map { URL(fileURLWithPath: $0).deletingPathExtension().lastPathComponent }
+      ?? "outbox"
+    self.limit = limit
+    self.retry = retry
+    self.onDeadLetter = onDeadLetter
+    self.whenDeliveredElsewhere = whenDeliveredElsewhere
+    self.pollInterval = pollInterval
+    self.shutdownGracePeriod = shutdownGracePeriod
+    var logger = logger
+    logger[metadataKey: "orderly.outbox"] = .string(self.name)
+    self.logger = logger
+    self.metrics = metrics
+    let chosen: any Tracer = tracer ?? InstrumentationSystem.tracer
+    spans = DeliverySpans(tracer: chosen)
+    self.deliver = deliver
+    events = outbox.events
+  }
+
+  /// Delivers until graceful shutdown or cancellation, then stops (see the type's discussion).
+  ///
+  /// - Throws: An ``OutboxError`` if delivery cannot start (the outbox is closed or delivering
+  ///   already, an option is invalid, or another process delivers the file and
+  ///   `whenDeliveredElsewhere` is ``WhenDeliveredElsewhere/fail``).
+  public func run() async throws {
+    // Subscribed when the service was created, so that nothing since is missed.
+    let observer = Task { [outbox, logger, metrics, events] in
+      for await event in events {
+        Self.log(event, to: logger)
+        metrics?.record(event, pending: outbox.pendingCount)
+      }
+    }
+    // Cancelled, the observer still reads every event already emitted, then ends: awaited,
+    // it has logged and counted everything up to the stop.
+    func endObserver() async {
+      observer.cancel()
+      await observer.value
+    }
+    do {
+      try outbox.start(
+        limit: limit,
+        retry: retry,
+        onDeadLetter: onDeadLetter,
+        whenDeliveredElsewhere: whenDeliveredElsewhere,
+        pollInterval: pollInterval,
+        deliver: wrapped()
+      )
+    } catch {
+      await endObserver()
+      logger.error("outbox delivery could not start", metadata: ["orderly.reason": "\(error)"])
+      throw error
+    }
+    logger.info("outbox delivery started", metadata: ["orderly.pending": "\(outbox.pendingCount)"])
+    do {
+      try await gracefulShutdown()
+      // Paused first, synchronously: once the line below is logged, no line takes a new
+      // message; the delivery in flight finishes and is recorded (or is cancelled by the stop
+      // when the grace period ends).
+      let wasPaused = outbox.isPaused
+      outbox.pause()
+      logger.info(
+        "outbox delivery stopping: graceful shutdown, no new messages taken",
+        metadata: ["orderly.grace_period": "\(shutdownGracePeriod)"]
+      )
+      await outbox.stop(gracePeriod: shutdownGracePeriod)
+      if !wasPaused { outbox.resume() }
+    } catch {
+      await outbox.stop()
+    }
+    await endObserver()
+    if let metrics {
+      // In a task of its own: this one may be cancelled, and the read would be too.
+      let outbox = self.outbox
+      await Task { try? await metrics.recordGauges(of: outbox) }.value
+    }
+    logger.info("outbox delivery stopped", metadata: ["orderly.pending": "\(outbox.pendingCount)"])
+  }
+
+  /// The delivery closure with its span, its timing and its debug lines.
+  private func wrapped() -> @Sendable (Envelope<Message>) async throws -> Void {
+    let measured = metrics?.measure(deliver) ?? deliver
+    return { [logger, spans, name] envelope in
+      logger.debug("delivering", metadata: Self.metadata(of: envelope))
+      try await spans.deliver(envelope, outboxName: name) { try await measured(envelope) }
+    }
+  }
+
+  static func metadata(of envelope: Envelope<Message>) -> Logger.Metadata {
+    var metadata: Logger.Metadata = [
+      "orderly.message_id": "\(envelope.id)",
+      "orderly.sequence": "\(envelope.sequence)",
+      "orderly.attempt": "\(envelope.attempt)",
+    ]
+    if let partition = envelope.partition { metadata["orderly.partition"] = "\(partition)" }
+    return metadata
+  }
+
+  static func log(_ event: OutboxEvent, to logger: Logger) {
+    var metadata: Logger.Metadata = [
+      "orderly.message_id": "\(event.id)",
+      "orderly.sequence": "\(event.sequence)",
+    ]
+    switch event {
+    case .appended(_, _, let partition):
+      if let partition { metadata["orderly.partition"] = "\(partition)" }
+      logger.trace("appended", metadata: metadata)
+    case .merged(_, _, let partition):
+      if let partition { metadata["orderly.partition"] = "\(partition)" }
+      logger.trace("merged into a pending message", metadata: metadata)
+    case .delivering:
+      // Logged by the delivery closure, which knows the partition.
+      break
+    case .delivered:
+      logger.debug("delivered", metadata: metadata)
+    case .retrying(_, _, let attempt, let delay, let reason):
+      metadata["orderly.attempt"] = "\(attempt)"
+      metadata["orderly.retry_in"] = "\(delay)"
+      metadata["orderly.reason"] = "\(reason)"
+      logger.warning("delivery failed; will retry", metadata: metadata)
+    case .deadLettered(_, _, let reason, let lineStopped):
+      metadata["orderly.reason"] = "\(reason)"
+      metadata["orderly.line_stopped"] = "\(lineStopped)"
+      logger.error("message moved to the dead letters", metadata: metadata)
+    case .recordFailed(_, _, let reason, let delay):
+      metadata["orderly.reason"] = "\(reason)"
+      metadata["orderly.retry_in"] = "\(delay)"
+      logger.error("recording a delivery failed; will retry", metadata: metadata)
+    }
+  }
+}
+#endif

@@ -1,0 +1,137 @@
+#if Server
+public import Foundation
+public import GRDB
+public import Instrumentation
+public import OrderlyOutbox
+import Tracing
+
+/// Writes a trace context into a message's headers.
+struct HeadersInjector: Injector {
+  func inject(_ value: String, forKey key: String, into carrier: inout [String: String]) {
+    carrier[key] = value
+  }
+}
+
+/// Reads a trace context from a message's headers.
+struct HeadersExtractor: Extractor {
+  func extract(key: String, from carrier: [String: String]) -> String? {
+    carrier[key]
+  }
+}
+
+extension Outbox {
+  /// Appends a message with the caller's trace context in its headers, so that its delivery,
+  /// maybe in another process after a restart, is linked to the request that caused it.
+  ///
+  /// The instrument writes the context (for W3C trace context, a `traceparent` header) with
+  /// ``Outbox/append(_:partition:headers:)``; ``OutboxService`` reads it back when it delivers.
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
+  ///   - headers: Other headers to store with it.
+  ///   - context: The trace context to carry; the task's current one by default.
+  ///   - instrument: What writes it; the process's bootstrapped instrument by default.
+  /// - Returns: The message's identifier.
+  /// - Throws: As ``Outbox/append(_:partition:headers:)``.
+  @discardableResult
+  public func appendTraced(
+    _ message: Message,
+    partition: String? = nil,
+    headers: [String: String] = [:],
+    context: ServiceContext? = ServiceContext.current,
+    instrument: any Instrument = InstrumentationSystem.instrument
+  ) async throws(OutboxError) -> UUID {
+    try await append(
+      message,
+      partition: partition,
+      headers: Self.injecting(context, into: headers, using: instrument)
+    )
+  }
+
+  /// Appends a message with the caller's trace context inside a write transaction of the
+  /// outbox's database (see ``Outbox/append(_:partition:headers:in:)``).
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
+  ///   - headers: Other headers to store with it.
+  ///   - context: The trace context to carry; the task's current one by default.
+  ///   - instrument: What writes it; the process's bootstrapped instrument by default.
+  ///   - db: A connection inside a write transaction on the outbox's database.
+  /// - Returns: The message's identifier.
+  /// - Throws: As ``Outbox/append(_:partition:headers:in:)``.
+  @discardableResult
+  public func appendTraced(
+    _ message: Message,
+    partition: String? = nil,
+    headers: [String: String] = [:],
+    context: ServiceContext? = ServiceContext.current,
+    instrument: any Instrument = InstrumentationSystem.instrument,
+    in db: Database
+  ) throws -> UUID {
+    try append(
+      message,
+      partition: partition,
+      headers: Self.injecting(context, into: headers, using: instrument),
+      in: db
+    )
+  }
+
+  private static func injecting(
+    _ context: ServiceContext?,
+    into headers: [String: String],
+    using instrument: any Instrument
+  ) -> [String: String] {
+    guard let context else { return headers }
+    var headers = headers
+    instrument.inject(context, into: &headers, using: HeadersInjector())
+    return headers
+  }
+}
+
+/// Runs each delivery in a span of its own, linked to the trace its message was appended in.
+struct DeliverySpans: Sendable {
+  private let run:
+    @Sendable (
+      _ name: String,
+      _ attributes: SpanAttributes,
+      _ link: ServiceContext?,
+      _ body: @Sendable () async throws -> Void
+    ) async throws -> Void
+  private let extract: @Sendable ([String: String]) -> ServiceContext?
+
+  init(tracer: some Tracer) {
+    run = { name, attributes, link, body in
+      try await tracer.withSpan(name, context: .topLevel, ofKind: .consumer) { span in
+        span.attributes = attributes
+        if let link { span.addLink(SpanLink(context: link, attributes: [:])) }
+        try await body()
+      }
+    }
+    extract = { headers in
+      guard !headers.isEmpty else { return nil }
+      var context = ServiceContext.topLevel
+      tracer.extract(headers, into: &context, using: HeadersExtractor())
+      return context
+    }
+  }
+
+  /// The span's name: `orderly.outbox.deliver`.
+  static let operationName = "orderly.outbox.deliver"
+
+  func deliver<Message>(
+    _ envelope: Envelope<Message>,
+    outboxName: String,
+    _ body: @escaping @Sendable () async throws -> Void
+  ) async throws {
+    var attributes = SpanAttributes()
+    attributes["orderly.outbox"] = outboxName
+    attributes["orderly.outbox.message_id"] = envelope.id.uuidString
+    attributes["orderly.outbox.attempt"] = envelope.attempt
+    attributes["orderly.outbox.sequence"] = Int(envelope.sequence)
+    if let partition = envelope.partition { attributes["orderly.outbox.partition"] = partition }
+    try await run(Self.operationName, attributes, extract(envelope.headers), body)
+  }
+}
+#endif
