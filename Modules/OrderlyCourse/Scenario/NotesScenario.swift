@@ -1,6 +1,6 @@
 import Foundation
-public import OrderlyRepository
 internal import OrderlyCore
+public import OrderlyRepository
 import Synchronization
 
 /// The notes screen's seven-call scenario, run under one of four strategies, with the facts to
