@@ -230,6 +230,25 @@ package.targets += [
 // MARK: - Tests
 
 package.targets += [
+  // The code samples the DocC catalogs show, compiled by every `swift build`: docs-gen fills each
+  // `orderly:sample` region from here, so a sample that stops compiling fails the build. No
+  // product.
+  .target(
+    name: "DocSamples",
+    dependencies: [
+      "OrderlyCore",
+      .target(name: "OrderlyOutbox", condition: sqlite),
+      .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
+      .target(name: "OrderlyServer", condition: server),
+      .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
+      .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: server),
+      .product(name: "Logging", package: "swift-log", condition: server),
+    ],
+    path: "Tests/DocSamples"
+  )
+]
+
+package.targets += [
   // Writes a note to an SQLite file, says so, and waits to be killed: for the durability test.
   .executableTarget(
     name: "notes-sqlite-probe",

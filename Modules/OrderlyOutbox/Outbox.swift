@@ -15,7 +15,7 @@ import Synchronization
 ///
 /// ```swift
 /// let outbox = try Outbox<NoteChange>(path: folder + "/outbox.sqlite")
-/// try await outbox.append(.edit(noteID: 7, title: "Groceries"))   // on disk once it returns
+/// try await outbox.append(NoteChange(noteID: 7, text: "milk, eggs"))  // on disk once it returns
 /// try outbox.start { envelope in
 ///   try await api.send(envelope.message, idempotencyKey: envelope.id)
 /// }
@@ -281,8 +281,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///
   /// ```swift
   /// try await database.write { db in
-  ///   try note.update(db)
-  ///   try outbox.append(.edit(note), in: db)
+  ///   try db.execute(sql: "UPDATE note SET text = ? WHERE id = ?", arguments: ["milk", 7])
+  ///   try outbox.append(NoteChange(noteID: 7, text: "milk"), in: db)
   /// }
   /// ```
   ///

@@ -11,6 +11,9 @@
 //                                             drawn from the log lines EXAMPLE prints (from the
 //                                             first line starting with FROM, if given)
 //   <!-- orderly:gallery -->                  the table of every example's front matter
+//   <!-- orderly:sample NAME -->              the lines between `// sample: NAME` and
+//                                             `// end sample` in Tests/DocSamples, a target
+//                                             `swift build` compiles: DocC's code samples
 // An example whose front matter says `output: varies` shows a recorded run: its output regions
 // are compared (and rewritten) only when more than their numbers differ.
 // With no FILE: README.md, every Markdown file under docs/ and the DocC catalogs in Modules/.
@@ -172,6 +175,36 @@ func code(of example: String) throws -> String {
   return text
 }
 
+/// The lines of a compiled code sample: those between `// sample: NAME` and `// end sample` in
+/// a file of Tests/DocSamples, without their common indentation.
+func sample(named name: String) throws -> [String] {
+  let folder = root.appendingPathComponent("Tests/DocSamples")
+  let files = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+  for file in files.sorted() where file.hasSuffix(".swift") {
+    let url = folder.appendingPathComponent(file)
+    guard let text = try? String(contentsOf: url, encoding: .utf8) else { continue }
+    let lines = text.components(separatedBy: "\n")
+    guard
+      let start = lines.firstIndex(where: {
+        $0.trimmingCharacters(in: .whitespaces) == "// sample: \(name)"
+      })
+    else { continue }
+    guard
+      let end = lines[(start + 1)...].firstIndex(where: {
+        $0.trimmingCharacters(in: .whitespaces) == "// end sample"
+      })
+    else {
+      throw DocsGenError(description: "Tests/DocSamples/\(file): no `// end sample` after \(name)")
+    }
+    let body = Array(lines[(start + 1)..<end])
+    let indent =
+      body.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+      .map { $0.prefix { $0 == " " }.count }.min() ?? 0
+    return body.map { String($0.dropFirst(min(indent, $0.prefix { $0 == " " }.count))) }
+  }
+  throw DocsGenError(description: "no sample named '\(name)' in Tests/DocSamples")
+}
+
 // MARK: - Pictures
 
 /// The timeline picture of an example's log lines, from the first line starting with `from`.
@@ -274,7 +307,7 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
     }
     let words = line.dropFirst("<!-- orderly:".count).split(separator: " ").map(String.init)
     guard words.last == "-->", let kind = words.first,
-      ["output", "code", "picture", "gallery"].contains(kind)
+      ["output", "code", "picture", "gallery", "sample"].contains(kind)
     else {
       throw DocsGenError(description: "\(file):\(index + 1): bad marker \(line)")
     }
@@ -304,6 +337,8 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
       block =
         ["```swift"] + source.trimmingCharacters(in: .newlines).components(separatedBy: "\n")
         + ["```"]
+    case "sample":
+      block = ["```swift"] + (try sample(named: arguments[0])) + ["```"]
     case "picture":
       let example = arguments[0]
       let section = arguments.count > 1 ? arguments[1] : nil
