@@ -39,7 +39,6 @@ let package = Package(
   ],
   dependencies: [
     .package(url: "https://github.com/apple/swift-collections", from: "1.6.0"),
-    .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
     // The Server trait's packages: fetched only by a package that enables it.
@@ -174,17 +173,14 @@ package.targets += [
 let examples: [(name: String, dependencies: [Target.Dependency])] = discoverExamples()
 
 func discoverExamples() -> [(name: String, dependencies: [Target.Dependency])] {
-  // Products of other packages that examples may import, by module name.
-  let external: [String: Target.Dependency] = [
-    "AsyncAlgorithms": .product(name: "AsyncAlgorithms", package: "swift-async-algorithms")
-  ]
   let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
   let folder = root.appendingPathComponent("Examples")
   let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
   return names.sorted().compactMap { name in
     let readme = folder.appendingPathComponent(name).appendingPathComponent("README.md")
-    // An example with a Package.swift of its own (notes-sync) brings dependencies the root
-    // package must never fetch: it is built and tested in its folder, by .ci/run.
+    // An example with a Package.swift of its own (notes-sync, async-channel-pipeline) brings
+    // dependencies the root package must never fetch: it is built and tested in its folder, by
+    // .ci/run.
     let manifest = folder.appendingPathComponent(name).appendingPathComponent("Package.swift")
     if FileManager.default.fileExists(atPath: manifest.path) { return nil }
     guard let text = try? String(contentsOf: readme, encoding: .utf8) else { return nil }
@@ -198,7 +194,7 @@ func discoverExamples() -> [(name: String, dependencies: [Target.Dependency])] {
       .map { $0.dropFirst("modules:".count).split(separator: ",") } ?? []
     let dependencies: [Target.Dependency] = modules.map { module in
       let module = module.trimmingCharacters(in: .whitespaces)
-      return external[module] ?? .target(name: module)
+      return .target(name: module)
     }
     return (name, dependencies)
   }

@@ -20,7 +20,7 @@ let gallery: [GalleryEntry] = [
   GalleryEntry(name: "serial-queue", title: "SerialQueue", lesson: 3,
     summary: "The seven calls from synchronous code through one SerialQueue: in order, typed results and errors.", command: "swift run serial-queue"),
   GalleryEntry(name: "async-channel-pipeline", title: "AsyncChannel pipeline", lesson: 4,
-    summary: "A serial download manager on an AsyncChannel, then on a SerialQueue.", command: "swift run async-channel-pipeline"),
+    summary: "A serial download manager on an AsyncChannel, then on a SerialQueue.", command: "swift run --package-path Examples/async-channel-pipeline async-channel-pipeline"),
   GalleryEntry(name: "barrier", title: "Barriers", lesson: 4,
     summary: "Reads side by side, a refresh that runs alone.", command: "swift run barrier"),
   GalleryEntry(name: "bounded-concurrency", title: "Bounded concurrency", lesson: 4,

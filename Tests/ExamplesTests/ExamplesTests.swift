@@ -144,17 +144,6 @@ struct ExamplesTests {
     #expect(output.contains("serial: limit 1"))
   }
 
-  @Test("async-channel-pipeline: both pipelines save in order; the cancelled file is skipped")
-  func asyncChannelPipeline() async throws {
-    let output = try await runExample("async-channel-pipeline")
-    let all = "saved in order: 0.jpg 1.jpg 2.jpg 3.jpg 4.jpg 5.jpg 6.jpg 7.jpg"
-    #expect(output.contains("AsyncChannel + for await (the “run serially” answer):\n  \(all)"))
-    #expect(
-      output.contains("SerialQueue:\n  saved in order: 0.jpg 1.jpg 2.jpg 3.jpg 4.jpg 6.jpg 7.jpg")
-    )
-    #expect(output.contains("files on disk: 7"))
-  }
-
   @Test("keyed-serial-queue: every document ends at its latest version; lines are freed")
   func keyedSerialQueue() async throws {
     let output = try await runExample("keyed-serial-queue")
