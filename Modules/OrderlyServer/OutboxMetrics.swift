@@ -96,8 +96,8 @@ public struct OutboxMetrics: Sendable {
   /// Counts an event, and sets the pending gauge.
   ///
   /// - Parameters:
-  ///   - event: An event from ``Outbox/events``.
-  ///   - pending: The outbox's ``Outbox/pendingCount`` now.
+  ///   - event: An event from `Outbox.events`.
+  ///   - pending: The outbox's `Outbox.pendingCount` now.
   public func record(_ event: OutboxEvent, pending: Int) {
     switch event {
     case .appended: appended.increment()
@@ -114,7 +114,7 @@ public struct OutboxMetrics: Sendable {
   /// - Parameters:
   ///   - outbox: The outbox.
   ///   - now: The time the age is measured at.
-  /// - Throws: ``OutboxError`` if the outbox cannot be read (it is closed, say).
+  /// - Throws: `OutboxError` if the outbox cannot be read (it is closed, say).
   public func recordGauges<Message>(of outbox: Outbox<Message>, now: Date = Date())
     async throws(OutboxError)
   {

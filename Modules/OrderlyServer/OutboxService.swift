@@ -28,7 +28,7 @@ public import Tracing
 /// ```
 ///
 /// ``run()`` starts delivery (as
-/// ``Outbox/start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``
+/// `Outbox.start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)`
 /// does, taking the file's deliverer lock or waiting for it) and returns when the service is
 /// told to stop:
 ///
@@ -38,7 +38,7 @@ public import Tracing
 ///   message whose delivery returned is recorded as delivered before `run()` returns: it is
 ///   not delivered again.
 /// - Cancelled (the group's own shutdown timeout, or a failing sibling service), it stops at
-///   once, as ``Outbox/stop()`` does.
+///   once, as `Outbox.stop()` does.
 ///
 /// `run()` does not close the outbox: the process may still append (a request in flight) until
 /// it closes the outbox itself.
@@ -138,9 +138,9 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
 
   /// Delivers until graceful shutdown or cancellation, then stops (see the type's discussion).
   ///
-  /// - Throws: An ``OutboxError`` if delivery cannot start (the outbox is closed or delivering
+  /// - Throws: An `OutboxError` if delivery cannot start (the outbox is closed or delivering
   ///   already, an option is invalid, or another process delivers the file and
-  ///   `whenDeliveredElsewhere` is ``WhenDeliveredElsewhere/fail``).
+  ///   `whenDeliveredElsewhere` is `.fail`).
   public func run() async throws {
     // Subscribed when the service was created, so that nothing since is missed.
     let observer = Task { [outbox, logger, metrics, events] in

@@ -24,7 +24,7 @@ extension Outbox {
   /// maybe in another process after a restart, is linked to the request that caused it.
   ///
   /// The instrument writes the context (for W3C trace context, a `traceparent` header) with
-  /// ``Outbox/append(_:partition:headers:)``; ``OutboxService`` reads it back when it delivers.
+  /// `Outbox.append(_:partition:headers:)`; ``OutboxService`` reads it back when it delivers.
   ///
   /// - Parameters:
   ///   - message: The message.
@@ -33,7 +33,7 @@ extension Outbox {
   ///   - context: The trace context to carry; the task's current one by default.
   ///   - instrument: What writes it; the process's bootstrapped instrument by default.
   /// - Returns: The message's identifier.
-  /// - Throws: As ``Outbox/append(_:partition:headers:)``.
+  /// - Throws: As `Outbox.append(_:partition:headers:)`.
   @discardableResult
   public func appendTraced(
     _ message: Message,
@@ -50,7 +50,7 @@ extension Outbox {
   }
 
   /// Appends a message with the caller's trace context inside a write transaction of the
-  /// outbox's database (see ``Outbox/append(_:partition:headers:in:)``).
+  /// outbox's database (see `Outbox.append(_:partition:headers:in:)`).
   ///
   /// - Parameters:
   ///   - message: The message.
@@ -60,7 +60,7 @@ extension Outbox {
   ///   - instrument: What writes it; the process's bootstrapped instrument by default.
   ///   - db: A connection inside a write transaction on the outbox's database.
   /// - Returns: The message's identifier.
-  /// - Throws: As ``Outbox/append(_:partition:headers:in:)``.
+  /// - Throws: As `Outbox.append(_:partition:headers:in:)`.
   @discardableResult
   public func appendTraced(
     _ message: Message,

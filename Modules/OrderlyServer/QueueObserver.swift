@@ -7,7 +7,7 @@ public import ServiceLifecycle
 
 /// Turns a queue's events into logs and metrics, as a swift-service-lifecycle `Service`.
 ///
-/// Queues are values in memory with no loop of their own; their ``QueueEvent`` sequence says
+/// Queues are values in memory with no loop of their own; their `QueueEvent` sequence says
 /// what happened. Give the observer that sequence, and run it in the `ServiceGroup` (or in a
 /// task of its own):
 ///
