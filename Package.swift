@@ -151,7 +151,9 @@ package.targets += [
   ),
   // The `orderly` command: `orderly demo` and `orderly shell`. Thin: the logic is in the modules.
   .executableTarget(
-    name: "OrderlyCLI",
+    // Named as the command: `swift run orderly` runs a root package's executable target by its
+    // name (there is no product, see above).
+    name: "orderly",
     dependencies: [
       "OrderlyCore", "OrderlyRepository", "OrderlySQLite", "OrderlyCourse",
       .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -338,7 +340,7 @@ package.targets += [
   .testTarget(
     name: "OrderlyCLITests",
     // Runs the built `orderly` binary; depending on its target builds it first.
-    dependencies: ["OrderlyCLI", "BuiltProducts"]
+    dependencies: ["orderly", "BuiltProducts"]
   ),
   .testTarget(
     name: "ExamplesTests",

@@ -55,6 +55,25 @@ struct NotesScenarioTests {
     #expect(timeline[0].contains("█") && !timeline[0].contains("▒"))
     #expect(timeline.last?.hasSuffix(" ms") == true)
   }
+
+  @Test("an in-order run with a failing call has no consequences: the comparison fails it too")
+  @MainActor
+  func failingCallIsNoConsequence() async throws {
+    for failing in 1...7 {
+      for strategy in [NotesScenario<ManualClock>.Strategy.serial, .sequential] {
+        let run = try await run(strategy, seed: 7, failingCall: failing)
+        #expect(run.inOrder)
+        #expect(
+          run.consequences.isEmpty,
+          "\(strategy), call \(failing) failing: \(run.consequences)"
+        )
+      }
+    }
+    // The comparison is still made: out of order, a failed create is not what call 4 misses.
+    let answers = await NotesScenario<ManualClock>.answersInOrder(failingCall: 3)
+    #expect(answers[2] == "injected failure: call 1 of createNote")
+    #expect(answers[3] == "2 notes")
+  }
 }
 
 @Suite("NotesScenario latencies belong to call numbers")

@@ -132,7 +132,7 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
       strategy: strategy,
       seed: seed,
       entries: entries,
-      consequences: await Self.findConsequences(in: entries)
+      consequences: await Self.findConsequences(in: entries, failingCall: failingCall)
     )
   }
 
@@ -161,11 +161,20 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
   /// What the seven calls answer when each waits for the one before: the answers a screen
   /// expects.
   ///
-  /// - Returns: Each call's summary, by call number (the first is call 1's).
-  public static func answersInOrder() async -> [String] {
+  /// - Parameter failingCall: The call, 1 to 7, that fails (and so changes nothing), as in the
+  ///   run being compared; `nil` for none.
+  /// - Returns: Each call's summary, by call number (the first is call 1's); the failing call's
+  ///   is its error.
+  public static func answersInOrder(failingCall: Int? = nil) async -> [String] {
     let service = InMemoryNotesService(notes: startingNotes)
     var answers: [String] = []
-    for operation in calls {
+    for (index, operation) in calls.enumerated() {
+      if index + 1 == failingCall {
+        // Numbered as the scenario's service numbers it: the n-th call of that operation.
+        let number = calls.prefix(index + 1).filter { $0 == operation }.count
+        answers.append("\(InjectedFailure(operation: operation, call: number))")
+        continue
+      }
       do {
         answers.append(try await perform(operation, on: service))
       } catch {
@@ -182,11 +191,13 @@ public struct NotesScenario<C: Clock>: Sendable where C.Duration == Duration {
   /// - Returns: One sentence per call that answered differently, in call order, such as
   ///   `call 4 fetchNotes saw 2 notes; in order it would have seen 3 notes`.
   public func consequences(of entries: [ActivityEntry]) async -> [String] {
-    await Self.findConsequences(in: entries)
+    await Self.findConsequences(in: entries, failingCall: failingCall)
   }
 
-  static func findConsequences(in entries: [ActivityEntry]) async -> [String] {
-    let expected = await answersInOrder()
+  /// Compares a run with the in-order run that has the same failing call: a failed call is
+  /// part of the story in both, not a consequence of the order.
+  static func findConsequences(in entries: [ActivityEntry], failingCall: Int?) async -> [String] {
+    let expected = await answersInOrder(failingCall: failingCall)
     var sentences: [String] = []
     for entry in entries.sorted(by: { $0.call < $1.call }) {
       guard case .finish(let answer) = entry.kind, expected.indices.contains(entry.call - 1)
