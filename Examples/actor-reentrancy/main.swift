@@ -36,6 +36,6 @@ for task in tasks { await task.value }
 for entry in log.entries { print("  \(entry)") }
 print("Calls inside the actor at once, at most: \(await repository.mostCallsInside)")
 print("Verdict: \(log.verdict)")
-print("What went wrong because of the order:")
 let consequences = await scenario.consequences(of: log.entries)
+print("What went wrong because of the order:" + (consequences.isEmpty ? " nothing" : ""))
 for sentence in consequences { print("  \(sentence)") }

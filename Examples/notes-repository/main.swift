@@ -33,7 +33,7 @@ func show(_ log: ActivityLog) async {
   for entry in log.entries { print("  \(entry)") }
   print("Verdict: \(log.verdict)")
   let consequences = await scenario.consequences(of: log.entries)
-  if !consequences.isEmpty { print("What went wrong because of the order:") }
+  print("What went wrong because of the order:" + (consequences.isEmpty ? " nothing" : ""))
   for sentence in consequences { print("  \(sentence)") }
 }
 

@@ -144,7 +144,9 @@ struct DemoCommand: AsyncParsableCommand {
       for line in run.timeline() { print("  " + line) }
       let verdict = "Verdict: \(run.verdict)"
       print(run.inOrder ? paint.green(verdict) : paint.red(verdict))
-      if !run.consequences.isEmpty {
+      if run.consequences.isEmpty {
+        print("What went wrong because of the order: nothing")
+      } else {
         print("What went wrong because of the order:")
         for sentence in run.consequences { print("  " + paint.red(sentence)) }
       }

@@ -81,3 +81,72 @@ struct TimelinePictureTests {
     )
   }
 }
+
+@Suite("TimelinePicture: damage on the picture")
+struct TimelinePictureDamageTests {
+  @Test("consequence sentences become a few words per call")
+  func damageFromConsequences() {
+    let damage = TimelinePicture.damage(fromConsequences: [
+      "  call 2 fetchNote saw note 1: shopping; in order it would have seen note 1: groceries",
+      "call 4 fetchNotes saw 2 notes; in order it would have seen 3 notes",
+      "not a consequence",
+    ])
+    #expect(
+      damage == [2: "saw note 1: shopping, not note 1: groceries", 4: "saw 2 notes, not 3 notes"]
+    )
+  }
+
+  @Test("a wrong answer is hatched, named beside its bar, in the legend, the caption and the text")
+  func wrongAnswerDrawn() {
+    let picture = TimelinePicture(
+      rows: [
+        .init(label: "1 fetchNotes", start: 0, end: 2, outcome: .finished),
+        .init(
+          label: "2 fetchNotes",
+          start: 1,
+          end: 3,
+          outcome: .finished,
+          damage: "saw 2 notes, not 3 notes"
+        ),
+      ],
+      unit: "step",
+      caption: "out of order",
+      answersChecked: true
+    )
+    let svg = picture.svg()
+    #expect(picture.fullCaption == "out of order — 1 of 2 calls answered wrongly")
+    #expect(svg.contains("fill=\"url(#wrong-answer)\""))
+    #expect(svg.contains("✗ saw 2 notes, not 3 notes"))
+    #expect(svg.contains(">wrong answer</text>"))
+    #expect(
+      svg.contains(
+        "<title id=\"picture-title\">out of order — 1 of 2 calls answered wrongly</title>"
+      )
+    )
+    #expect(svg.contains("2 fetchNotes: wrong answer, saw 2 notes, not 3 notes"))
+  }
+
+  @Test("a healthy run says so; a picture whose answers were not checked says nothing of them")
+  func healthyRun() {
+    let rows = [TimelinePicture.Row(label: "1 fetchNotes", start: 0, end: 1, outcome: .finished)]
+    let checked = TimelinePicture(
+      rows: rows,
+      unit: "step",
+      caption: "in order",
+      answersChecked: true
+    )
+    #expect(checked.fullCaption == "in order — every answer as in order")
+    #expect(!checked.svg().contains("wrong-answer)"))
+    let unchecked = TimelinePicture(rows: rows, unit: "step", caption: "in order")
+    #expect(unchecked.fullCaption == "in order")
+  }
+
+  @Test("a long caption wraps inside the picture instead of running off its edge")
+  func captionWraps() {
+    let rows = [TimelinePicture.Row(label: "1 fetchNotes", start: 0, end: 1, outcome: .finished)]
+    let caption = Array(repeating: "word", count: 60).joined(separator: " ")
+    let svg = TimelinePicture(rows: rows, unit: "step", caption: caption).svg()
+    let captionLines = svg.split(separator: "\n").filter { $0.contains("font-weight=\"bold\"") }
+    #expect(captionLines.count >= 3)
+  }
+}

@@ -220,15 +220,40 @@ func picture(of example: String, from: String?) throws -> String {
   // The events of one section: indented log lines, up to the first line that is not one.
   var section: [String] = []
   var caption: String?
-  for line in lines.dropFirst(from == nil ? 0 : 1) {
+  var rest: ArraySlice<String> = []
+  let body = lines.dropFirst(from == nil ? 0 : 1)
+  var sectionEnded = false
+  for (index, line) in zip(body.indices, body) {
     if line.hasPrefix("Verdict: ") {
       caption = String(line.dropFirst("Verdict: ".count))
+      rest = body[(index + 1)...]
       break
     }
-    if !line.hasPrefix(" "), !section.isEmpty { break }
+    // After the log, other lines may come before its verdict ("Calls inside the actor at
+    // once: 3"); the next indented line is another log, whose verdict is not this one's.
+    if sectionEnded {
+      if line.hasPrefix(" ") { break }
+      continue
+    }
+    if !line.hasPrefix(" "), !section.isEmpty {
+      sectionEnded = true
+      continue
+    }
     section.append(line)
   }
-  let rows = TimelinePicture.rows(fromLog: section)
+  // The damage, when the example compared its answers with the in-order run's.
+  var consequences: [String] = []
+  var answersChecked = false
+  if let heading = rest.first, heading.hasPrefix("What went wrong because of the order:") {
+    answersChecked = true
+    consequences = Array(rest.dropFirst().prefix { $0.hasPrefix("  ") })
+  }
+  let damage = TimelinePicture.damage(fromConsequences: consequences)
+  var rows = TimelinePicture.rows(fromLog: section)
+  for index in rows.indices {
+    let number = rows[index].label.split(separator: " ").first.flatMap { Int($0) }
+    rows[index].damage = number.flatMap { damage[$0] }
+  }
   guard !rows.isEmpty else {
     throw DocsGenError(description: "example '\(example)' prints no log lines to draw")
   }
@@ -236,7 +261,8 @@ func picture(of example: String, from: String?) throws -> String {
   return TimelinePicture(
     rows: rows,
     unit: "step",
-    caption: caption.map { "\(title): \($0)" } ?? title
+    caption: caption.map { "\(title): \($0)" } ?? title,
+    answersChecked: answersChecked
   )
   .svg()
 }

@@ -35,6 +35,11 @@ public struct TimelinePicture: Sendable, Equatable {
     public var end: Double
     /// How the job ended: the bar's colour.
     public var outcome: Outcome
+    /// What went wrong because of the order, in a few words, as in `saw 2 notes, not 3`.
+    ///
+    /// The call finished, but its answer differs from the in-order run's. Drawn hatched, with
+    /// the words beside the bar; `nil` for an answer as in order.
+    public var damage: String?
 
     /// Creates a row.
     ///
@@ -43,11 +48,19 @@ public struct TimelinePicture: Sendable, Equatable {
     ///   - start: Where the bar starts on the axis.
     ///   - end: Where the bar ends on the axis.
     ///   - outcome: How the job ended.
-    public init(label: String, start: Double, end: Double, outcome: Outcome) {
+    ///   - damage: What went wrong because of the order; `nil` for nothing.
+    public init(
+      label: String,
+      start: Double,
+      end: Double,
+      outcome: Outcome,
+      damage: String? = nil
+    ) {
       self.label = label
       self.start = start
       self.end = end
       self.outcome = outcome
+      self.damage = damage
     }
   }
 
@@ -57,6 +70,9 @@ public struct TimelinePicture: Sendable, Equatable {
   public var unit: String
   /// The line under the picture, usually the verdict.
   public var caption: String
+  /// Whether the answers were compared with an in-order run: the caption then says how many
+  /// went wrong, or that none did.
+  public var answersChecked: Bool
 
   /// Creates a picture from rows.
   ///
@@ -64,10 +80,13 @@ public struct TimelinePicture: Sendable, Equatable {
   ///   - rows: The rows, top to bottom.
   ///   - unit: What the axis counts: `ms`, or `step`.
   ///   - caption: The line under the picture.
-  public init(rows: [Row], unit: String, caption: String) {
+  ///   - answersChecked: Whether the rows' answers were compared with an in-order run (their
+  ///     ``Row/damage`` set): the caption then counts the wrong ones, or says there are none.
+  public init(rows: [Row], unit: String, caption: String, answersChecked: Bool = false) {
     self.rows = rows
     self.unit = unit
     self.caption = caption
+    self.answersChecked = answersChecked
   }
 
   /// A picture in steps of an activity log: each entry is one step.
@@ -88,18 +107,44 @@ public struct TimelinePicture: Sendable, Equatable {
   ///
   /// - Parameter run: The run.
   public init(run: ScenarioRun) {
+    let damage = Self.damage(fromConsequences: run.consequences)
     self.init(
       rows: run.spans.map {
         Row(
           label: "\($0.call) \($0.operation)",
           start: $0.startMilliseconds,
           end: $0.endMilliseconds,
-          outcome: $0.failed ? .failed : .finished
+          outcome: $0.failed ? .failed : .finished,
+          damage: damage[$0.call]
         )
       },
       unit: "ms",
-      caption: "\(run.strategy): \(run.verdict)"
+      caption: "\(run.strategy): \(run.verdict)",
+      answersChecked: true
     )
+  }
+
+  /// The damage of each call, by call number, from consequence sentences such as
+  /// `call 4 fetchNotes saw 2 notes; in order it would have seen 3 notes` (as
+  /// ``ScenarioRun/consequences`` and the examples print them): `saw 2 notes, not 3 notes`.
+  ///
+  /// - Parameter sentences: The sentences; others are skipped.
+  /// - Returns: A few words per call that answered wrongly.
+  public static func damage(fromConsequences sentences: [String]) -> [Int: String] {
+    var damage: [Int: String] = [:]
+    for sentence in sentences {
+      let text = sentence.trimmingCharacters(in: .whitespaces)
+      guard text.hasPrefix("call "),
+        let saw = text.range(of: " saw "),
+        let wanted = text.range(of: "; in order it would have seen "),
+        saw.upperBound <= wanted.lowerBound
+      else { continue }
+      let words = text.dropFirst("call ".count).split(separator: " ")
+      guard let number = words.first.flatMap({ Int($0) }) else { continue }
+      damage[number] =
+        "saw \(text[saw.upperBound..<wanted.lowerBound]), not \(text[wanted.upperBound...])"
+    }
+    return damage
   }
 
   /// Rows in steps from log lines such as an example prints: `start 3 createNote`,
@@ -192,10 +237,15 @@ public struct TimelinePicture: Sendable, Equatable {
     let rowHeight = 26
     let labelWidth = max(120, (rows.map(\.label.count).max() ?? 0) * 8 + 24)
     let plotWidth = 520
-    let width = labelWidth + plotWidth + 24
+    let damaged = rows.filter { $0.damage != nil }
+    // The damage words sit in a column of their own, right of the bars.
+    let damageWidth =
+      damaged.isEmpty ? 0 : (damaged.compactMap { $0.damage?.count }.max() ?? 0) * 7 + 36
+    let width = labelWidth + plotWidth + damageWidth + 24
+    let captionLines = Self.wrapped(fullCaption, width: (width - 24) / 8)
     let top = 16
     let plotHeight = max(rows.count, 1) * rowHeight
-    let height = top + plotHeight + 64
+    let height = top + plotHeight + 50 + captionLines.count * 18
     let low = min(rows.map(\.start).min() ?? 0, 0)
     let high = max(rows.map(\.end).max() ?? 1, low + 1)
     func x(_ value: Double) -> Int {
@@ -204,7 +254,13 @@ public struct TimelinePicture: Sendable, Equatable {
     var parts: [String] = [
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(width)\" height=\"\(height)\" "
         + "viewBox=\"0 0 \(width) \(height)\" font-family=\"Helvetica, Arial, sans-serif\" "
-        + "font-size=\"13\">",
+        + "font-size=\"13\" role=\"img\" aria-labelledby=\"picture-title picture-desc\">",
+      "<title id=\"picture-title\">\(Self.escaped(fullCaption))</title>",
+      "<desc id=\"picture-desc\">\(Self.escaped(description))</desc>",
+      // Diagonal stripes over a wrong answer's bar: it reads without colour, in grey print too.
+      "<defs><pattern id=\"wrong-answer\" patternUnits=\"userSpaceOnUse\" width=\"6\" "
+        + "height=\"6\" patternTransform=\"rotate(45)\"><rect width=\"3\" height=\"6\" "
+        + "fill=\"#5f2120\" fill-opacity=\"0.55\"/></pattern></defs>",
       "<rect width=\"\(width)\" height=\"\(height)\" fill=\"#ffffff\"/>",
     ]
     for (index, row) in rows.enumerated() {
@@ -219,11 +275,25 @@ public struct TimelinePicture: Sendable, Equatable {
       )
       let start = x(row.start)
       let end = max(x(row.end), start + 3)
-      parts.append(
-        "<rect x=\"\(start)\" y=\"\(y + 5)\" width=\"\(end - start)\" height=\"\(rowHeight - 10)\" "
-          + "rx=\"3\" fill=\"\(Self.colour(row.outcome))\"><title>\(Self.escaped(row.label)): "
-          + "\(row.outcome.rawValue)</title></rect>"
-      )
+      let what = row.damage.map { "wrong answer: \($0)" } ?? row.outcome.rawValue
+      let bar =
+        "x=\"\(start)\" y=\"\(y + 5)\" width=\"\(end - start)\" height=\"\(rowHeight - 10)\" rx=\"3\""
+      if let damage = row.damage {
+        parts.append(
+          "<rect \(bar) fill=\"\(Self.wrongColour)\"><title>\(Self.escaped(row.label)): "
+            + "\(Self.escaped(what))</title></rect>"
+        )
+        parts.append("<rect \(bar) fill=\"url(#wrong-answer)\"/>")
+        parts.append(
+          "<text x=\"\(labelWidth + plotWidth + 16)\" y=\"\(y + 17)\" fill=\"#a50e0e\">"
+            + "✗ \(Self.escaped(damage))</text>"
+        )
+      } else {
+        parts.append(
+          "<rect \(bar) fill=\"\(Self.colour(row.outcome))\"><title>\(Self.escaped(row.label)): "
+            + "\(Self.escaped(what))</title></rect>"
+        )
+      }
     }
     let axisY = top + plotHeight + 6
     parts.append(
@@ -238,9 +308,20 @@ public struct TimelinePicture: Sendable, Equatable {
       "<text x=\"\(labelWidth)\" y=\"\(axisY + 17)\" fill=\"#515154\">\(Self.escaped(axisLabel))"
         + "</text>"
     )
-    var legendX = labelWidth + plotWidth
+    var legendX = labelWidth + plotWidth + damageWidth
+    if !damaged.isEmpty {
+      let words = "wrong answer"
+      legendX -= words.count * 7 + 26
+      parts.append(
+        "<rect x=\"\(legendX)\" y=\"\(axisY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "fill=\"\(Self.wrongColour)\"/>"
+          + "<rect x=\"\(legendX)\" y=\"\(axisY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "fill=\"url(#wrong-answer)\"/>"
+          + "<text x=\"\(legendX + 16)\" y=\"\(axisY + 17)\" fill=\"#515154\">\(words)</text>"
+      )
+    }
     for outcome in [Outcome.running, .cancelled, .failed, .finished]
-    where rows.contains(where: { $0.outcome == outcome }) {
+    where rows.contains(where: { $0.outcome == outcome && $0.damage == nil }) {
       legendX -= outcome.rawValue.count * 7 + 26
       parts.append(
         "<rect x=\"\(legendX)\" y=\"\(axisY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
@@ -249,13 +330,51 @@ public struct TimelinePicture: Sendable, Equatable {
           + "\(outcome.rawValue)</text>"
       )
     }
-    parts.append(
-      "<text x=\"12\" y=\"\(axisY + 44)\" fill=\"#1d1d1f\" font-weight=\"bold\">"
-        + "\(Self.escaped(caption))</text>"
-    )
+    for (index, line) in captionLines.enumerated() {
+      parts.append(
+        "<text x=\"12\" y=\"\(axisY + 44 + index * 18)\" fill=\"#1d1d1f\" font-weight=\"bold\">"
+          + "\(Self.escaped(line))</text>"
+      )
+    }
     parts.append("</svg>")
     return parts.joined(separator: "\n") + "\n"
   }
+
+  /// The caption with, when the answers were checked, how many went wrong.
+  public var fullCaption: String {
+    guard answersChecked else { return caption }
+    let wrong = rows.filter { $0.damage != nil }.count
+    switch wrong {
+    case 0: return caption + " — every answer as in order"
+    case 1: return caption + " — 1 of \(rows.count) calls answered wrongly"
+    default: return caption + " — \(wrong) of \(rows.count) calls answered wrongly"
+    }
+  }
+
+  /// The picture in words, for a screen reader: each row, how it ended, and its damage.
+  public var description: String {
+    rows.map { row in
+      "\(row.label): " + (row.damage.map { "wrong answer, \($0)" } ?? row.outcome.rawValue)
+    }.joined(separator: "; ")
+  }
+
+  /// The text split into lines of at most `width` characters, at spaces.
+  private static func wrapped(_ text: String, width: Int) -> [String] {
+    var lines: [String] = []
+    var line = ""
+    for word in text.split(separator: " ") {
+      if !line.isEmpty, line.count + 1 + word.count > width {
+        lines.append(line)
+        line = ""
+      }
+      line += (line.isEmpty ? "" : " ") + word
+    }
+    if !line.isEmpty { lines.append(line) }
+    return lines.isEmpty ? [""] : lines
+  }
+
+  /// A finished call whose answer is wrong: dark orange (4.5:1 on white), under dark stripes.
+  private static let wrongColour = "#b06000"
 
   private static func colour(_ outcome: Outcome) -> String {
     switch outcome {
