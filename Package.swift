@@ -234,8 +234,9 @@ package.targets += [
   .target(
     name: "DocSamples",
     dependencies: [
-      "OrderlyCore",
+      "OrderlyCore", "OrderlyTestSupport", "OrderlyRepository", "OrderlyLaunch", "OrderlyTaskStore",
       .target(name: "OrderlyOutbox", condition: sqlite),
+      .target(name: "OrderlySQLite", condition: sqlite),
       .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
       .target(name: "OrderlyServer", condition: server),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),

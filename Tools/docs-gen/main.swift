@@ -175,34 +175,66 @@ func code(of example: String) throws -> String {
   return text
 }
 
+/// Refuses a Swift code block in a DocC catalog that is not filled from compiled code: each
+/// must be an `orderly:sample` (or `orderly:code`) region, so that none can stop compiling
+/// unseen. A block that opens with `// Package.swift` shows a manifest line and is exempt.
+func checkSamplesCompiled(_ text: String, in file: String) throws {
+  var inRegion = false
+  let lines = text.components(separatedBy: "\n")
+  for (index, line) in lines.enumerated() {
+    let trimmed = line.trimmingCharacters(in: .whitespaces)
+    if trimmed == "<!-- orderly:end -->" {
+      inRegion = false
+    } else if trimmed.hasPrefix("<!-- orderly:") {
+      inRegion = true
+    } else if trimmed.hasPrefix("```swift"), !inRegion,
+      lines.indices.contains(index + 1),
+      lines[index + 1].trimmingCharacters(in: .whitespaces) != "// Package.swift"
+    {
+      throw DocsGenError(
+        description: "\(file):\(index + 1): a Swift code block that is not compiled; write it "
+          + "in Tests/DocSamples between `// sample: NAME` and `// end sample`, and put "
+          + "<!-- orderly:sample NAME --> <!-- orderly:end --> here"
+      )
+    }
+  }
+}
+
 /// The lines of a compiled code sample: those between `// sample: NAME` and `// end sample` in
-/// a file of Tests/DocSamples, without their common indentation.
+/// the files of Tests/DocSamples, each part without its common indentation. A sample may have
+/// several parts (its imports at the top of a file, its body in a function): they are joined,
+/// with a blank line between them.
 func sample(named name: String) throws -> [String] {
   let folder = root.appendingPathComponent("Tests/DocSamples")
   let files = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+  var parts: [[String]] = []
   for file in files.sorted() where file.hasSuffix(".swift") {
     let url = folder.appendingPathComponent(file)
     guard let text = try? String(contentsOf: url, encoding: .utf8) else { continue }
     let lines = text.components(separatedBy: "\n")
-    guard
-      let start = lines.firstIndex(where: {
-        $0.trimmingCharacters(in: .whitespaces) == "// sample: \(name)"
-      })
-    else { continue }
-    guard
-      let end = lines[(start + 1)...].firstIndex(where: {
-        $0.trimmingCharacters(in: .whitespaces) == "// end sample"
-      })
-    else {
-      throw DocsGenError(description: "Tests/DocSamples/\(file): no `// end sample` after \(name)")
+    var index = 0
+    while let start = lines[index...].firstIndex(where: {
+      $0.trimmingCharacters(in: .whitespaces) == "// sample: \(name)"
+    }) {
+      guard
+        let end = lines[(start + 1)...].firstIndex(where: {
+          $0.trimmingCharacters(in: .whitespaces) == "// end sample"
+        })
+      else {
+        throw DocsGenError(description: "Tests/DocSamples/\(file): no `// end sample` after \(name)")
+      }
+      let body = Array(lines[(start + 1)..<end])
+      let indent =
+        body.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+        .map { $0.prefix { $0 == " " }.count }.min() ?? 0
+      parts.append(body.map { String($0.dropFirst(min(indent, $0.prefix { $0 == " " }.count))) })
+      index = end + 1
     }
-    let body = Array(lines[(start + 1)..<end])
-    let indent =
-      body.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
-      .map { $0.prefix { $0 == " " }.count }.min() ?? 0
-    return body.map { String($0.dropFirst(min(indent, $0.prefix { $0 == " " }.count))) }
   }
-  throw DocsGenError(description: "no sample named '\(name)' in Tests/DocSamples")
+  guard !parts.isEmpty else {
+    throw DocsGenError(description: "no sample named '\(name)' in Tests/DocSamples")
+  }
+  return Array(parts.joined(separator: [""]))
 }
 
 // MARK: - Pictures
@@ -434,6 +466,7 @@ do {
     guard let text = try? String(contentsOf: url, encoding: .utf8) else {
       throw DocsGenError(description: "cannot read \(file)")
     }
+    if file.contains(".docc/") { try checkSamplesCompiled(text, in: file) }
     let (filled, regions, pictures) = try fill(text, in: file)
     if regions > 0 { changes.append(Change(file: file, what: "regions", content: filled)) }
     changes += pictures

@@ -1,0 +1,81 @@
+// The code the OrderlyLaunch, OrderlyTaskStore and OrderlySQLite documentation shows, compiled
+// by `swift build`; docs-gen copies each sample into its `orderly:sample` region.
+// sample: launch-overview
+import OrderlyLaunch
+// end sample
+import Observation
+// sample: sqlite-overview
+import OrderlyRepository
+import OrderlySQLite
+// end sample
+import OrderlyTaskStore
+
+/// The launch screen the samples take down.
+@MainActor enum LaunchScreen {
+  static func remove() {}
+}
+
+/// The passcode prompt the samples wait for.
+@MainActor final class PasscodePrompt {
+  var onUnlock: (() -> Void)?
+  func dismiss() {}
+}
+
+@MainActor func present(_ prompt: PasscodePrompt) {}
+
+// sample: launch-minimal-step
+struct RemoveLaunchScreenStep: LaunchStep {
+  func run() async { LaunchScreen.remove() }
+}
+// end sample
+
+/// A step that waits for the user, as the article shows it.
+struct PasscodeStep: LaunchStep {
+  let prompt: PasscodePrompt
+
+  // sample: launch-waiting-step
+  func run() async {
+    let unlocked = LaunchSignal<Void>()
+    prompt.onUnlock = { unlocked.fire() }
+    present(prompt)
+    do {
+      try await unlocked.wait()
+    } catch {
+      prompt.dismiss()  // the launch was cancelled while the prompt was up
+    }
+  }
+  // end sample
+}
+
+@MainActor func launchOverview(prompt: PasscodePrompt) {
+  // sample: launch-overview
+  let sequencer = LaunchSequencer()
+  sequencer.enqueue(PasscodeStep(prompt: prompt))
+  sequencer.enqueue(RemoveLaunchScreenStep())
+  // end sample
+}
+
+// sample: task-store-overview
+@MainActor @Observable final class SearchModel {
+  enum TaskKey { case search }
+  private let tasks = TaskStore<TaskKey>()
+
+  var isSearching: Bool { tasks.isRunning(forKey: .search) }
+
+  func queryChanged(_ query: String) {
+    tasks.addTask(forKey: .search, policy: .cancelPrevious) { try await self.search(query) }
+  }
+}
+// end sample
+
+extension SearchModel {
+  func search(_ query: String) async throws {}
+}
+
+func sqliteOverview() async throws {
+  // sample: sqlite-overview
+  let service = try SQLiteNotesService(path: "/path/to/notes.sqlite")
+  let repository = NotesRepository(service: service)
+  try await repository.create(title: "milk")
+  // end sample
+}
