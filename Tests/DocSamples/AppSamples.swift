@@ -1,9 +1,9 @@
 // The code the OrderlyLaunch, OrderlyTaskStore and OrderlySQLite documentation shows, compiled
 // by `swift build`; docs-gen copies each sample into its `orderly:sample` region.
+import Observation
 // sample: launch-overview
 import OrderlyLaunch
 // end sample
-import Observation
 // sample: sqlite-overview
 import OrderlyRepository
 import OrderlySQLite

@@ -175,8 +175,9 @@ func code(of example: String) throws -> String {
   return text
 }
 
-/// Refuses a Swift code block in a DocC catalog that is not filled from compiled code: each
-/// must be an `orderly:sample` (or `orderly:code`) region, so that none can stop compiling
+/// Refuses a Swift code block in a DocC catalog that is not filled from compiled code.
+///
+/// Each must be an `orderly:sample` (or `orderly:code`) region, so that none can stop compiling
 /// unseen. A block that opens with `// Package.swift` shows a manifest line and is exempt.
 func checkSamplesCompiled(_ text: String, in file: String) throws {
   var inRegion = false
@@ -200,10 +201,11 @@ func checkSamplesCompiled(_ text: String, in file: String) throws {
   }
 }
 
-/// The lines of a compiled code sample: those between `// sample: NAME` and `// end sample` in
-/// the files of Tests/DocSamples, each part without its common indentation. A sample may have
-/// several parts (its imports at the top of a file, its body in a function): they are joined,
-/// with a blank line between them.
+/// The lines of a compiled code sample, from the files of Tests/DocSamples.
+///
+/// A part is the lines between `// sample: NAME` and `// end sample`, without their common
+/// indentation. A sample may have several parts (its imports at the top of a file, its body in
+/// a function): they are joined, with a blank line between them.
 func sample(named name: String) throws -> [String] {
   let folder = root.appendingPathComponent("Tests/DocSamples")
   let files = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
@@ -221,7 +223,9 @@ func sample(named name: String) throws -> [String] {
           $0.trimmingCharacters(in: .whitespaces) == "// end sample"
         })
       else {
-        throw DocsGenError(description: "Tests/DocSamples/\(file): no `// end sample` after \(name)")
+        throw DocsGenError(
+          description: "Tests/DocSamples/\(file): no `// end sample` after \(name)"
+        )
       }
       let body = Array(lines[(start + 1)..<end])
       let indent =
