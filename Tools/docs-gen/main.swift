@@ -90,11 +90,33 @@ func frontMatter(of name: String) throws -> Example {
   )
 }
 
+/// Every example, by lesson, and within a lesson in the order the lesson shows them (where its
+/// name first appears in the lesson's text), not alphabetically.
 func allExamples() throws -> [Example] {
   let folder = root.appendingPathComponent("Examples").path
   let names = try FileManager.default.contentsOfDirectory(atPath: folder)
-  return try names.filter { !$0.hasPrefix(".") }.sorted().map(frontMatter(of:))
-    .sorted { ($0.lesson, $0.name) < ($1.lesson, $1.name) }
+  let examples = try names.filter { !$0.hasPrefix(".") }.sorted().map(frontMatter(of:))
+  let course = root.appendingPathComponent("docs/course")
+  let lessonFiles = (try? FileManager.default.contentsOfDirectory(atPath: course.path)) ?? []
+  var lessonText: [Int: String] = [:]
+  for file in lessonFiles where file.hasSuffix(".md") {
+    guard let number = Int(file.prefix { $0.isNumber }) else { continue }
+    lessonText[number] = try? String(
+      contentsOf: course.appendingPathComponent(file),
+      encoding: .utf8
+    )
+  }
+  func place(_ example: Example) -> Int {
+    guard let text = lessonText[example.lesson],
+      let range = text.range(of: "orderly:output \(example.name) ")
+        ?? text.range(of: "orderly:code \(example.name) ")
+        ?? text.range(of: example.name)
+    else { return Int.max }
+    return text.distance(from: text.startIndex, to: range.lowerBound)
+  }
+  return examples.map { ($0, place($0)) }
+    .sorted { ($0.0.lesson, $0.1, $0.0.name) < ($1.0.lesson, $1.1, $1.0.name) }
+    .map(\.0)
 }
 
 /// Where an example's binary is.
@@ -447,6 +469,14 @@ func firstDifference(_ old: String, _ new: String) -> Int {
 
 func markdownFiles() -> [String] {
   var files: [String] = ["README.md"]
+  // Each example's own page shows its code.
+  let examples = root.appendingPathComponent("Examples")
+  for name in (try? FileManager.default.contentsOfDirectory(atPath: examples.path)) ?? []
+  where FileManager.default.fileExists(
+    atPath: examples.appendingPathComponent("\(name)/README.md").path
+  ) {
+    files.append("Examples/\(name)/README.md")
+  }
   for folder in ["docs", "Modules"] {
     let enumerator = FileManager.default.enumerator(
       atPath: root.appendingPathComponent(folder).path
