@@ -57,4 +57,7 @@ for (index, read) in after.enumerated() {
 }
 let record = cache.record
 print("Reads inside at once, at most: \(record.peak)")
-print("Reads the refresh found inside: \(record.overlaps) (it ran alone)")
+print(
+  "Reads the refresh found inside: \(record.overlaps) "
+    + (record.overlaps == 0 ? "(it ran alone)" : "(it ran beside them)")
+)

@@ -21,6 +21,8 @@ final class MyModel {
 
   var doThingButtonEnabled: Bool { !taskStore.isRunning(forKey: .doThing) }
   var showCancelButton: Bool { taskStore.isRunning(forKey: .doThing) }
+  /// Taps waiting for their turn behind the running one.
+  var tapsWaiting: Int { taskStore.queuedCount(forKey: .doThing) }
 
   func doThingButtonTapped() {
     taskStore.addTask(forKey: .doThing, policy: .dropNew) {
@@ -90,9 +92,11 @@ print("Tap Do thing, then tap it again while it runs (the button is disabled; .d
 model.doThingButtonTapped()
 model.doThingButtonTapped()
 await settle { !model.doThingButtonEnabled }
+print("  taps waiting behind the running one: \(model.tapsWaiting)")
 print("Tap Cancel:")
 model.cancelButtonTapped()
 await settle { model.doThingButtonEnabled }
+print("  taps waiting: \(model.tapsWaiting)")
 print("The late answer changes nothing:")
 model.server.signal()
 await settle()
