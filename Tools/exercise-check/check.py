@@ -156,6 +156,9 @@ def check(spec, scratch):
         finally:
             with open(source, "w", encoding="utf-8") as file:
                 file.write(original)
+            # The binary of the changed example must not outlive it: docs-gen and the tests run
+            # the built examples.
+            swift(["build", *package, "--product", name])
     elif "run" in spec:
         arguments = spec["run"].split()
         package = []
