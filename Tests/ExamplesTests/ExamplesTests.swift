@@ -311,6 +311,26 @@ struct ExamplesTests {
     #expect(output.contains("  tap 2 │  ·█░✗"))
   }
 
+  @Test("coalescing-queue: the running search and the newest query run; the ones between never do")
+  func coalescingQueue() async throws {
+    let output = try await runExample("coalescing-queue")
+    #expect(output.contains("\"s\": 5 results: swift, swiftly, sweet, swim, sword"))
+    for query in ["sw", "swi", "swif"] {
+      #expect(output.contains("\"\(query)\": replaced by a newer query; never searched"))
+    }
+    #expect(output.contains("\"swift\": 2 results: swift, swiftly"))
+    #expect(output.contains("The server received: \"s\", \"swift\"\n"))
+  }
+
+  @Test("dedicated-thread: blocking writes run in order, on one thread that is not the pool's")
+  func dedicatedThread() async throws {
+    let output = try await runExample("dedicated-thread")
+    for record in 1...4 { #expect(output.contains("write \(record) done")) }
+    #expect(output.contains("in the order enqueued: yes"))
+    #expect(output.contains("all on one thread of their own: yes"))
+    #expect(output.contains("that thread is one of the cooperative pool's: no"))
+  }
+
   @Test("task-store-model: the buttons follow isRunning; cancel stops the late answer")
   func taskStoreModel() async throws {
     let output = try await runExample("task-store-model")
