@@ -52,7 +52,8 @@ struct DemoCommand: AsyncParsableCommand {
   func run() async throws {
     let strategies: [NotesScenario<ContinuousClock>.Strategy] =
       switch strategy {
-      case .all: NotesScenario<ContinuousClock>.Strategy.allCases
+      // The damage first, then the two ways that keep the order.
+      case .all: [.unordered, .actor, .sequential, .serial]
       case .sequential: [.sequential]
       case .unordered: [.unordered]
       case .actor: [.actor]
@@ -129,10 +130,21 @@ struct DemoCommand: AsyncParsableCommand {
     strategies: [NotesScenario<ContinuousClock>.Strategy]
   ) {
     let paint = Paint(enabled: colourEnabled())
+    let calls = NotesScenario<ContinuousClock>.calls.map(\.rawValue).joined(separator: ", ")
+    print("The notes screen: when it opens, it makes seven calls to a slow notes service, in")
+    print("this order in its code:")
+    print("  " + calls)
+    print("Each answer depends on the calls before it: in order, the fourth call sees the note")
     print(
-      "The notes screen's seven calls, latency \(latency) ms, seed \(seed)"
-        + (failTask.map { ", call \($0) fails" } ?? "") + "."
+      "the third one created. Each call takes \(latency) ms (seed \(seed))"
+        + (failTask.map { ", and call \($0) fails" } ?? "") + "."
     )
+    print(
+      "Below, the same calls are made \(runs.count == 1 ? "one way" : "\(runs.count) ways"): "
+        + "which answers come back wrong?"
+    )
+    // One time scale for every section, so that their timelines compare.
+    let end = runs.flatMap(\.spans).map(\.endMilliseconds).max()
     for (run, strategy) in zip(runs, strategies) {
       print("")
       print(paint.bold("== \(strategy): \(strategy.summary)"))
@@ -141,7 +153,7 @@ struct DemoCommand: AsyncParsableCommand {
         print("  " + (line.hasPrefix("error") ? paint.red(line) : line))
       }
       print("Timeline:")
-      for line in run.timeline() { print("  " + line) }
+      for line in run.timeline(upTo: end) { print("  " + line) }
       let verdict = "Verdict: \(run.verdict)"
       print(run.inOrder ? paint.green(verdict) : paint.red(verdict))
       if run.consequences.isEmpty {
@@ -150,6 +162,18 @@ struct DemoCommand: AsyncParsableCommand {
         print("What went wrong because of the order:")
         for sentence in run.consequences { print("  " + paint.red(sentence)) }
       }
+    }
+    guard runs.count > 1 else { return }
+    print("")
+    print(paint.bold("== In short"))
+    let width = strategies.map(\.rawValue.count).max() ?? 0
+    for (run, strategy) in zip(runs, strategies) {
+      let wrong = run.consequences.count
+      let answers = wrong == 0 ? "every answer as in order" : "\(wrong) of 7 answers wrong"
+      let line =
+        "  \(strategy.rawValue.padding(toLength: width, withPad: " ", startingAt: 0))  "
+        + "\(run.inOrder ? "in order    " : "out of order")  \(answers)"
+      print(wrong == 0 && run.inOrder ? paint.green(line) : paint.red(line))
     }
   }
 }

@@ -75,7 +75,7 @@ struct DemoTests {
   func json() async throws {
     let report = try await demoJSON(["--seed", "9", "--latency", "0-3"])
     #expect(report.seed == 9)
-    #expect(report.runs.map(\.strategy) == ["sequential", "unordered", "actor", "serial"])
+    #expect(report.runs.map(\.strategy) == ["unordered", "actor", "sequential", "serial"])
     #expect(report.runs.allSatisfy { $0.log.count == 14 && $0.spans.count == 7 })
   }
 
@@ -222,5 +222,34 @@ struct ShellTests {
     )
     let second = try await orderly(["shell"], input: Data("list\n".utf8), environment: environment)
     #expect(second.stdout == "#1 remembered\n")
+  }
+}
+
+@Suite("orderly demo: the first look")
+struct DemoFirstLookTests {
+  @Test("it says what the notes screen is, shows the damage first, one time scale, and a summary")
+  func firstLook() async throws {
+    let result = try await BuiltProducts.run("orderly", arguments: ["demo", "--seed", "3"])
+    #expect(result.status == 0)
+    let text = result.stdout
+    #expect(text.hasPrefix("The notes screen: when it opens, it makes seven calls"))
+    let sections = text.components(separatedBy: "\n== ").dropFirst().map {
+      String($0.prefix { $0 != ":" && $0 != "\n" })
+    }
+    #expect(sections == ["unordered", "actor", "sequential", "serial", "In short"])
+    // Every section's timeline ends at the same time.
+    let scales = text.split(separator: "\n").filter { $0.hasSuffix(" ms") && $0.contains("0 ms") }
+    #expect(scales.count == 4)
+    #expect(
+      Set(scales.map { $0.split(separator: " ").suffix(2).joined(separator: " ") }).count == 1
+    )
+    // The two ordered ways are in order by construction; how many answers the others get
+    // wrong depends on how the calls were scheduled, so only the lines' shape is checked.
+    let summary = try #require(text.components(separatedBy: "== In short\n").last)
+    let lines = summary.split(separator: "\n")
+    #expect(lines.count == 4)
+    #expect(lines[0].hasPrefix("  unordered   ") && lines[1].hasPrefix("  actor       "))
+    #expect(lines[2] == "  sequential  in order      every answer as in order")
+    #expect(lines[3] == "  serial      in order      every answer as in order")
   }
 }

@@ -73,11 +73,14 @@ public struct ScenarioRun: Sendable, Codable, Equatable {
 
   /// The spans drawn on a shared time axis: one row per call, a bar from its start to its end.
   ///
-  /// - Parameter width: The number of characters of the time axis.
+  /// - Parameters:
+  ///   - width: The number of characters of the time axis.
+  ///   - milliseconds: Where the axis ends; this run's end by default. Give several runs the
+  ///     same end to draw them on one scale.
   /// - Returns: One line per call, then a line with the axis's scale.
-  public func timeline(width: Int = 48) -> [String] {
+  public func timeline(width: Int = 48, upTo milliseconds: Double? = nil) -> [String] {
     let width = max(width, 8)
-    let total = max(spans.map(\.endMilliseconds).max() ?? 0, 1)
+    let total = max(milliseconds ?? spans.map(\.endMilliseconds).max() ?? 0, 1)
     let labelWidth = spans.map { "\($0.call) \($0.operation)".count }.max() ?? 0
     var lines: [String] = []
     for span in spans {
