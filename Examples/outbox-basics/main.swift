@@ -54,15 +54,16 @@ func show(until last: (OutboxEvent) -> Bool) async {
 }
 
 print("Offline: five changes, each on disk before its append returns")
-for mutation: NoteMutation in [
+for (index, mutation): (Int, NoteMutation) in [
   .create(id: 1, title: "groceries", body: "milk"),
   .update(id: 1, title: "groceries", body: "milk, eggs"),
   .update(id: 7, title: "a note made on another device", body: ""),
   .create(id: 2, title: "ideas", body: ""),
   .delete(id: 1),
-] {
+].enumerated() {
   try await outbox.append(mutation)
-  print("  \(mutation)")
+  // A new outbox numbers its messages from 1, in the order they are appended.
+  print("  #\(index + 1) \(mutation)")
 }
 await show { $0.sequence == 5 }
 

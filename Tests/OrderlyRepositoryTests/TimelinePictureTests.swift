@@ -150,3 +150,37 @@ struct TimelinePictureDamageTests {
     #expect(captionLines.count >= 3)
   }
 }
+
+@Suite("TimelinePicture: an outbox's attempts")
+struct TimelinePictureAttemptsTests {
+  @Test("retries become segments on the message's row: failed attempts, waits, the last attempt")
+  func attemptsAsSegments() {
+    let rows = TimelinePicture.rows(fromLog: [
+      "  delivering #1",
+      "  retrying #1 in 0.1 seconds: the server is unreachable",
+      "  delivering #1 (attempt 2)",
+      "  retrying #1 in 0.2 seconds: the server is unreachable",
+      "  delivering #1 (attempt 3)",
+      "  delivered #1",
+      "  delivering #2",
+      "  delivered #2",
+      "  delivering #3",
+      "  dead letter #3: 404: the server has no note 7 (line stopped)",
+    ])
+    #expect(rows.map(\.outcome) == [.finished, .finished, .deadLettered])
+    #expect(
+      rows[0].segments.map(\.kind) == [.failedAttempt, .wait, .failedAttempt, .wait, .lastAttempt]
+    )
+    #expect(rows[1].segments.isEmpty && rows[2].segments.isEmpty)
+    // Each part starts where the one before it ended.
+    for (before, after) in zip(rows[0].segments, rows[0].segments.dropFirst()) {
+      #expect(after.start >= before.end - 0.5 && after.start <= before.end + 0.5)
+    }
+    let picture = TimelinePicture(rows: rows, unit: "step", caption: "Outbox basics")
+    #expect(picture.attemptsSummary == "1 delivered after 3 attempts, 3 a dead letter")
+    let svg = picture.svg()
+    #expect(svg.contains(">backoff wait</text>") && svg.contains(">failed attempt</text>"))
+    #expect(svg.contains(">dead letter</text>"))
+    #expect(svg.contains("1: finished after 3 attempts; 2: finished; 3: dead letter"))
+  }
+}

@@ -269,6 +269,7 @@ func sample(named name: String) throws -> [String] {
 @MainActor
 func picture(of example: String, from: String?) throws -> String {
   var lines = try run(example: example).components(separatedBy: "\n")
+  let everyLine = lines
   if let from {
     guard let start = lines.firstIndex(where: { $0.hasPrefix(from) }) else {
       throw DocsGenError(description: "example '\(example)' prints no line starting with '\(from)'")
@@ -308,6 +309,21 @@ func picture(of example: String, from: String?) throws -> String {
   }
   let damage = TimelinePicture.damage(fromConsequences: consequences)
   var rows = TimelinePicture.rows(fromLog: section)
+  // Rows known only by number (an outbox's `#3`) take the name the example printed for that
+  // number anywhere in its output (`  #3 update note 7: "..."`).
+  var names: [Int: String] = [:]
+  for line in everyLine {
+    let trimmed = line.trimmingCharacters(in: .whitespaces)
+    guard trimmed.hasPrefix("#"), let space = trimmed.firstIndex(of: " "),
+      let number = Int(trimmed[trimmed.index(after: trimmed.startIndex)..<space])
+    else { continue }
+    names[number] = String(trimmed[trimmed.index(after: space)...])
+  }
+  for index in rows.indices {
+    if let number = Int(rows[index].label), let name = names[number] {
+      rows[index].label = "#\(number) \(name)"
+    }
+  }
   for index in rows.indices {
     let number = rows[index].label.split(separator: " ").first.flatMap { Int($0) }
     rows[index].damage = number.flatMap { damage[$0] }
@@ -316,13 +332,17 @@ func picture(of example: String, from: String?) throws -> String {
     throw DocsGenError(description: "example '\(example)' prints no log lines to draw")
   }
   let title = try frontMatter(of: example).title
-  return TimelinePicture(
+  var picture = TimelinePicture(
     rows: rows,
     unit: "step",
     caption: caption.map { "\(title): \($0)" } ?? title,
     answersChecked: answersChecked
   )
-  .svg()
+  // Retries and dead letters are the story of an outbox's picture: the caption says them.
+  if caption == nil, !picture.attemptsSummary.isEmpty {
+    picture.caption = "\(title): \(picture.attemptsSummary)"
+  }
+  return picture.svg()
 }
 
 // MARK: - Gallery

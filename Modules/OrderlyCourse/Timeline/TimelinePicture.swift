@@ -23,6 +23,40 @@ public struct TimelinePicture: Sendable, Equatable {
     case cancelled
     /// It had not ended when the picture was taken.
     case running
+    /// An outbox gave it up: it went to the dead letters.
+    case deadLettered = "dead letter"
+  }
+
+  /// A part of a row whose job was tried more than once: an attempt, or the wait before the next.
+  public struct Segment: Sendable, Equatable {
+    /// What the part was.
+    public enum Kind: String, Sendable, Equatable {
+      /// An attempt that failed and will be tried again.
+      case failedAttempt = "failed attempt"
+      /// The wait before the next attempt (an outbox's backoff).
+      case wait = "backoff wait"
+      /// The last attempt, which ended as the row's outcome says.
+      case lastAttempt
+    }
+
+    /// Where it starts on the axis.
+    public var start: Double
+    /// Where it ends on the axis.
+    public var end: Double
+    /// What it was.
+    public var kind: Kind
+
+    /// Creates a segment.
+    ///
+    /// - Parameters:
+    ///   - start: Where it starts on the axis.
+    ///   - end: Where it ends on the axis.
+    ///   - kind: What it was.
+    public init(start: Double, end: Double, kind: Kind) {
+      self.start = start
+      self.end = end
+      self.kind = kind
+    }
   }
 
   /// One job's bar.
@@ -40,6 +74,8 @@ public struct TimelinePicture: Sendable, Equatable {
     /// The call finished, but its answer differs from the in-order run's. Drawn hatched, with
     /// the words beside the bar; `nil` for an answer as in order.
     public var damage: String?
+    /// The attempts and waits of a job tried more than once, in order; empty for one bar.
+    public var segments: [Segment]
 
     /// Creates a row.
     ///
@@ -49,18 +85,21 @@ public struct TimelinePicture: Sendable, Equatable {
     ///   - end: Where the bar ends on the axis.
     ///   - outcome: How the job ended.
     ///   - damage: What went wrong because of the order; `nil` for nothing.
+    ///   - segments: The attempts and waits of a job tried more than once.
     public init(
       label: String,
       start: Double,
       end: Double,
       outcome: Outcome,
-      damage: String? = nil
+      damage: String? = nil,
+      segments: [Segment] = []
     ) {
       self.label = label
       self.start = start
       self.end = end
       self.outcome = outcome
       self.damage = damage
+      self.segments = segments
     }
   }
 
@@ -164,25 +203,59 @@ public struct TimelinePicture: Sendable, Equatable {
   public static func rows(fromLog lines: [String]) -> [Row] {
     var starts: [Int: (label: String, step: Double)] = [:]
     var ends: [Int: (step: Double, outcome: Outcome)] = [:]
+    // A job tried more than once (an outbox's `retrying #3 ...`): its attempts and waits.
+    var segments: [Int: [Segment]] = [:]
+    var open: [Int: (start: Double, waiting: Bool)] = [:]
     var step = 0.0
     for line in lines {
       guard let event = Event(line) else { continue }
       step += 1
-      if let outcome = event.outcome {
+      if event.isRetry {
+        if let attempt = open[event.number], !attempt.waiting {
+          segments[event.number, default: []].append(
+            Segment(start: attempt.start - 0.5, end: step, kind: .failedAttempt)
+          )
+        }
+        open[event.number] = (step, true)
+      } else if let outcome = event.outcome {
         ends[event.number] = (step, outcome)
-      } else if starts[event.number] == nil {
-        let label = event.label.isEmpty ? "\(event.number)" : "\(event.number) \(event.label)"
-        starts[event.number] = (label, step)
+        if let attempt = open.removeValue(forKey: event.number), segments[event.number] != nil {
+          segments[event.number, default: []].append(
+            Segment(start: attempt.start - 0.5, end: step + 0.5, kind: .lastAttempt)
+          )
+        }
+      } else {
+        if starts[event.number] == nil {
+          let label = event.label.isEmpty ? "\(event.number)" : "\(event.number) \(event.label)"
+          starts[event.number] = (label, step)
+        }
+        if let wait = open[event.number], wait.waiting {
+          segments[event.number, default: []].append(
+            Segment(start: wait.start, end: step - 0.5, kind: .wait)
+          )
+        }
+        open[event.number] = (step, false)
       }
     }
     return starts.keys.sorted().map { number in
       let start = starts[number].map(\.step) ?? 0
       let end = ends[number]
+      var parts = segments[number] ?? []
+      if !parts.isEmpty, end == nil, let attempt = open[number] {
+        parts.append(
+          Segment(
+            start: attempt.waiting ? attempt.start : attempt.start - 0.5,
+            end: step + 0.5,
+            kind: attempt.waiting ? .wait : .lastAttempt
+          )
+        )
+      }
       return Row(
         label: starts[number]?.label ?? "\(number)",
         start: start - 0.5,
         end: (end?.step ?? step) + 0.5,
-        outcome: end?.outcome ?? .running
+        outcome: end?.outcome ?? .running,
+        segments: parts
       )
     }
   }
@@ -192,6 +265,8 @@ public struct TimelinePicture: Sendable, Equatable {
     let number: Int
     let label: String
     let outcome: Outcome?
+    /// A failed attempt that will be tried again: `retrying #3 in 0.1 seconds: ...`.
+    var isRetry = false
 
     init?(_ line: String) {
       let (head, detail) = Self.split(line)
@@ -200,7 +275,11 @@ public struct TimelinePicture: Sendable, Equatable {
       switch kind {
       case "start", "started", "delivering": outcome = nil
       case "finish", "finished", "delivered": outcome = .finished
-      case "error", "failed", "dead": outcome = .failed
+      case "error", "failed": outcome = .failed
+      case "dead": outcome = .deadLettered
+      case "retrying":
+        outcome = nil
+        isRetry = true
       case "cancelled", "canceled", "dropped": outcome = .cancelled
       case "ended":
         let said = detail.lowercased()
@@ -245,7 +324,7 @@ public struct TimelinePicture: Sendable, Equatable {
     let captionLines = Self.wrapped(fullCaption, width: (width - 24) / 8)
     let top = 16
     let plotHeight = max(rows.count, 1) * rowHeight
-    let height = top + plotHeight + 50 + captionLines.count * 18
+    let height = top + plotHeight + 68 + captionLines.count * 18
     let low = min(rows.map(\.start).min() ?? 0, 0)
     let high = max(rows.map(\.end).max() ?? 1, low + 1)
     func x(_ value: Double) -> Int {
@@ -278,6 +357,30 @@ public struct TimelinePicture: Sendable, Equatable {
       let what = row.damage.map { "wrong answer: \($0)" } ?? row.outcome.rawValue
       let bar =
         "x=\"\(start)\" y=\"\(y + 5)\" width=\"\(end - start)\" height=\"\(rowHeight - 10)\" rx=\"3\""
+      if !row.segments.isEmpty {
+        for segment in row.segments {
+          let left = x(segment.start)
+          let right = max(x(segment.end), left + 3)
+          let shape =
+            "x=\"\(left)\" y=\"\(y + 5)\" width=\"\(right - left)\" height=\"\(rowHeight - 10)\" rx=\"3\""
+          let what = segment.kind == .lastAttempt ? row.outcome.rawValue : segment.kind.rawValue
+          switch segment.kind {
+          case .wait:
+            parts.append(
+              "<rect \(shape) fill=\"#ffffff\" stroke=\"#5f6368\" stroke-dasharray=\"4 3\">"
+                + "<title>\(Self.escaped(row.label)): backoff wait</title></rect>"
+            )
+          case .failedAttempt, .lastAttempt:
+            let colour =
+              segment.kind == .failedAttempt ? Self.colour(.failed) : Self.colour(row.outcome)
+            parts.append(
+              "<rect \(shape) fill=\"\(colour)\"><title>\(Self.escaped(row.label)): "
+                + "\(Self.escaped(what))</title></rect>"
+            )
+          }
+        }
+        continue
+      }
       if let damage = row.damage {
         parts.append(
           "<rect \(bar) fill=\"\(Self.wrongColour)\"><title>\(Self.escaped(row.label)): "
@@ -308,31 +411,48 @@ public struct TimelinePicture: Sendable, Equatable {
       "<text x=\"\(labelWidth)\" y=\"\(axisY + 17)\" fill=\"#515154\">\(Self.escaped(axisLabel))"
         + "</text>"
     )
+    // The legend has a line of its own, under the axis's, right-aligned.
+    let legendY = axisY + 18
     var legendX = labelWidth + plotWidth + damageWidth
     if !damaged.isEmpty {
       let words = "wrong answer"
       legendX -= words.count * 7 + 26
       parts.append(
-        "<rect x=\"\(legendX)\" y=\"\(axisY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+        "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
           + "fill=\"\(Self.wrongColour)\"/>"
-          + "<rect x=\"\(legendX)\" y=\"\(axisY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
           + "fill=\"url(#wrong-answer)\"/>"
-          + "<text x=\"\(legendX + 16)\" y=\"\(axisY + 17)\" fill=\"#515154\">\(words)</text>"
+          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
       )
     }
-    for outcome in [Outcome.running, .cancelled, .failed, .finished]
-    where rows.contains(where: { $0.outcome == outcome && $0.damage == nil }) {
-      legendX -= outcome.rawValue.count * 7 + 26
+    if rows.contains(where: { $0.segments.contains { $0.kind == .wait } }) {
+      let words = Segment.Kind.wait.rawValue
+      legendX -= words.count * 7 + 26
       parts.append(
-        "<rect x=\"\(legendX)\" y=\"\(axisY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+        "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "fill=\"#ffffff\" stroke=\"#5f6368\" stroke-dasharray=\"4 3\"/>"
+          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
+      )
+    }
+    let failedAttempts = rows.contains { $0.segments.contains { $0.kind == .failedAttempt } }
+    for outcome in [Outcome.running, .cancelled, .deadLettered, .failed, .finished]
+    where rows.contains(where: { $0.outcome == outcome && $0.damage == nil })
+      || (outcome == .failed && failedAttempts)
+    {
+      let failedRows = rows.contains { $0.outcome == .failed && $0.segments.isEmpty }
+      let name =
+        outcome == .failed && failedAttempts && !failedRows ? "failed attempt" : outcome.rawValue
+      legendX -= name.count * 7 + 26
+      parts.append(
+        "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
           + "fill=\"\(Self.colour(outcome))\"/>"
-          + "<text x=\"\(legendX + 16)\" y=\"\(axisY + 17)\" fill=\"#515154\">"
-          + "\(outcome.rawValue)</text>"
+          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">"
+          + "\(name)</text>"
       )
     }
     for (index, line) in captionLines.enumerated() {
       parts.append(
-        "<text x=\"12\" y=\"\(axisY + 44 + index * 18)\" fill=\"#1d1d1f\" font-weight=\"bold\">"
+        "<text x=\"12\" y=\"\(axisY + 62 + index * 18)\" fill=\"#1d1d1f\" font-weight=\"bold\">"
           + "\(Self.escaped(line))</text>"
       )
     }
@@ -351,10 +471,29 @@ public struct TimelinePicture: Sendable, Equatable {
     }
   }
 
+  /// What happened to the jobs tried more than once or given up, as in `#1 delivered after 3
+  /// attempts, #3 a dead letter`; empty when there were none.
+  public var attemptsSummary: String {
+    rows.compactMap { row -> String? in
+      let name = row.label.split(separator: " ").first.map(String.init) ?? row.label
+      let attempts = row.segments.filter { $0.kind != .wait }.count
+      if row.outcome == .deadLettered {
+        return attempts > 1
+          ? "\(name) a dead letter after \(attempts) attempts" : "\(name) a dead letter"
+      }
+      guard attempts > 1 else { return nil }
+      return
+        "\(name) \(row.outcome == .finished ? "delivered" : row.outcome.rawValue) after \(attempts) attempts"
+    }.joined(separator: ", ")
+  }
+
   /// The picture in words, for a screen reader: each row, how it ended, and its damage.
   public var description: String {
     rows.map { row in
-      "\(row.label): " + (row.damage.map { "wrong answer, \($0)" } ?? row.outcome.rawValue)
+      let attempts = row.segments.filter { $0.kind != .wait }.count
+      let tries = attempts > 1 ? " after \(attempts) attempts" : ""
+      return "\(row.label): "
+        + (row.damage.map { "wrong answer, \($0)" } ?? row.outcome.rawValue + tries)
     }.joined(separator: "; ")
   }
 
@@ -382,6 +521,7 @@ public struct TimelinePicture: Sendable, Equatable {
     case .failed: "#d93025"
     case .cancelled: "#9aa0a6"
     case .running: "#1a73e8"
+    case .deadLettered: "#7f1d1d"
     }
   }
 
