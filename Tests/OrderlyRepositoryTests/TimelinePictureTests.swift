@@ -1,3 +1,4 @@
+import Foundation
 import OrderlyCourse
 import OrderlyRepository
 import Testing
@@ -182,5 +183,53 @@ struct TimelinePictureAttemptsTests {
     #expect(svg.contains(">backoff wait</text>") && svg.contains(">failed attempt</text>"))
     #expect(svg.contains(">dead letter</text>"))
     #expect(svg.contains("1: finished after 3 attempts; 2: finished; 3: dead letter"))
+  }
+}
+
+@Suite("TimelinePicture: readable by everyone")
+struct TimelinePictureContrastTests {
+  /// WCAG's contrast ratio of a `#rrggbb` colour against white.
+  static func contrastOnWhite(_ hex: String) -> Double {
+    let value = Int(hex.dropFirst(), radix: 16) ?? 0
+    let channels = [(value >> 16) & 0xFF, (value >> 8) & 0xFF, value & 0xFF].map { channel in
+      let c = Double(channel) / 255
+      return c <= 0.03928 ? c / 12.92 : pow((c + 0.055) / 1.055, 2.4)
+    }
+    let luminance = 0.2126 * channels[0] + 0.7152 * channels[1] + 0.0722 * channels[2]
+    return 1.05 / (luminance + 0.05)
+  }
+
+  @Test("every bar passes 3:1 on white (a skipped step by its outline), every text 4.5:1")
+  func contrast() throws {
+    let outcomes: [TimelinePicture.Outcome] = [
+      .finished, .failed, .cancelled, .running, .deadLettered, .skipped, .timedOut,
+    ]
+    var rows = outcomes.enumerated().map { index, outcome in
+      TimelinePicture.Row(
+        label: "\(index + 1) step",
+        start: Double(index),
+        end: Double(index + 1),
+        outcome: outcome
+      )
+    }
+    rows.append(.init(label: "8 fetchNotes", start: 0, end: 1, outcome: .finished, damage: "saw 1"))
+    let svg = TimelinePicture(rows: rows, unit: "step", caption: "all", answersChecked: true).svg()
+    let bars = try Regex(
+      #"<rect [^>]*fill="(#[0-9a-f]{6})"( stroke="(#[0-9a-f]{6})")?[^>]*><title>"#
+    )
+    var checked = 0
+    for match in svg.matches(of: bars) {
+      let fill = String(match.output[1].substring ?? "")
+      let stroke = match.output[3].substring.map(String.init)
+      let seen = max(Self.contrastOnWhite(fill), stroke.map(Self.contrastOnWhite) ?? 0)
+      #expect(seen >= 3, "a bar filled \(fill) has contrast \(seen):1 on white")
+      checked += 1
+    }
+    #expect(checked == rows.count)
+    let texts = try Regex(#"<text [^>]*fill="(#[0-9a-f]{6})""#)
+    for match in svg.matches(of: texts) {
+      let fill = String(match.output[1].substring ?? "")
+      #expect(Self.contrastOnWhite(fill) >= 4.5, "text in \(fill) is too faint on white")
+    }
   }
 }

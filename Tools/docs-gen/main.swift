@@ -341,6 +341,10 @@ func picture(of example: String, from: String?) throws -> String {
   // Retries and dead letters are the story of an outbox's picture: the caption says them.
   if caption == nil, !picture.attemptsSummary.isEmpty {
     picture.caption = "\(title): \(picture.attemptsSummary)"
+  } else if caption == nil, from != nil, let heading = lines.first {
+    // Two pictures of one example differ by their section: its heading names it.
+    let section = heading.trimmingCharacters(in: CharacterSet(charactersIn: ": "))
+    picture.caption = "\(title): \(section)"
   }
   return picture.svg()
 }

@@ -25,6 +25,10 @@ public struct TimelinePicture: Sendable, Equatable {
     case running
     /// An outbox gave it up: it went to the dead letters.
     case deadLettered = "dead letter"
+    /// It was not run: it said, when its turn came, that it should not (a launch step).
+    case skipped
+    /// It ran past its time limit and was stopped.
+    case timedOut = "timed out"
   }
 
   /// A part of a row whose job was tried more than once: an attempt, or the wait before the next.
@@ -275,12 +279,14 @@ public struct TimelinePicture: Sendable, Equatable {
       switch kind {
       case "start", "started", "delivering": outcome = nil
       case "finish", "finished", "delivered": outcome = .finished
-      case "error", "failed": outcome = .failed
+      case "error", "failed":
+        outcome = detail.lowercased().hasPrefix("timed out") ? .timedOut : .failed
       case "dead": outcome = .deadLettered
       case "retrying":
         outcome = nil
         isRetry = true
-      case "cancelled", "canceled", "dropped": outcome = .cancelled
+      case "cancelled", "canceled", "dropped":
+        outcome = detail.lowercased().hasPrefix("skipped") ? .skipped : .cancelled
       case "ended":
         let said = detail.lowercased()
         outcome =
@@ -393,7 +399,8 @@ public struct TimelinePicture: Sendable, Equatable {
         )
       } else {
         parts.append(
-          "<rect \(bar) fill=\"\(Self.colour(row.outcome))\"><title>\(Self.escaped(row.label)): "
+          "<rect \(bar) fill=\"\(Self.colour(row.outcome))\"\(Self.outline(row.outcome))>"
+            + "<title>\(Self.escaped(row.label)): "
             + "\(Self.escaped(what))</title></rect>"
         )
       }
@@ -435,7 +442,9 @@ public struct TimelinePicture: Sendable, Equatable {
       )
     }
     let failedAttempts = rows.contains { $0.segments.contains { $0.kind == .failedAttempt } }
-    for outcome in [Outcome.running, .cancelled, .deadLettered, .failed, .finished]
+    for outcome in [
+      Outcome.running, .skipped, .cancelled, .timedOut, .deadLettered, .failed, .finished,
+    ]
     where rows.contains(where: { $0.outcome == outcome && $0.damage == nil })
       || (outcome == .failed && failedAttempts)
     {
@@ -445,7 +454,7 @@ public struct TimelinePicture: Sendable, Equatable {
       legendX -= name.count * 7 + 26
       parts.append(
         "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
-          + "fill=\"\(Self.colour(outcome))\"/>"
+          + "fill=\"\(Self.colour(outcome))\"\(Self.outline(outcome))/>"
           + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">"
           + "\(name)</text>"
       )
@@ -515,13 +524,22 @@ public struct TimelinePicture: Sendable, Equatable {
   /// A finished call whose answer is wrong: dark orange (4.5:1 on white), under dark stripes.
   private static let wrongColour = "#b06000"
 
-  private static func colour(_ outcome: Outcome) -> String {
+  /// The outline of a bar whose fill is too light to see on its own: a skipped step's.
+  static func outline(_ outcome: Outcome) -> String {
+    outcome == .skipped ? " stroke=\"#5f6368\" stroke-dasharray=\"2 2\"" : ""
+  }
+
+  /// The fill of a bar: each passes 3:1 against the white background (WCAG's contrast for
+  /// graphics), but a skipped step's, which is drawn with a dark outline that does.
+  static func colour(_ outcome: Outcome) -> String {
     switch outcome {
     case .finished: "#34a853"
     case .failed: "#d93025"
-    case .cancelled: "#9aa0a6"
+    case .cancelled: "#80868b"
     case .running: "#1a73e8"
     case .deadLettered: "#7f1d1d"
+    case .skipped: "#d2d5d9"
+    case .timedOut: "#8430ce"
     }
   }
 
