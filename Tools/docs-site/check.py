@@ -159,7 +159,7 @@ def main():
         if not os.path.exists(resolved):
             failures.append("%s: broken link %s" % (os.path.relpath(page, site), target))
 
-    landing = [("index.html", "Orderly documentation")]
+    landing = [("index.html", "Orderly puts asynchronous work back in order")]
     for module in modules:
         landing.append(("%s/documentation/%s/" % (module, module.lower()), module))
     for path, title in [("docs/course/README.html", None), ("docs/examples.html", None)]:
