@@ -18,10 +18,17 @@ func withScratchFile<T>(_ body: (String) async throws -> T) async throws -> T {
 }
 
 /// A plain GRDB database configured as the outbox's is: WAL, `synchronous = FULL`.
+///
+/// FULL is set on the writer after the pool opens, as the outbox does: GRDB's WAL set-up runs
+/// after `prepareDatabase` and sets NORMAL, so a FULL set there (as this baseline did until
+/// the outbox's own fix) is not in effect, and the baseline synced less than the outbox.
 func plainDatabase(at path: String) throws -> DatabasePool {
-  var configuration = Configuration()
-  configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
-  let pool = try DatabasePool(path: path, configuration: configuration)
+  let pool = try DatabasePool(path: path)
+  let mode = try pool.writeWithoutTransaction { db -> Int? in
+    try db.execute(sql: "PRAGMA synchronous = FULL")
+    return try Int.fetchOne(db, sql: "PRAGMA synchronous")
+  }
+  guard mode == 2 else { throw DatabaseError(message: "synchronous is \(mode ?? -1), not FULL") }
   try pool.write { db in
     try db.execute(
       sql: """
