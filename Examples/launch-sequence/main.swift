@@ -1,14 +1,19 @@
 // The serial-modals article's launch steps, with terminal "modals" in place of view controllers. The app calls
 // addLaunchSteps() at launch and again on every return to the foreground; the sequencer runs the
-// steps one at a time, in order, without queuing a step twice.
+// steps one at a time, in order, without queuing a step twice. Time is a manual clock that only
+// the user's actions below move on, so every run takes the same time: the history's times
+// and the timeout of "what's new" are exact.
 import OrderlyLaunch
+import OrderlyTestSupport
+
+let clock = ManualClock()
 
 /// What the terminal "screen" shows.
 @MainActor
 func modal(_ text: String) { print("    [modal] \(text)") }
 
-/// Waits a little, like a user reading a modal.
-func userPause() async { try? await Task.sleep(for: .milliseconds(30)) }
+/// Waits while the user reads a modal: until the clock is moved on (by 30 ms, below).
+func userPause() async { try? await clock.sleep(for: .milliseconds(30)) }
 
 struct AppUpgradeNudgeStep: LaunchStep {
   func run() async {
@@ -48,7 +53,8 @@ struct WhatsNewStep: LaunchStep {
   var timeout: Duration? { .milliseconds(120) }
   func run() async {
     modal("What's new in 2.0 [Continue]")
-    while !Task.isCancelled { try? await Task.sleep(for: .milliseconds(10)) }
+    // The tap that never comes: only the timeout's cancellation ends this wait.
+    try? await clock.sleep(for: .seconds(3600))
     modal("what's new dismissed (cancelled)")
   }
 }
@@ -61,49 +67,85 @@ final class AppState {
 }
 
 let app = AppState()
-let sequencer = LaunchSequencer()
+let sequencer = LaunchSequencer(clock: clock)
 
-/// The serial-modals article's function, called on launch and on every foreground.
+/// The serial-modals article's function, called on launch and on every foreground; returns the
+/// steps it queued.
 @MainActor
-func addLaunchSteps() {
+@discardableResult
+func addLaunchSteps() -> [any LaunchStep] {
   var steps: [any LaunchStep] = [
     AppUpgradeNudgeStep(), PasscodeStep(app: app), RemoveLaunchScreenStep(),
   ]
   if app.pendingDeepLink != nil { steps.append(DeepLinkStep(app: app)) }
   if app.appWasUpgraded { steps.append(WhatsNewStep()) }
+  var queued: [any LaunchStep] = []
   for step in steps {
-    let queued = sequencer.enqueue(step)
-    print("  enqueue \(step.name): \(queued ? "queued" : "already pending or running, not queued")")
+    let added = sequencer.enqueue(step)
+    print("  enqueue \(step.name): \(added ? "queued" : "already pending or running, not queued")")
+    if added { queued.append(step) }
+  }
+  return queued
+}
+
+/// The user, on one launch.
+///
+/// Reads the upgrade nudge and the passcode prompt for 30 ms each, and never taps "what's
+/// new", whose timeout moves the launch on. The clock moves only once
+/// the step on screen waits on it (with the sequencer's timeout, for a step that has one).
+@MainActor
+func userActs(on steps: [any LaunchStep]) async throws {
+  for step in steps {
+    if let timeout = step.timeout {
+      try await clock.waitForSleepers(2)
+      clock.advance(by: timeout)
+    } else if step is AppUpgradeNudgeStep || step is PasscodeStep {
+      try await clock.waitForSleepers(1)
+      clock.advance(by: .milliseconds(30))
+    }
   }
 }
 
 print("Launch:")
-addLaunchSteps()
+let queued = addLaunchSteps()
 print("The app goes to the background and comes back while steps are pending:")
 addLaunchSteps()
 // The deep link is opened by another part of the app before its step's turn: skipped.
 app.pendingDeepLink = nil
 print("Running:")
+try await userActs(on: queued)
 await sequencer.waitUntilIdle()
 
 print("")
 print("Next foreground; the user logs out while the passcode prompt is up:")
-addLaunchSteps()
-while !app.passcodeOnScreen { await Task.yield() }
+let again = addLaunchSteps()
+try await userActs(on: Array(again.prefix(1)))  // the upgrade nudge, read as before
+try await clock.waitForSleepers(1)  // the passcode prompt is up
+clock.advance(by: .milliseconds(10))
 sequencer.cancelAll()
 print("  cancelAll(): idle at once: \(sequencer.isIdle)")
 // The cancelled step's task winds down by itself; wait for its prompt to go.
 while app.passcodeOnScreen { await Task.yield() }
 
 print("")
-print("History, one step at a time, in order:")
+print("History, one step at a time, in order, with the clock's time:")
+/// `[ 30 ms]`: a time on the clock, as the history prints it.
+func stamp(_ time: Duration) -> String {
+  let milliseconds = "\(Int(time / .milliseconds(1)))"
+  return "[\(String(repeating: " ", count: max(0, 3 - milliseconds.count)))\(milliseconds) ms]"
+}
+// The clock moves only while a step runs, so each step starts when the one before it ended.
+var start = Duration.zero
 for (index, record) in sequencer.history.enumerated() {
   let number = index + 1
-  print("  start \(number) \(record.name)")
+  let end = start + record.duration
+  print("  \(stamp(start)) start \(number) \(record.name)")
   switch record.outcome {
-  case .completed: print("  finish \(number) \(record.name): completed")
-  case .skipped: print("  dropped \(number) \(record.name): skipped (shouldRun() said no)")
-  case .cancelled: print("  cancelled \(number) \(record.name): cancelled")
-  case .timedOut: print("  error \(number) \(record.name): timed out")
+  case .completed: print("  \(stamp(end)) finish \(number) \(record.name): completed")
+  case .skipped:
+    print("  \(stamp(end)) dropped \(number) \(record.name): skipped (shouldRun() said no)")
+  case .cancelled: print("  \(stamp(end)) cancelled \(number) \(record.name): cancelled")
+  case .timedOut: print("  \(stamp(end)) error \(number) \(record.name): timed out")
   }
+  start = end
 }

@@ -1,10 +1,13 @@
 // An offline-first app's writes, kept in an outbox and sent to a server in the order they were
 // made: the server is unreachable for two attempts (retried with backoff), then refuses one
 // message for good (a dead letter, which stops the line so nothing overtakes it); dropping the
-// dead letter lets the rest through. The server is an in-memory fake.
+// dead letter lets the rest through. The server is an in-memory fake that takes 20 ms to answer.
+// Time is a manual clock, moved on by the code that prints the events: every run prints the
+// same times, and the backoff waits (100 ms, then 200 ms) are exact.
 import Foundation
 import OrderlyOutbox
 import OrderlyRepository
+import OrderlyTestSupport
 import Synchronization
 
 /// The server could not be reached.
@@ -38,17 +41,37 @@ final class FakeServer: Sendable {
   }
 }
 
-let outbox = try Outbox<NoteMutation>()
+let clock = ManualClock()
+let outbox = try Outbox<NoteMutation>(clock: clock)
 let server = FakeServer()
 let events = outbox.events
 
-/// Prints events until one matches.
+/// `[120 ms]`: a time on the clock, as the events are printed with it.
+func stamp(_ time: Duration) -> String {
+  let milliseconds = "\(Int(time / .milliseconds(1)))"
+  return "[\(String(repeating: " ", count: max(0, 3 - milliseconds.count)))\(milliseconds) ms]"
+}
+
+/// How long the server takes to answer, on the clock.
+let serverTime = Duration.milliseconds(20)
+
+/// Prints events, each with the clock's time, until one matches; moves the clock on past each
+/// attempt (the server's 20 ms) and each backoff wait, once the outbox is asleep on it.
 ///
 /// The stream keeps what was not read yet for the next call.
-func show(until last: (OutboxEvent) -> Bool) async {
+func show(until last: (OutboxEvent) -> Bool) async throws {
   var iterator = events.makeAsyncIterator()
   while let event = await iterator.next() {
-    print("  \(event)")
+    print("  \(stamp(clock.now.offset)) \(event)")
+    switch event {
+    case .delivering:
+      try await clock.waitForSleepers(1)
+      clock.advance(by: serverTime)
+    case .retrying(_, _, _, let delay, _):
+      try await clock.waitForSleepers(1)
+      clock.advance(by: delay)
+    default: break
+    }
     if last(event) { return }
   }
 }
@@ -65,7 +88,7 @@ for (index, mutation): (Int, NoteMutation) in [
   // A new outbox numbers its messages from 1, in the order they are appended.
   print("  #\(index + 1) \(mutation)")
 }
-await show { $0.sequence == 5 }
+try await show { $0.sequence == 5 }
 
 print("")
 print("Online: the first attempts fail, and are retried with backoff")
@@ -73,25 +96,17 @@ try outbox.start(
   retry: try RetryPolicy(initialDelay: .milliseconds(100), jitter: 0),
   onDeadLetter: .stopLine
 ) { envelope in
+  try await clock.sleep(for: serverTime)
   try server.receive(envelope)
 }
-await show {
-  if case .deadLettered = $0 { true } else { false }
+// The dead letter's event says whether the line waits at it.
+var lineWaits = false
+try await show {
+  guard case .deadLettered(_, _, _, let lineStopped) = $0 else { return false }
+  lineWaits = lineStopped
+  return true
 }
-// Returns once nothing is pending; throws at once if the line waits at the dead letter.
-/// Whether the line waits at the dead letter: `waitUntilDelivered` returns once nothing is
-/// pending, and throws at once when a line waits at a dead letter with messages behind it.
-func lineWaitsAtDeadLetter() async throws -> Bool {
-  do {
-    try await outbox.waitUntilDelivered()
-    return false
-  } catch {
-    guard case .lineStopped = error else { throw error }
-    return true
-  }
-}
-let lineWaits = try await lineWaitsAtDeadLetter()
-if !lineWaits { await show { $0 == .delivered(id: $0.id, sequence: 5) } }
+if !lineWaits { try await show { $0 == .delivered(id: $0.id, sequence: 5) } }
 
 print("")
 print("Pending: \(outbox.pendingCount), dead letters: \(outbox.deadLetterCount).")
@@ -104,7 +119,7 @@ for letter in try await outbox.deadLetters() {
   print("Dropping dead letter #\(letter.sequence): \(letter.message.map { "\($0)" } ?? "?")")
   try await outbox.dropDeadLetter(id: letter.id)
 }
-if lineWaits { await show { $0 == .delivered(id: $0.id, sequence: 5) } }
+if lineWaits { try await show { $0 == .delivered(id: $0.id, sequence: 5) } }
 try await outbox.waitUntilDelivered()
 
 print("")

@@ -82,15 +82,18 @@ for policy in policies {
         }
       )
     }
-    // Let the tasks react before time moves on, and after.
+    // Let the tasks react before time moves on, and after: what the advance wakes happens at
+    // the next step's time.
     for _ in 0..<200 { await Task.yield() }
     clock.advance(by: step)
+    timeline.now = current + 1
     for _ in 0..<200 { await Task.yield() }
   }
   // Anything still rolling back gets the time it needs (it never does within the window).
   var extra = 0
   while extra < 100, store.isRunning(forKey: "save") || store.queuedCount(forKey: "save") > 0 {
     clock.advance(by: step)
+    timeline.now += 1
     for _ in 0..<200 { await Task.yield() }
     extra += 1
   }
@@ -115,11 +118,21 @@ for policy in policies {
     print("  tap \(tap.number) │\(tap.row(joined: joined, dropped: dropped))│ \(summary)")
   }
   if case .cancelPrevious = policy {
-    // The store's own account of the same run: three starts, three ends.
-    print("  the store's events:")
+    // The store's own account of the same run: three starts, three ends. The store numbers its
+    // tasks in the order they were added, so task #N is tap N, whose record says when.
+    print("  the store's events, at the clock's time:")
     var iterator = events.makeAsyncIterator()
     for _ in 0..<6 {
-      if let event = await iterator.next() { print("    \(event)") }
+      guard let event = await iterator.next() else { break }
+      let step: Int?
+      switch event {
+      case .started(_, let task): step = taps[Int(task) - 1].startedAt
+      case .ended(_, let task, _): step = taps[Int(task) - 1].endedAt
+      default: step = nil
+      }
+      let milliseconds = step.map { "\($0 * 5)" } ?? "?"
+      let padding = String(repeating: " ", count: max(0, 3 - milliseconds.count))
+      print("    [\(padding)\(milliseconds) ms] \(event)")
     }
   }
 }

@@ -208,22 +208,28 @@ struct ExamplesTests {
     #expect(
       output.contains(
         """
-          delivering #1
-          retrying #1 in 0.1 seconds: the server is unreachable
-          delivering #1 (attempt 2)
-          retrying #1 in 0.2 seconds: the server is unreachable
-          delivering #1 (attempt 3)
-          delivered #1
-          delivering #2
-          delivered #2
-          delivering #3
-          dead letter #3: 404: the server has no note 7 (line stopped)
+          [  0 ms] delivering #1
+          [ 20 ms] retrying #1 in 0.1 seconds: the server is unreachable
+          [120 ms] delivering #1 (attempt 2)
+          [140 ms] retrying #1 in 0.2 seconds: the server is unreachable
+          [340 ms] delivering #1 (attempt 3)
+          [360 ms] delivered #1
+          [360 ms] delivering #2
+          [380 ms] delivered #2
+          [380 ms] delivering #3
+          [400 ms] dead letter #3: 404: the server has no note 7 (line stopped)
 
         Pending: 2, dead letters: 1.
         """
       )
     )
-    #expect(output.contains("delivering #4\n  delivered #4\n  delivering #5\n  delivered #5\n"))
+    // On the injected clock: each attempt takes the server's 20 ms, the waits 100 then 200 ms.
+    #expect(
+      output.contains(
+        "[400 ms] delivering #4\n  [420 ms] delivered #4\n"
+          + "  [420 ms] delivering #5\n  [440 ms] delivered #5\n"
+      )
+    )
     #expect(output.hasSuffix("The server's notes:\n  note 2: ideas (empty)\n"))
   }
 
@@ -249,24 +255,27 @@ struct ExamplesTests {
       output.components(separatedBy: "already pending or running, not queued").count == 6
     )
     let history = try #require(
-      output.components(separatedBy: "History, one step at a time, in order:\n").last
+      output.components(
+        separatedBy: "History, one step at a time, in order, with the clock's time:\n"
+      ).last
     )
+    // On the injected clock: 30 ms per modal read, the 120 ms timeout, a logout 10 ms in.
     #expect(
       history == """
-          start 1 AppUpgradeNudgeStep
-          finish 1 AppUpgradeNudgeStep: completed
-          start 2 PasscodeStep
-          finish 2 PasscodeStep: completed
-          start 3 RemoveLaunchScreenStep
-          finish 3 RemoveLaunchScreenStep: completed
-          start 4 DeepLinkStep
-          dropped 4 DeepLinkStep: skipped (shouldRun() said no)
-          start 5 WhatsNewStep
-          error 5 WhatsNewStep: timed out
-          start 6 AppUpgradeNudgeStep
-          finish 6 AppUpgradeNudgeStep: completed
-          start 7 PasscodeStep
-          cancelled 7 PasscodeStep: cancelled
+          [  0 ms] start 1 AppUpgradeNudgeStep
+          [ 30 ms] finish 1 AppUpgradeNudgeStep: completed
+          [ 30 ms] start 2 PasscodeStep
+          [ 60 ms] finish 2 PasscodeStep: completed
+          [ 60 ms] start 3 RemoveLaunchScreenStep
+          [ 60 ms] finish 3 RemoveLaunchScreenStep: completed
+          [ 60 ms] start 4 DeepLinkStep
+          [ 60 ms] dropped 4 DeepLinkStep: skipped (shouldRun() said no)
+          [ 60 ms] start 5 WhatsNewStep
+          [180 ms] error 5 WhatsNewStep: timed out
+          [180 ms] start 6 AppUpgradeNudgeStep
+          [210 ms] finish 6 AppUpgradeNudgeStep: completed
+          [210 ms] start 7 PasscodeStep
+          [220 ms] cancelled 7 PasscodeStep: cancelled
 
         """
     )
@@ -306,9 +315,12 @@ struct ExamplesTests {
       ]
     )
     // Overlap: cancelPrevious starts tap 2 while tap 1 rolls back; cancelPreviousAndWait waits.
-    #expect(output.contains(".cancelPrevious\n  tap 1 │██░✗"))
-    #expect(output.contains("  tap 2 │  ██░✗"))
-    #expect(output.contains("  tap 2 │  ·█░✗"))
+    // A save is 6 columns (30 ms), a rollback 2 (10 ms).
+    #expect(output.contains(".cancelPrevious\n  tap 1 │██░░✗"))
+    #expect(output.contains("  tap 2 │  ██░░✗"))
+    #expect(output.contains("  tap 2 │  ··░░✗"))
+    #expect(output.contains("  tap 3 │    ██████✓"))
+    #expect(output.contains("[ 20 ms] ended save #1: cancelled\n    [ 20 ms] started save #3\n"))
   }
 
   @Test("coalescing-queue: the running search and the newest query run; the ones between never do")

@@ -20,10 +20,38 @@ struct TimelinePictureTests {
     ])
     #expect(
       rows == [
-        .init(label: "1 fetchNotes", start: 0.5, end: 4.5, outcome: .failed),
-        .init(label: "2 fetchNote", start: 1.5, end: 3.5, outcome: .finished),
-        .init(label: "3 save", start: 4.5, end: 6.5, outcome: .cancelled),
-        .init(label: "4 (deleteNote)", start: 6.5, end: 7.5, outcome: .running),
+        .init(
+          label: "1 fetchNotes",
+          start: 0.5,
+          end: 4.5,
+          outcome: .failed,
+          firstStep: 1,
+          lastStep: 4
+        ),
+        .init(
+          label: "2 fetchNote",
+          start: 1.5,
+          end: 3.5,
+          outcome: .finished,
+          firstStep: 2,
+          lastStep: 3
+        ),
+        .init(
+          label: "3 save",
+          start: 4.5,
+          end: 6.5,
+          outcome: .cancelled,
+          firstStep: 5,
+          lastStep: 6
+        ),
+        .init(
+          label: "4 (deleteNote)",
+          start: 6.5,
+          end: 7.5,
+          outcome: .running,
+          firstStep: 7,
+          lastStep: 7
+        ),
       ]
     )
   }
@@ -231,5 +259,87 @@ struct TimelinePictureContrastTests {
       let fill = String(match.output[1].substring ?? "")
       #expect(Self.contrastOnWhite(fill) >= 4.5, "text in \(fill) is too faint on white")
     }
+  }
+}
+
+@Suite("TimelinePicture: time on an injected clock, and the run player")
+struct TimelinePictureTimeTests {
+  static let outboxLog = [
+    "Online: the first attempts fail, and are retried with backoff",
+    "  [  0 ms] delivering #1",
+    "  [ 20 ms] retrying #1 in 0.1 seconds: the server is unreachable",
+    "  [120 ms] delivering #1 (attempt 2)",
+    "  [140 ms] retrying #1 in 0.2 seconds: the server is unreachable",
+    "  [340 ms] delivering #1 (attempt 3)",
+    "  [360 ms] delivered #1",
+    "  [360 ms] delivering #2",
+    "  [380 ms] delivered #2",
+  ]
+
+  @Test("a log whose events all carry their time is drawn on that time, with ticks")
+  func timedLog() {
+    let picture = TimelinePicture(log: Self.outboxLog, caption: "Outbox basics")
+    #expect(picture.unit == "ms")
+    #expect(picture.rows.map(\.start) == [0, 360])
+    #expect(picture.rows.map(\.end) == [360, 380])
+    let waits = picture.rows[0].segments.filter { $0.kind == .wait }
+    #expect(waits.map { $0.end - $0.start } == [100, 200])
+    #expect(picture.steps.map(\.position) == [0, 20, 120, 140, 340, 360, 360, 380])
+    #expect(picture.steps.map(\.row) == [0, 0, 0, 0, 0, 0, 1, 1])
+    #expect(picture.steps[1].line == "retrying #1 in 0.1 seconds: the server is unreachable")
+    let svg = picture.svg()
+    #expect(svg.contains(">time →</text>"))
+    for tick in ["0 ms", "100 ms", "200 ms", "300 ms"] {
+      #expect(svg.contains(">\(tick)</text>"), "no tick \(tick)")
+    }
+    #expect(!svg.contains("in the order they happened"))
+    #expect(picture.description.contains("#1") || picture.description.contains("1: finished"))
+    #expect(picture.description.contains("0 to 360 ms"))
+  }
+
+  @Test("a log with an event without its time keeps the order of events, and says so")
+  func untimedLog() {
+    var log = Self.outboxLog
+    log[3] = "  delivering #1 (attempt 2)"
+    let picture = TimelinePicture(log: log, caption: "Outbox basics")
+    #expect(picture.unit == "step")
+    #expect(picture.steps.map(\.position) == [1, 2, 3, 4, 5, 6, 7, 8])
+    #expect(picture.svg().contains("events, in the order they happened →"))
+  }
+
+  @Test("ticks are round values, at most seven")
+  func ticks() {
+    #expect(TimelinePicture.ticks(from: 0, to: 440) == [0, 100, 200, 300, 400])
+    #expect(TimelinePicture.ticks(from: 0, to: 220) == [0, 50, 100, 150, 200])
+    #expect(TimelinePicture.ticks(from: 0, to: 7) == [0, 2, 4, 6])
+    for high in [1.0, 3, 13, 99, 1234, 50_000] {
+      let values = TimelinePicture.ticks(from: 0, to: high)
+      #expect(values.count >= 2 && values.count <= 7, "\(values) for 0...\(high)")
+      #expect(values.first == 0 && (values.last ?? .infinity) <= high)
+    }
+  }
+
+  @Test("the player page holds the picture, one log line per step, and its controls")
+  func player() throws {
+    let picture = TimelinePicture(log: Self.outboxLog, caption: "Outbox basics")
+    let page = picture.playerPage(title: "Lesson 9", back: ("../09-outbox.html", "Back"))
+    #expect(page.contains("id=\"orderly-picture\""))
+    #expect(page.contains("data-step-x=\""))
+    for id in ["play", "back", "step", "slider", "position"] {
+      #expect(page.contains("id=\"\(id)\""), "no control \(id)")
+    }
+    let lines = page.components(separatedBy: "<li id=\"step-").count - 1
+    #expect(lines == picture.steps.count)
+    #expect(page.contains("data-row=\"1\""))
+    #expect(page.contains("href=\"../09-outbox.html\""))
+    // Nothing fetched: no script or style from elsewhere.
+    #expect(!page.contains("src=\"http") && !page.contains("<link"))
+    // Every bar of the static picture appears in the player, with its steps.
+    let bars = try Regex(#"data-first="(\d+)" data-last="(\d+)""#)
+    let reaches = page.matches(of: bars).map { (Int($0.output[1].substring ?? "") ?? 0) }
+    #expect(reaches.count == picture.rows[0].segments.count + 1)
+    #expect(reaches.allSatisfy { $0 >= 1 && $0 <= picture.steps.count })
+    // The static picture has none of the player's attributes.
+    #expect(!picture.svg().contains("data-first"))
   }
 }

@@ -32,6 +32,8 @@ struct DocsGenError: Error, CustomStringConvertible {
 let root = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
 let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
 var outputCache: [String: String] = [:]
+/// The pictures drawn so far, by what they draw: a later picture with the same bars says so.
+var drawnPictures: [[String]: String] = [:]
 
 // MARK: - Examples
 
@@ -267,7 +269,7 @@ func sample(named name: String) throws -> [String] {
 
 /// The timeline picture of an example's log lines, from the first line starting with `from`.
 @MainActor
-func picture(of example: String, from: String?) throws -> String {
+func picture(of example: String, from: String?) throws -> TimelinePicture {
   var lines = try run(example: example).components(separatedBy: "\n")
   let everyLine = lines
   if let from {
@@ -308,7 +310,13 @@ func picture(of example: String, from: String?) throws -> String {
     consequences = Array(rest.dropFirst().prefix { $0.hasPrefix("  ") })
   }
   let damage = TimelinePicture.damage(fromConsequences: consequences)
-  var rows = TimelinePicture.rows(fromLog: section)
+  let title = try frontMatter(of: example).title
+  var picture = TimelinePicture(
+    log: section,
+    caption: caption.map { "\(title): \($0)" } ?? title,
+    answersChecked: answersChecked
+  )
+  var rows = picture.rows
   // Rows known only by number (an outbox's `#3`) take the name the example printed for that
   // number anywhere in its output (`  #3 update note 7: "..."`).
   var names: [Int: String] = [:]
@@ -331,13 +339,7 @@ func picture(of example: String, from: String?) throws -> String {
   guard !rows.isEmpty else {
     throw DocsGenError(description: "example '\(example)' prints no log lines to draw")
   }
-  let title = try frontMatter(of: example).title
-  var picture = TimelinePicture(
-    rows: rows,
-    unit: "step",
-    caption: caption.map { "\(title): \($0)" } ?? title,
-    answersChecked: answersChecked
-  )
+  picture.rows = rows
   // Retries and dead letters are the story of an outbox's picture: the caption says them.
   if caption == nil, !picture.attemptsSummary.isEmpty {
     picture.caption = "\(title): \(picture.attemptsSummary)"
@@ -346,7 +348,7 @@ func picture(of example: String, from: String?) throws -> String {
     let section = heading.trimmingCharacters(in: CharacterSet(charactersIn: ": "))
     picture.caption = "\(title): \(section)"
   }
-  return picture.svg()
+  return picture
 }
 
 // MARK: - Gallery
@@ -455,15 +457,49 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
         .replacingOccurrences(of: "[^a-z0-9]+", with: "-", options: .regularExpression)
         .trimmingCharacters(in: CharacterSet(charactersIn: "-"))
       let folder = file.split(separator: "/").dropLast().joined(separator: "/")
-      let path = (folder.isEmpty ? "" : folder + "/") + "pictures/\(name).svg"
+      let prefix = folder.isEmpty ? "" : folder + "/"
+      var drawn = try picture(of: example, from: section)
+      // Runs in the same order draw the same bars on the event axis: the caption says which
+      // picture this one repeats, so a reader knows the sameness is the point.
+      let bars =
+        [drawn.unit] + drawn.rows.map { "\($0.start) \($0.end) \($0.outcome) \($0.damage ?? "")" }
+      let page = String(file.split(separator: "/").last ?? "")
+      let lesson = page.split(separator: "-").first.flatMap { Int($0) }
+      let here = "\(try frontMatter(of: example).title)" + (lesson.map { " (lesson \($0))" } ?? "")
+      if let earlier = drawnPictures[bars], earlier != here {
+        drawn.caption += ", the same bars as \(earlier): the same order"
+      } else if drawnPictures[bars] == nil {
+        drawnPictures[bars] = here
+      }
       pictures.append(
         Change(
-          file: path,
+          file: prefix + "pictures/\(name).svg",
           what: "picture of \(arguments.joined(separator: " "))",
-          content: try picture(of: example, from: section)
+          content: drawn.svg()
         )
       )
-      block = ["![Timeline of \(example)](pictures/\(name).svg)"]
+      // The run player, beside the picture: it replays the same events one at a time.
+      let heading =
+        text.components(separatedBy: "\n").first { $0.hasPrefix("# ") }
+        .map { String($0.dropFirst(2)) } ?? page
+      pictures.append(
+        Change(
+          file: prefix + "players/\(name).html",
+          what: "run player of \(arguments.joined(separator: " "))",
+          content: drawn.playerPage(
+            title: heading,
+            back: (
+              "../" + page.replacingOccurrences(of: ".md", with: ".html"), "Back to the lesson"
+            )
+          )
+        )
+      )
+      block = [
+        "![\(drawn.altText)](pictures/\(name).svg)",
+        "",
+        "[▶ Replay this run step by step](players/\(name).html) (\(drawn.steps.count) events; "
+          + "Play, Step, a slider, or the keyboard)",
+      ]
     default:
       block = try galleryTable().components(separatedBy: "\n")
     }

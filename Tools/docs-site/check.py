@@ -15,11 +15,20 @@ Usage: check.py SITE MODULE [MODULE ...]
    console.error, uncaught errors and rejections, resources that fail to load and fetches that
    do not succeed, in an element of the page that the check reads back from the DOM.
 
+3. Every run player of the course (docs/course/players/*.html) is loaded the same way, and a
+   driver script the server adds to it works it as a reader would: → and ← step, End and Home
+   jump, then Step is pressed until it is disabled. The player must open on its first event, answer
+   every key, take one press per event, and end on the last; its picture's shapes at the end
+   (each rect's and text's place, size, fill and visibility) must equal the static picture's
+   (docs/course/pictures/NAME.svg), and no console error may occur.
+
 Chromium comes from Debian's `chromium` package, installed when missing (as root, or through
 sudo). Exits 1 naming each failure.
 """
 import functools
+import html
 import html.parser
+import json
 import http.server
 import os
 import re
@@ -75,6 +84,99 @@ PROBE = b"""<script>(function () {
 })();</script>"""
 
 
+DRIVER = b"""<script>window.addEventListener("load", function () {
+  var problems = [];
+  var slider = document.getElementById("slider");
+  var step = document.getElementById("step");
+  var svg = document.getElementById("orderly-picture");
+  var last = Number(slider.max);
+  function at() { return Number(slider.value); }
+  function key(name) {
+    document.dispatchEvent(new KeyboardEvent("keydown", { key: name, bubbles: true }));
+  }
+  if (at() !== 1) problems.push("opened on event " + at() + ", not 1");
+  var hiddenAtFirst = svg.querySelectorAll('[visibility="hidden"]').length;
+  if (last > 1) {
+    key("ArrowRight"); if (at() !== 2) problems.push("ArrowRight went to " + at() + ", not 2");
+    key("ArrowLeft"); if (at() !== 1) problems.push("ArrowLeft went to " + at() + ", not 1");
+  }
+  key("End"); if (at() !== last) problems.push("End went to " + at() + ", not " + last);
+  key("Home"); if (at() !== 1) problems.push("Home went to " + at() + ", not 1");
+  var presses = 0;
+  while (!step.disabled && presses < 100000) { step.click(); presses += 1; }
+  var current = document.querySelectorAll("#log li.current");
+  var result = document.createElement("pre");
+  result.id = "orderly-check-player";
+  result.hidden = true;
+  result.textContent = JSON.stringify({
+    problems: problems, presses: presses, last: last, position: at(),
+    hiddenAtFirst: hiddenAtFirst, currentLines: current.length,
+    currentIsLast: current.length === 1 && current[0].id === "step-" + last
+  });
+  document.body.appendChild(result);
+});</script>"""
+
+
+def shapes(svg_text):
+    """The drawn shapes of an SVG: each rect's and text's place, size, fill, visibility, words.
+
+    The player's highlight of the current row is not part of the static picture; `<title>`
+    tooltips are left out (the DOM and the file spell their text alike anyway)."""
+    drawn = []
+    for match in re.finditer(r"<(rect|text|line)\b([^>]*?)/?>(?:([^<]*)</text>)?", svg_text):
+        tag, attributes, words = match.group(1), match.group(2), match.group(3) or ""
+        values = dict(re.findall(r'([a-zA-Z-]+)="([^"]*)"', attributes))
+        if values.get("id") == "orderly-current-row":
+            continue
+        kept = tuple(
+            (name, values.get(name, ""))
+            for name in ("x", "y", "width", "height", "fill", "x1", "x2", "y1", "y2", "visibility")
+        )
+        drawn.append((tag, kept, html.unescape(words.strip())))
+    return drawn
+
+
+def check_player(browser, base, site, path, failures):
+    """Loads one run player, drives it to its end, and compares it with its static picture."""
+    dom = browse(browser, base + path, ["--dump-dom"])
+    problems = []
+    if dom.returncode != 0:
+        return ["chromium exited with %d" % dom.returncode]
+    probe = re.search(r'<pre id="orderly-check-errors"[^>]*>(.*?)</pre>', dom.stdout, re.S)
+    problems += [line for line in (probe.group(1).split("\n") if probe else []) if line]
+    problems += [
+        "console: " + line.strip()
+        for line in dom.stderr.splitlines()
+        if "CONSOLE" in line and re.search(r"error|uncaught|failed", line, re.I)
+    ]
+    found = re.search(r'<pre id="orderly-check-player"[^>]*>(.*?)</pre>', dom.stdout, re.S)
+    if not found:
+        return problems + ["the driver never finished (the player's script did not run?)"]
+    result = json.loads(html.unescape(found.group(1)))
+    problems += result["problems"]
+    if result["presses"] != result["last"] - 1:
+        problems.append("%d presses of Step for %d events" % (result["presses"], result["last"]))
+    if result["position"] != result["last"]:
+        problems.append("ended on event %d of %d" % (result["position"], result["last"]))
+    if not result["currentIsLast"]:
+        problems.append("the last log line is not the one highlighted at the end")
+    figure = re.search(r"<svg\b.*?</svg>", dom.stdout, re.S)
+    name = os.path.splitext(os.path.basename(path))[0]
+    static_path = os.path.join(site, os.path.dirname(path), "..", "pictures", name + ".svg")
+    with open(os.path.normpath(static_path), encoding="utf-8") as f:
+        static = shapes(f.read())
+    final = shapes(figure.group(0)) if figure else []
+    if final != static:
+        differing = [
+            "%s %s" % (a[0], dict(a[1])) for a, b in zip(final, static) if a != b
+        ][:3]
+        problems.append(
+            "its last frame differs from pictures/%s.svg (%d shapes against %d; first: %s)"
+            % (name, len(final), len(static), "; ".join(differing) or "a shape is missing")
+        )
+    return problems
+
+
 class ProbingHandler(http.server.SimpleHTTPRequestHandler):
     """Serves the site, adding the probe script to every HTML page."""
 
@@ -90,6 +192,8 @@ class ProbingHandler(http.server.SimpleHTTPRequestHandler):
         with open(path, "rb") as f:
             body = f.read()
         body = re.sub(rb"(<head[^>]*>)", lambda m: m.group(1) + PROBE, body, count=1)
+        if "/players/" in path.replace(os.sep, "/"):
+            body = body.replace(b"</body>", DRIVER + b"</body>", 1)
         self.send_response(200)
         self.send_header("Content-Type", "text/html; charset=utf-8")
         self.send_header("Content-Length", str(len(body)))
@@ -204,13 +308,29 @@ def main():
             failures.append("%s: no screenshot (chromium exited with %d)" % (path, shot.returncode))
         print("  %-55s %s" % (path, "ok" if not [f for f in failures if f.startswith(path)] else "FAILED"))
 
+    players = sorted(
+        os.path.relpath(os.path.join(root, f), site)
+        for root, _, files in os.walk(os.path.join(site, "docs"))
+        for f in files
+        if f.endswith(".html") and os.path.basename(root) == "players"
+    )
+    if not players and os.path.isdir(os.path.join(site, "docs", "course")):
+        failures.append("docs/course: no run player was copied into the site")
+    for path in players:
+        problems = check_player(browser, base, site, path, failures)
+        failures += ["%s: %s" % (path, problem) for problem in problems]
+        print("  %-55s %s" % (path, "FAILED" if problems else "ok (stepped to the end, as its picture)"))
+
     server.shutdown()
     if failures:
         print("site check failed:")
         for failure in failures:
             print("  " + failure)
         sys.exit(1)
-    print("site check passed: %d landing pages rendered, screenshots in %s" % (len(landing), shots))
+    print(
+        "site check passed: %d landing pages rendered, %d run players stepped through, "
+        "screenshots in %s" % (len(landing), len(players), shots)
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ Each FILE (relative to SOURCE_ROOT) becomes OUTPUT_ROOT/FILE with .html instead 
 other .md files become links to their .html pages; links to module documentation written as
 DocC symbol links are left as code. Handles the Markdown the project writes: headings,
 paragraphs, fenced code, tables, lists, block quotes, images, links, code, bold and emphasis.
-Raw HTML comments (the docs-gen markers) are dropped; SVG pictures are copied beside the page.
+Raw HTML comments (the docs-gen markers) are dropped; SVG pictures and linked .html pages (the
+run players) are copied beside the page.
 """
 import html
 import os
@@ -199,9 +200,13 @@ def main():
         home = "../" * depth + "index.html"
         with open(target, "w", encoding="utf-8") as f:
             f.write(page(title, body, home))
-        # Pictures the page shows, kept beside it.
+        # Pictures the page shows, and the run players it links to (pages of their own, made by
+        # docs-gen), kept beside it.
         folder = os.path.dirname(os.path.join(source, name))
-        for picture in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", open(os.path.join(source, name)).read()):
+        text = open(os.path.join(source, name)).read()
+        shown = re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", text)
+        players = re.findall(r"\]\(([^)\s]+\.html)\)", text)
+        for picture in shown + players:
             if re.match(r"^[a-z]+:", picture):
                 continue
             src = os.path.normpath(os.path.join(folder, picture))

@@ -49,6 +49,10 @@ public struct TimelinePicture: Sendable, Equatable {
     public var end: Double
     /// What it was.
     public var kind: Kind
+    /// The step (1 for the log's first event) that begins it, when drawn from a log.
+    public var firstStep: Int?
+    /// The step that ends it, when drawn from a log.
+    public var lastStep: Int?
 
     /// Creates a segment.
     ///
@@ -56,10 +60,20 @@ public struct TimelinePicture: Sendable, Equatable {
     ///   - start: Where it starts on the axis.
     ///   - end: Where it ends on the axis.
     ///   - kind: What it was.
-    public init(start: Double, end: Double, kind: Kind) {
+    ///   - firstStep: The step that begins it, when drawn from a log.
+    ///   - lastStep: The step that ends it, when drawn from a log.
+    public init(
+      start: Double,
+      end: Double,
+      kind: Kind,
+      firstStep: Int? = nil,
+      lastStep: Int? = nil
+    ) {
       self.start = start
       self.end = end
       self.kind = kind
+      self.firstStep = firstStep
+      self.lastStep = lastStep
     }
   }
 
@@ -80,6 +94,10 @@ public struct TimelinePicture: Sendable, Equatable {
     public var damage: String?
     /// The attempts and waits of a job tried more than once, in order; empty for one bar.
     public var segments: [Segment]
+    /// The step (1 for the log's first event) at which the job started, when drawn from a log.
+    public var firstStep: Int?
+    /// The step at which it ended (the last step for one still running), when drawn from a log.
+    public var lastStep: Int?
 
     /// Creates a row.
     ///
@@ -90,13 +108,17 @@ public struct TimelinePicture: Sendable, Equatable {
     ///   - outcome: How the job ended.
     ///   - damage: What went wrong because of the order; `nil` for nothing.
     ///   - segments: The attempts and waits of a job tried more than once.
+    ///   - firstStep: The step at which the job started, when drawn from a log.
+    ///   - lastStep: The step at which it ended, when drawn from a log.
     public init(
       label: String,
       start: Double,
       end: Double,
       outcome: Outcome,
       damage: String? = nil,
-      segments: [Segment] = []
+      segments: [Segment] = [],
+      firstStep: Int? = nil,
+      lastStep: Int? = nil
     ) {
       self.label = label
       self.start = start
@@ -104,6 +126,30 @@ public struct TimelinePicture: Sendable, Equatable {
       self.outcome = outcome
       self.damage = damage
       self.segments = segments
+      self.firstStep = firstStep
+      self.lastStep = lastStep
+    }
+  }
+
+  /// One event of the log a picture was drawn from: a step of its replay.
+  public struct Step: Sendable, Equatable {
+    /// The log line, without indentation or time stamp.
+    public var line: String
+    /// Where it happened on the axis.
+    public var position: Double
+    /// The index of the row it belongs to, or -1 for none.
+    public var row: Int
+
+    /// Creates a step.
+    ///
+    /// - Parameters:
+    ///   - line: The log line.
+    ///   - position: Where it happened on the axis.
+    ///   - row: The index of its row, or -1.
+    public init(line: String, position: Double, row: Int) {
+      self.line = line
+      self.position = position
+      self.row = row
     }
   }
 
@@ -116,6 +162,9 @@ public struct TimelinePicture: Sendable, Equatable {
   /// Whether the answers were compared with an in-order run: the caption then says how many
   /// went wrong, or that none did.
   public var answersChecked: Bool
+  /// The events the picture was drawn from, in order, when it was drawn from a log
+  /// (``init(log:caption:answersChecked:)``); empty otherwise.
+  public var steps: [Step] = []
 
   /// Creates a picture from rows.
   ///
@@ -190,7 +239,7 @@ public struct TimelinePicture: Sendable, Equatable {
     return damage
   }
 
-  /// Rows in steps from log lines such as an example prints: `start 3 createNote`,
+  /// Rows from log lines such as an example prints: `start 3 createNote`,
   /// `finish 3 createNote: note 3: todo`, `error 5 updateNote: …`, `cancelled 2 fetchNote`,
   /// a `TaskStore`'s events, `started save #1` and `ended save #1: cancelled`, or an outbox's,
   /// `delivering #1`, `delivered #1` and `dead letter #3: …`.
@@ -200,67 +249,145 @@ public struct TimelinePicture: Sendable, Equatable {
   /// `ended` (whose outcome follows the colon), and a later word before any colon is a number
   /// (`3`, `#3`, `task 3`). Lines may be
   /// indented; any other line takes no step. A job that started but never ended is drawn as
-  /// running to the last step.
+  /// running to the last step. See ``init(log:caption:answersChecked:)`` for lines that carry
+  /// their time.
   ///
   /// - Parameter lines: The printed lines, in order.
   /// - Returns: One row per job that started, ordered by job number.
   public static func rows(fromLog lines: [String]) -> [Row] {
-    var starts: [Int: (label: String, step: Double)] = [:]
-    var ends: [Int: (step: Double, outcome: Outcome)] = [:]
-    // A job tried more than once (an outbox's `retrying #3 ...`): its attempts and waits.
-    var segments: [Int: [Segment]] = [:]
-    var open: [Int: (start: Double, waiting: Bool)] = [:]
-    var step = 0.0
-    for line in lines {
-      guard let event = Event(line) else { continue }
-      step += 1
-      if event.isRetry {
-        if let attempt = open[event.number], !attempt.waiting {
-          segments[event.number, default: []].append(
-            Segment(start: attempt.start - 0.5, end: step, kind: .failedAttempt)
-          )
-        }
-        open[event.number] = (step, true)
-      } else if let outcome = event.outcome {
-        ends[event.number] = (step, outcome)
-        if let attempt = open.removeValue(forKey: event.number), segments[event.number] != nil {
-          segments[event.number, default: []].append(
-            Segment(start: attempt.start - 0.5, end: step + 0.5, kind: .lastAttempt)
-          )
-        }
-      } else {
-        if starts[event.number] == nil {
-          let label = event.label.isEmpty ? "\(event.number)" : "\(event.number) \(event.label)"
-          starts[event.number] = (label, step)
-        }
-        if let wait = open[event.number], wait.waiting {
-          segments[event.number, default: []].append(
-            Segment(start: wait.start, end: step - 0.5, kind: .wait)
-          )
-        }
-        open[event.number] = (step, false)
-      }
-    }
-    return starts.keys.sorted().map { number in
-      let start = starts[number].map(\.step) ?? 0
-      let end = ends[number]
-      var parts = segments[number] ?? []
-      if !parts.isEmpty, end == nil, let attempt = open[number] {
-        parts.append(
-          Segment(
-            start: attempt.waiting ? attempt.start : attempt.start - 0.5,
-            end: step + 0.5,
-            kind: attempt.waiting ? .wait : .lastAttempt
+    Log(lines).rows
+  }
+
+  /// A picture of log lines (see ``rows(fromLog:)``), on the axis the log allows.
+  ///
+  /// When every event line starts with its time on the run's clock, as in
+  /// `[120 ms] retrying #1 in 0.2 seconds: …` (an example running on an injected clock prints
+  /// the same times on every run), the axis is that time, in milliseconds, with ticks. Otherwise
+  /// it is the order of events, one step per event line.
+  ///
+  /// - Parameters:
+  ///   - lines: The printed lines, in order.
+  ///   - caption: The line under the picture.
+  ///   - answersChecked: Whether the rows' answers were compared with an in-order run.
+  public init(log lines: [String], caption: String, answersChecked: Bool = false) {
+    let log = Log(lines)
+    self.init(rows: log.rows, unit: log.unit, caption: caption, answersChecked: answersChecked)
+    self.steps = log.steps
+  }
+
+  /// A log read into rows and steps.
+  private struct Log {
+    var rows: [Row] = []
+    var steps: [Step] = []
+    var unit = "step"
+
+    init(_ lines: [String]) {
+      let events = lines.compactMap { line in Event(line).map { (line, $0) } }
+      let timed = !events.isEmpty && events.allSatisfy { $0.1.time != nil }
+      unit = timed ? "ms" : "step"
+      // On the step axis an event is a step wide; on a clock it is an instant.
+      let pad = timed ? 0 : 0.5
+      var starts: [Int: (label: String, at: Double, step: Int)] = [:]
+      var ends: [Int: (at: Double, outcome: Outcome, step: Int)] = [:]
+      // A job tried more than once (an outbox's `retrying #3 ...`): its attempts and waits.
+      var segments: [Int: [Segment]] = [:]
+      var open: [Int: (at: Double, step: Int, waiting: Bool)] = [:]
+      var numbers: [Int] = []
+      var last = (at: 0.0, step: 0)
+      for (index, (line, event)) in events.enumerated() {
+        let step = index + 1
+        let at = timed ? event.time ?? 0 : Double(step)
+        last = (at, step)
+        numbers.append(event.number)
+        steps.append(
+          Step(
+            line: Self.withoutStamp(line.trimmingCharacters(in: .whitespaces)),
+            position: at,
+            row: 0
           )
         )
+        if event.isRetry {
+          if let attempt = open[event.number], !attempt.waiting {
+            segments[event.number, default: []].append(
+              Segment(
+                start: attempt.at - pad,
+                end: at,
+                kind: .failedAttempt,
+                firstStep: attempt.step,
+                lastStep: step
+              )
+            )
+          }
+          open[event.number] = (at, step, true)
+        } else if let outcome = event.outcome {
+          ends[event.number] = (at, outcome, step)
+          if let attempt = open.removeValue(forKey: event.number), segments[event.number] != nil {
+            segments[event.number, default: []].append(
+              Segment(
+                start: attempt.at - pad,
+                end: at + pad,
+                kind: .lastAttempt,
+                firstStep: attempt.step,
+                lastStep: step
+              )
+            )
+          }
+        } else {
+          if starts[event.number] == nil {
+            let label = event.label.isEmpty ? "\(event.number)" : "\(event.number) \(event.label)"
+            starts[event.number] = (label, at, step)
+          }
+          if let wait = open[event.number], wait.waiting {
+            segments[event.number, default: []].append(
+              Segment(
+                start: wait.at,
+                end: at - pad,
+                kind: .wait,
+                firstStep: wait.step,
+                lastStep: step
+              )
+            )
+          }
+          open[event.number] = (at, step, false)
+        }
       }
-      return Row(
-        label: starts[number]?.label ?? "\(number)",
-        start: start - 0.5,
-        end: (end?.step ?? step) + 0.5,
-        outcome: end?.outcome ?? .running,
-        segments: parts
-      )
+      let ordered = starts.keys.sorted()
+      let rowOf = Dictionary(uniqueKeysWithValues: ordered.enumerated().map { ($1, $0) })
+      for index in steps.indices {
+        // An event of a job that never started (an end without its start) has no row.
+        steps[index].row = rowOf[numbers[index]] ?? -1
+      }
+      rows = ordered.map { number in
+        let start = starts[number] ?? ("\(number)", 0, 1)
+        let end = ends[number]
+        var parts = segments[number] ?? []
+        if !parts.isEmpty, end == nil, let attempt = open[number] {
+          parts.append(
+            Segment(
+              start: attempt.waiting ? attempt.at : attempt.at - pad,
+              end: last.at + pad,
+              kind: attempt.waiting ? .wait : .lastAttempt,
+              firstStep: attempt.step,
+              lastStep: last.step
+            )
+          )
+        }
+        return Row(
+          label: start.label,
+          start: start.at - pad,
+          end: (end?.at ?? last.at) + pad,
+          outcome: end?.outcome ?? .running,
+          segments: parts,
+          firstStep: start.step,
+          lastStep: end?.step ?? last.step
+        )
+      }
+    }
+
+    /// The line without its leading time stamp.
+    static func withoutStamp(_ line: String) -> String {
+      guard let (_, rest) = Event.stamp(line) else { return line }
+      return rest
     }
   }
 
@@ -271,8 +398,15 @@ public struct TimelinePicture: Sendable, Equatable {
     let outcome: Outcome?
     /// A failed attempt that will be tried again: `retrying #3 in 0.1 seconds: ...`.
     var isRetry = false
+    /// When it happened, in milliseconds, if the line starts with its time: `[120 ms] ...`.
+    var time: Double?
 
     init?(_ line: String) {
+      var line = line.trimmingCharacters(in: .whitespaces)
+      if let (time, rest) = Self.stamp(line) {
+        self.time = time
+        line = rest
+      }
       let (head, detail) = Self.split(line)
       let words = head.split(separator: " ")
       guard let kind = words.first?.lowercased() else { return nil }
@@ -304,6 +438,18 @@ public struct TimelinePicture: Sendable, Equatable {
       self.label = labelWords.joined(separator: " ")
     }
 
+    /// The time of a line that starts with one, `[ 120 ms] ...`, and the rest of the line.
+    static func stamp(_ line: String) -> (Double, String)? {
+      guard line.hasPrefix("["), let close = line.firstIndex(of: "]") else { return nil }
+      let inside = line[line.index(after: line.startIndex)..<close]
+        .trimmingCharacters(in: .whitespaces)
+      guard inside.hasSuffix(" ms"),
+        let value = Double(inside.dropLast(3).trimmingCharacters(in: .whitespaces))
+      else { return nil }
+      let rest = line[line.index(after: close)...].trimmingCharacters(in: .whitespaces)
+      return (value, rest)
+    }
+
     /// The line before its first `: ` (what happened) and after it (the answer).
     private static func split(_ line: String) -> (String, String) {
       guard let colon = line.range(of: ": ") ?? line.range(of: ":", options: .backwards)
@@ -318,7 +464,15 @@ public struct TimelinePicture: Sendable, Equatable {
   /// so it renders on GitHub and in any browser.
   ///
   /// - Returns: The SVG text, ending with a newline.
-  public func svg() -> String {
+  public func svg() -> String { svg(forPlayer: false) }
+
+  /// The SVG, with what a run player needs when `forPlayer` is set.
+  ///
+  /// Each bar gets its steps and
+  /// extent (`data-first`, `data-last`, `data-x`, `data-w`), the words and stripes that appear
+  /// when a bar ends (`data-show`), each step's place on the axis (`data-step-x`) and a
+  /// highlight for the current step's row. Without it, the static picture.
+  func svg(forPlayer: Bool) -> String {
     let rowHeight = 26
     let labelWidth = max(120, (rows.map(\.label.count).max() ?? 0) * 8 + 24)
     let plotWidth = 520
@@ -336,10 +490,23 @@ public struct TimelinePicture: Sendable, Equatable {
     func x(_ value: Double) -> Int {
       labelWidth + Int(((value - low) / (high - low) * Double(plotWidth)).rounded())
     }
+    // What a player reads: when a shape appears and how far it reaches.
+    func drawn(_ first: Int?, _ last: Int?, _ left: Int, _ right: Int) -> String {
+      guard forPlayer else { return "" }
+      return " data-first=\"\(first ?? 0)\" data-last=\"\(last ?? steps.count)\" "
+        + "data-x=\"\(left)\" data-w=\"\(right - left)\""
+    }
+    func shown(at step: Int?) -> String {
+      forPlayer ? " data-show=\"\(step ?? steps.count)\"" : ""
+    }
     var parts: [String] = [
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(width)\" height=\"\(height)\" "
         + "viewBox=\"0 0 \(width) \(height)\" font-family=\"Helvetica, Arial, sans-serif\" "
-        + "font-size=\"13\" role=\"img\" aria-labelledby=\"picture-title picture-desc\">",
+        + "font-size=\"13\" role=\"img\" aria-labelledby=\"picture-title picture-desc\""
+        + (forPlayer
+          ? " id=\"orderly-picture\" data-top=\"\(top)\" data-row-height=\"\(rowHeight)\" "
+            + "data-step-x=\"\(steps.map { "\(x($0.position))" }.joined(separator: " "))\""
+          : "") + ">",
       "<title id=\"picture-title\">\(Self.escaped(fullCaption))</title>",
       "<desc id=\"picture-desc\">\(Self.escaped(description))</desc>",
       // Diagonal stripes over a wrong answer's bar: it reads without colour, in grey print too.
@@ -348,10 +515,12 @@ public struct TimelinePicture: Sendable, Equatable {
         + "fill=\"#5f2120\" fill-opacity=\"0.55\"/></pattern></defs>",
       "<rect width=\"\(width)\" height=\"\(height)\" fill=\"#ffffff\"/>",
     ]
+    // The bands go under the highlight, which goes under the bars.
+    var bands: [String] = []
     for (index, row) in rows.enumerated() {
       let y = top + index * rowHeight
       if index % 2 == 0 {
-        parts.append(
+        bands.append(
           "<rect x=\"0\" y=\"\(y)\" width=\"\(width)\" height=\"\(rowHeight)\" fill=\"#f5f5f7\"/>"
         )
       }
@@ -370,54 +539,79 @@ public struct TimelinePicture: Sendable, Equatable {
           let shape =
             "x=\"\(left)\" y=\"\(y + 5)\" width=\"\(right - left)\" height=\"\(rowHeight - 10)\" rx=\"3\""
           let what = segment.kind == .lastAttempt ? row.outcome.rawValue : segment.kind.rawValue
+          let reach = drawn(segment.firstStep, segment.lastStep, left, right)
           switch segment.kind {
           case .wait:
             parts.append(
-              "<rect \(shape) fill=\"#ffffff\" stroke=\"#5f6368\" stroke-dasharray=\"4 3\">"
+              "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#5f6368\" stroke-dasharray=\"4 3\">"
                 + "<title>\(Self.escaped(row.label)): backoff wait</title></rect>"
             )
           case .failedAttempt, .lastAttempt:
             let colour =
               segment.kind == .failedAttempt ? Self.colour(.failed) : Self.colour(row.outcome)
             parts.append(
-              "<rect \(shape) fill=\"\(colour)\"><title>\(Self.escaped(row.label)): "
+              "<rect \(shape)\(reach) fill=\"\(colour)\"><title>\(Self.escaped(row.label)): "
                 + "\(Self.escaped(what))</title></rect>"
             )
           }
         }
         continue
       }
+      let reach = drawn(row.firstStep, row.lastStep, start, end)
       if let damage = row.damage {
         parts.append(
-          "<rect \(bar) fill=\"\(Self.wrongColour)\"><title>\(Self.escaped(row.label)): "
+          "<rect \(bar)\(reach) fill=\"\(Self.wrongColour)\"><title>\(Self.escaped(row.label)): "
             + "\(Self.escaped(what))</title></rect>"
         )
-        parts.append("<rect \(bar) fill=\"url(#wrong-answer)\"/>")
+        parts.append("<rect \(bar)\(shown(at: row.lastStep)) fill=\"url(#wrong-answer)\"/>")
         parts.append(
-          "<text x=\"\(labelWidth + plotWidth + 16)\" y=\"\(y + 17)\" fill=\"#a50e0e\">"
-            + "✗ \(Self.escaped(damage))</text>"
+          "<text x=\"\(labelWidth + plotWidth + 16)\" y=\"\(y + 17)\"\(shown(at: row.lastStep)) "
+            + "fill=\"#a50e0e\">✗ \(Self.escaped(damage))</text>"
         )
       } else {
         parts.append(
-          "<rect \(bar) fill=\"\(Self.colour(row.outcome))\"\(Self.outline(row.outcome))>"
+          "<rect \(bar)\(reach) fill=\"\(Self.colour(row.outcome))\"\(Self.outline(row.outcome))>"
             + "<title>\(Self.escaped(row.label)): "
             + "\(Self.escaped(what))</title></rect>"
         )
       }
     }
+    let highlight =
+      forPlayer
+      ? [
+        "<rect id=\"orderly-current-row\" x=\"0\" y=\"\(top)\" width=\"\(width)\" "
+          + "height=\"\(rowHeight)\" fill=\"#fff4ce\" stroke=\"#8a6100\" visibility=\"hidden\"/>"
+      ] : []
+    parts.insert(contentsOf: bands + highlight, at: 5)
     let axisY = top + plotHeight + 6
     parts.append(
       "<line x1=\"\(labelWidth)\" y1=\"\(axisY)\" x2=\"\(labelWidth + plotWidth)\" y2=\"\(axisY)\" "
         + "stroke=\"#86868b\"/>"
     )
-    let axisLabel =
-      unit == "step"
-      ? "events, in the order they happened →"
-      : "0 \(unit) … \(Int(high.rounded())) \(unit) →"
-    parts.append(
-      "<text x=\"\(labelWidth)\" y=\"\(axisY + 17)\" fill=\"#515154\">\(Self.escaped(axisLabel))"
-        + "</text>"
-    )
+    if unit == "step" {
+      parts.append(
+        "<text x=\"\(labelWidth)\" y=\"\(axisY + 17)\" fill=\"#515154\">"
+          + "events, in the order they happened →</text>"
+      )
+    } else {
+      // Time is the story: ticks at round values, and the axis named in the labels' column.
+      parts.append(
+        "<text x=\"\(labelWidth - 10)\" y=\"\(axisY + 17)\" fill=\"#515154\" "
+          + "text-anchor=\"end\">time →</text>"
+      )
+      for value in Self.ticks(from: low, to: high) {
+        let tickX = x(value)
+        let nearEnd = tickX >= labelWidth + plotWidth - 20
+        let anchor = tickX <= labelWidth + 1 ? "start" : nearEnd ? "end" : "middle"
+        let number = Self.number(value)
+        parts.append(
+          "<line x1=\"\(tickX)\" y1=\"\(axisY)\" x2=\"\(tickX)\" y2=\"\(axisY + 5)\" "
+            + "stroke=\"#86868b\"/>"
+            + "<text x=\"\(tickX)\" y=\"\(axisY + 17)\" fill=\"#515154\" font-size=\"11\" "
+            + "text-anchor=\"\(anchor)\">\(number) \(Self.escaped(unit))</text>"
+        )
+      }
+    }
     // The legend has a line of its own, under the axis's, right-aligned.
     let legendY = axisY + 18
     var legendX = labelWidth + plotWidth + damageWidth
@@ -496,14 +690,46 @@ public struct TimelinePicture: Sendable, Equatable {
     }.joined(separator: ", ")
   }
 
+  /// The picture in one sentence or two, for a page's alt text: the caption, with its count of
+  /// wrong answers, and what each wrong answer was.
+  public var altText: String {
+    let damage = rows.compactMap { row in row.damage.map { "\(row.label): \($0)" } }
+    let text = damage.isEmpty ? fullCaption : fullCaption + ". " + damage.joined(separator: "; ")
+    return text.replacingOccurrences(of: "[", with: "(").replacingOccurrences(of: "]", with: ")")
+  }
+
   /// The picture in words, for a screen reader: each row, how it ended, and its damage.
   public var description: String {
     rows.map { row in
       let attempts = row.segments.filter { $0.kind != .wait }.count
       let tries = attempts > 1 ? " after \(attempts) attempts" : ""
+      let when =
+        unit == "step" ? "" : ", \(Self.number(row.start)) to \(Self.number(row.end)) \(unit)"
       return "\(row.label): "
-        + (row.damage.map { "wrong answer, \($0)" } ?? row.outcome.rawValue + tries)
+        + (row.damage.map { "wrong answer, \($0)" } ?? row.outcome.rawValue + tries) + when
     }.joined(separator: "; ")
+  }
+
+  /// A value as a reader writes it: `300`, `2.5`.
+  static func number(_ value: Double) -> String {
+    value == value.rounded() ? "\(Int(value))" : String(format: "%g", value)
+  }
+
+  /// Round values from `low` to `high` for an axis's ticks: steps of 1, 2 or 5 times a power
+  /// of ten, at most six of them past the first.
+  package static func ticks(from low: Double, to high: Double) -> [Double] {
+    let span = high - low
+    guard span > 0 else { return [low] }
+    let smallest = span / 6
+    let power = pow(10, log10(smallest).rounded(.down))
+    let step = [1.0, 2, 5].map { $0 * power }.first { $0 >= smallest } ?? 10 * power
+    var values: [Double] = []
+    var value = (low / step).rounded(.up) * step
+    while value <= high + step * 1e-9 {
+      values.append(value)
+      value += step
+    }
+    return values
   }
 
   /// The text split into lines of at most `width` characters, at spaces.
