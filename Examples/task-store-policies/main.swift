@@ -134,5 +134,6 @@ for policy in policies {
       let padding = String(repeating: " ", count: max(0, 3 - milliseconds.count))
       print("    [\(padding)\(milliseconds) ms] \(event)")
     }
+    print("  (each tap cancels the save before it; only the last tap's save completes)")
   }
 }

@@ -146,20 +146,21 @@ func swift(_ arguments: [String]) throws {
   }
 }
 
-/// Builds every example whose binary is missing: the root package's examples with one build
-/// into the folder docs-gen itself runs from, each package example in its own folder.
-func buildMissingExamples() throws {
-  let missing = try allExamples().filter {
-    !FileManager.default.isExecutableFile(atPath: binary(of: $0).path)
-  }
-  if missing.contains(where: { !$0.isPackage }) {
+/// Builds every example, so that no output comes from a binary older than its source.
+///
+/// The root package's examples are built with one build into the folder docs-gen itself runs
+/// from, each package example in its own folder. The builds are incremental, so an example that did not change
+/// costs only SwiftPM's check that it did not.
+func buildExamples() throws {
+  let examples = try allExamples()
+  if examples.contains(where: { !$0.isPackage }) {
     // products is <scratch>/<triple>/<configuration> (or <scratch>/<configuration>, a link).
     let folder = products.resolvingSymlinksInPath()
     let configuration = folder.lastPathComponent
     let scratch = folder.deletingLastPathComponent().deletingLastPathComponent()
     try swift(["build", "--scratch-path", scratch.path, "-c", configuration])
   }
-  for example in missing where example.isPackage {
+  for example in examples where example.isPackage {
     try swift(["build", "--package-path", "Examples/\(example.name)", "--product", example.name])
   }
 }
@@ -344,9 +345,17 @@ func picture(of example: String, from: String?) throws -> TimelinePicture {
   if caption == nil, !picture.attemptsSummary.isEmpty {
     picture.caption = "\(title): \(picture.attemptsSummary)"
   } else if caption == nil, from != nil, let heading = lines.first {
-    // Two pictures of one example differ by their section: its heading names it.
-    let section = heading.trimmingCharacters(in: CharacterSet(charactersIn: ": "))
-    picture.caption = "\(title): \(section)"
+    // Two pictures of one example differ by their section: its heading names it. A section
+    // that ends with its verdict in parentheses, `  (job 2 waits for job 1 to end: ...)`, has
+    // it said under the picture too.
+    let name = heading.trimmingCharacters(in: CharacterSet(charactersIn: ": "))
+    if let last = section.last?.trimmingCharacters(in: .whitespaces), last.hasPrefix("("),
+      last.hasSuffix(")")
+    {
+      picture.caption = "\(title): \(name): \(last.dropFirst().dropLast())"
+    } else {
+      picture.caption = "\(title): \(name)"
+    }
   }
   return picture
 }
@@ -553,7 +562,7 @@ do {
   let check = arguments.contains("--check")
   arguments.removeAll { $0 == "--check" }
   let files = arguments.isEmpty ? markdownFiles() : arguments
-  try buildMissingExamples()
+  try buildExamples()
   var changes: [Change] = []
   for file in files {
     let url = root.appendingPathComponent(file)
