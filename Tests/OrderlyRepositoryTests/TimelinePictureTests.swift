@@ -332,8 +332,11 @@ struct TimelinePictureTimeTests {
     #expect(lines == picture.steps.count)
     #expect(page.contains("data-row=\"1\""))
     #expect(page.contains("href=\"../09-outbox.html\""))
-    // Nothing fetched: no script or style from elsewhere.
-    #expect(!page.contains("src=\"http") && !page.contains("<link"))
+    // Nothing fetched from elsewhere: the script and the style sheet sit beside the page.
+    #expect(page.contains("<script src=\"player.js\"></script>"))
+    #expect(page.contains("<link rel=\"stylesheet\" href=\"player.css\">"))
+    #expect(!page.contains("src=\"http") && !page.contains("href=\"http"))
+    #expect(TimelinePicture.playerScript.contains("getElementById(\"orderly-picture\")"))
     // Every bar of the static picture appears in the player, with its steps.
     let bars = try Regex(#"data-first="(\d+)" data-last="(\d+)""#)
     let reaches = page.matches(of: bars).map { (Int($0.output[1].substring ?? "") ?? 0) }

@@ -214,6 +214,13 @@ def main():
             if os.path.isfile(src):
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
                 shutil.copyfile(src, dst)
+                # A player's script and style sheet, shared by the players of its folder.
+                if src.endswith(".html"):
+                    with open(src, encoding="utf-8") as f:
+                        for shared in re.findall(r'(?:src|href)="([^":]+\.(?:js|css))"', f.read()):
+                            source_file = os.path.join(os.path.dirname(src), shared)
+                            if os.path.isfile(source_file):
+                                shutil.copyfile(source_file, os.path.join(os.path.dirname(dst), shared))
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@ import Foundation
 extension TimelinePicture {
   /// A page that replays the run the picture was drawn from, one event at a time.
   ///
-  /// The page holds everything it needs: the picture, the log and a short script, with no
-  /// server and nothing downloaded. It opens on the first event; **Play** moves on every
+  /// The page holds the picture and the log; its behaviour and looks are two files beside it,
+  /// ``playerScript`` as `player.js` and ``playerStyle`` as `player.css`, shared by every
+  /// player of a folder. No server, no framework, nothing fetched from elsewhere. It opens on the first event; **Play** moves on every
   /// ``playInterval`` milliseconds, **Step** and **Back** one event, the slider to any event,
   /// and the keyboard does the same (→ and ←, Space, Home and End). The current event's log
   /// line and its row are highlighted, each bar grows as far as the run had got, and a
@@ -29,7 +30,7 @@ extension TimelinePicture {
       <html lang="en"><head><meta charset="utf-8">
       <meta name="viewport" content="width=device-width, initial-scale=1">
       <title>Replay: \(Self.escapedHTML(title)) · Orderly</title>
-      <style>\(Self.playerStyle)</style></head>
+      <link rel="stylesheet" href="player.css"></head>
       <body>
       <main>
       <h1>Replay: \(Self.escapedHTML(title))</h1>
@@ -53,7 +54,7 @@ extension TimelinePicture {
       </ol>
       <p><a href="\(Self.escapedHTML(back.href))">\(Self.escapedHTML(back.text))</a></p>
       </main>
-      <script>\(Self.playerScript)</script>
+      <script src="player.js"></script>
       </body></html>
 
       """
@@ -74,7 +75,8 @@ extension TimelinePicture {
   /// How long Play shows each event, in milliseconds.
   public static let playInterval = 700
 
-  private static let playerStyle = """
+  /// The players' style sheet, `player.css` beside them.
+  public static let playerStyle = """
     body { font-family: -apple-system, Helvetica, Arial, sans-serif; color: #1d1d1f; \
     margin: 0; background: #ffffff; }
     main { max-width: 1100px; margin: 0 auto; padding: 24px; }
@@ -94,9 +96,9 @@ extension TimelinePicture {
     #log .at { display: inline-block; min-width: 5em; color: #515154; }
     """
 
-  /// The player: frames are computed from the picture's own attributes, so the last frame
-  /// shows every shape as the static picture draws it.
-  private static let playerScript = """
+  /// The players' script, `player.js` beside them: frames are computed from the picture's own
+  /// attributes, so the last frame shows every shape as the static picture draws it.
+  public static let playerScript = """
     (function () {
       var svg = document.getElementById("orderly-picture");
       var stepX = svg.getAttribute("data-step-x").split(" ").map(Number);
