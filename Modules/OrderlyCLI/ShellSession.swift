@@ -1,7 +1,9 @@
 import Foundation
 import OrderlyCore
 import OrderlyRepository
-import Synchronization
+#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
+import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
+#endif
 
 /// A parsed shell command.
 enum ShellLine: Equatable {
@@ -138,9 +140,9 @@ final class ShellSession: Sendable {
   private let lines = SerialQueue(name: "shell")
   private let interactive = isatty(STDIN_FILENO) == 1
   /// Whether any line failed, to set the exit status.
-  private let failures = Mutex(false)
+  private let failures = OrderlyMutex(false)
   /// Accepted commands that have not ended, by line number, as typed.
-  private let unfinished = Mutex<[Int: String]>([:])
+  private let unfinished = OrderlyMutex<[Int: String]>([:])
 
   init(repository: NotesRepository) {
     self.repository = repository

@@ -1,5 +1,7 @@
 internal import OrderlyCore
-import Synchronization
+#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
+import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
+#endif
 
 /// A one-shot signal that bridges a delegate or callback into a launch step: the step awaits
 /// ``wait(isolation:)``, the callback calls ``fire(_:)``.
@@ -21,7 +23,7 @@ public final class LaunchSignal<Value: Sendable>: Sendable {
     var lastToken: UInt64 = 0
   }
 
-  private let state = Mutex(State())
+  private let state = OrderlyMutex(State())
 
   /// Creates a signal that has not fired.
   public init() {}

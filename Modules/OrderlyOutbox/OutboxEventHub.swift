@@ -1,7 +1,9 @@
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import OrderlyCore
-import Synchronization
+#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
+import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
+#endif
 
 /// The listeners of an outbox's ``Outbox/events``.
 ///
@@ -14,7 +16,7 @@ final class OutboxEventHub: Sendable {
     var finished = false
   }
 
-  private let listeners = Mutex(Listeners())
+  private let listeners = OrderlyMutex(Listeners())
 
   /// A new listener that receives every event emitted from now on.
   func subscribe() -> AsyncStream<OutboxEvent> {

@@ -1,5 +1,7 @@
 internal import OrderlyCore
-import Synchronization
+#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
+import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
+#endif
 
 /// A handle to one task of a ``TaskStore``: await its value or outcome, or cancel it.
 ///
@@ -87,7 +89,7 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
   }
 
   let id: UInt64
-  private let state = Mutex(State())
+  private let state = OrderlyMutex(State())
 
   init(id: UInt64) {
     self.id = id

@@ -1,5 +1,7 @@
 import OrderlyCore
-import Synchronization
+#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
+import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
+#endif
 
 /// A value behind a lock, and the tasks waiting for a condition on it to hold.
 ///
@@ -37,10 +39,10 @@ final class ConditionWaiters<Value>: Sendable {
     }
   }
 
-  private let storage: Mutex<Storage>
+  private let storage: OrderlyMutex<Storage>
 
   init(_ value: sending Value) {
-    storage = Mutex(Storage(value: value))
+    storage = OrderlyMutex(Storage(value: value))
   }
 
   /// Reads the value.

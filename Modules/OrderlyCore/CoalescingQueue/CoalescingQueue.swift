@@ -1,4 +1,6 @@
-import Synchronization
+#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
+import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
+#endif
 
 /// A serial queue that keeps at most one job waiting: a new job replaces the waiting one.
 ///
@@ -31,7 +33,7 @@ public final class CoalescingQueue: Sendable {
   /// The waiting job's mark: set when a newer job replaces it.
   private final class Waiting: Sendable {
     let node: TurnNode
-    private let replaced = Atomic(false)
+    private let replaced = OrderlyAtomic(false)
 
     init(node: TurnNode) {
       self.node = node
@@ -47,7 +49,7 @@ public final class CoalescingQueue: Sendable {
 
   let core: JobQueueCore
   /// The job waiting for its turn, if any.
-  private let waiting = Mutex<Waiting?>(nil)
+  private let waiting = OrderlyMutex<Waiting?>(nil)
 
   /// Creates an empty, idle queue.
   ///

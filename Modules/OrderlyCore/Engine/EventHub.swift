@@ -1,4 +1,6 @@
-import Synchronization
+#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
+import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
+#endif
 
 /// The listeners of a queue's `events`, shared by every line that reports to them.
 ///
@@ -11,9 +13,9 @@ final class EventHub: Sendable {
     var lastToken: UInt64 = 0
   }
 
-  private let listeners = Mutex(Listeners())
+  private let listeners = OrderlyMutex(Listeners())
   /// Read without the lock, so emitting costs one load when nobody listens.
-  private let listenerCount = Atomic<Int>(0)
+  private let listenerCount = OrderlyAtomic<Int>(0)
 
   /// A new listener that receives every event emitted from now on.
   func subscribe() -> AsyncStream<QueueEvent> {

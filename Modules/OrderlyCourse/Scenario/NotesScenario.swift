@@ -1,7 +1,9 @@
 import Foundation
 internal import OrderlyCore
 public import OrderlyRepository
-import Synchronization
+#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
+import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
+#endif
 
 /// The notes screen's seven-call scenario, run under one of four strategies, with the facts to
 /// show what each strategy does to the order of the answers.
@@ -298,7 +300,7 @@ public final class ScenarioNotesService: NotesService {
   let latencies: [Duration]
   let failingCall: Int?
   let clock: any Clock<Duration>
-  private let arrivals = Mutex(0)
+  private let arrivals = OrderlyMutex(0)
 
   init(
     base: InMemoryNotesService,
