@@ -4,13 +4,7 @@ import PackageDescription
 
 let package = Package(
   name: "Orderly",
-  // The floor: Duration and Clock, which every module's API uses (timeouts, delays, injected
-  // clocks). Newer APIs are behind @available where they are used: task executors
-  // (`DedicatedThreadExecutor`, the queues' `executor:` initialisers) from macOS 15 / iOS 18,
-  // Observation (`TaskStore`, `LaunchSequencer`) from macOS 14 / iOS 17. Synchronization's
-  // Mutex and Atomic (macOS 15) are used on Linux only; Apple platforms get OrderlyMutex's
-  // pthread lock (Modules/OrderlyCore/Sync/PortableSync.swift).
-  platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
+  platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
   products: [
     .library(name: "OrderlyCore", targets: ["OrderlyCore"]),
     .library(name: "OrderlyTestSupport", targets: ["OrderlyTestSupport"]),
@@ -358,11 +352,6 @@ package.targets += [
 
 // MARK: - Shared settings
 
-/// The targets a user's package builds: those of the library products.
-let libraryTargets = Set(
-  package.products.compactMap { $0 as? Product.Library }.flatMap(\.targets)
-)
-
 for target in package.targets where target.name != "COrderlySanitizer" {
   var settings = target.swiftSettings ?? []
   settings += [
@@ -371,16 +360,5 @@ for target in package.targets where target.name != "COrderlySanitizer" {
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("MemberImportVisibility"),
   ]
-  // Tests, examples and tools are built only here, on a Mac new enough to run them: they may
-  // use what the floor above does not have (Mutex, task executors) without an @available on
-  // every test. No user's package builds them, so the flag never reaches one.
-  if !libraryTargets.contains(target.name) {
-    settings.append(
-      .unsafeFlags(
-        ["-Xfrontend", "-disable-availability-checking"],
-        .when(platforms: [.macOS, .iOS, .tvOS, .watchOS, .visionOS])
-      )
-    )
-  }
   target.swiftSettings = settings
 }

@@ -1,9 +1,7 @@
 import Foundation
 import OrderlyCore
 import OrderlyRepository
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// A parsed shell command.
 enum ShellLine: Equatable {
@@ -140,9 +138,9 @@ final class ShellSession: Sendable {
   private let lines = SerialQueue(name: "shell")
   private let interactive = isatty(STDIN_FILENO) == 1
   /// Whether any line failed, to set the exit status.
-  private let failures = OrderlyMutex(false)
+  private let failures = Mutex(false)
   /// Accepted commands that have not ended, by line number, as typed.
-  private let unfinished = OrderlyMutex<[Int: String]>([:])
+  private let unfinished = Mutex<[Int: String]>([:])
 
   init(repository: NotesRepository) {
     self.repository = repository

@@ -89,7 +89,7 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
 ///
 /// ## De-duplication
 ///
-/// The serial-modals article enqueues the same steps on launch *and* on every foreground. By default
+/// The seed enqueues the same steps on launch *and* on every foreground. By default
 /// (``Deduplication/pendingOrRunning``) a step whose ``LaunchStep/id`` matches a step that is
 /// pending or running is not queued again; once that step has ended, the same id may be queued
 /// anew. Pass ``Deduplication/none`` to queue every step.
@@ -105,12 +105,6 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
 /// The sequencer is `@Observable`: ``currentStep``, ``pendingSteps``, ``history``,
 /// ``isIdle`` and ``isSuspended`` update views as they change. ``events`` reports the same
 /// changes as a sequence.
-///
-/// ## Availability
-///
-/// macOS 14, iOS 17, tvOS 17, watchOS 10 and visionOS 1, where Observation (`@Observable`)
-/// begins; the rest of Orderly reaches back to macOS 13 and iOS 16.
-@available(macOS 14, iOS 17, tvOS 17, watchOS 10, visionOS 1, *)
 @MainActor
 @Observable
 public final class LaunchSequencer {

@@ -1,7 +1,5 @@
 internal import OrderlyCore
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// A one-shot signal that bridges a delegate or callback into a launch step: the step awaits
 /// ``wait(isolation:)``, the callback calls ``fire(_:)``.
@@ -23,7 +21,7 @@ public final class LaunchSignal<Value: Sendable>: Sendable {
     var lastToken: UInt64 = 0
   }
 
-  private let state = OrderlyMutex(State())
+  private let state = Mutex(State())
 
   /// Creates a signal that has not fired.
   public init() {}

@@ -1,6 +1,7 @@
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import OrderlyCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -8,9 +9,6 @@ import Glibc
 import Musl
 #elseif canImport(Darwin)
 import Darwin
-#endif
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
 #endif
 
 /// The right to deliver one outbox file: an exclusive `flock` on the file `PATH-deliverer`
@@ -25,10 +23,10 @@ final class DelivererLock: Sendable {
   static func path(for outboxPath: String) -> String { outboxPath + "-deliverer" }
 
   /// The open lock file, or -1 once released.
-  private let descriptor: OrderlyMutex<Int32>
+  private let descriptor: Mutex<Int32>
 
   private init(descriptor: Int32) {
-    self.descriptor = OrderlyMutex(descriptor)
+    self.descriptor = Mutex(descriptor)
   }
 
   /// Takes the lock if nobody holds it.

@@ -4,9 +4,7 @@ public import Foundation
 public import GRDB
 import OrderlyCore
 import OrderlyDatabaseFile
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// Ordered work that survives the process: messages written to an SQLite file, delivered in
 /// the order they were appended, each removed only once its delivery returned.
@@ -68,7 +66,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   let clock: any Clock<Duration>
   let partitionOfMessage: (@Sendable (Message) -> String?)?
   let coalescing: Coalescing<Message>?
-  let state: OrderlyMutex<OutboxState<Message>>
+  let state: Mutex<OutboxState<Message>>
   let hub = OutboxEventHub()
 
   /// Opens the outbox at `path`, creating it if there is no file there yet.
@@ -221,7 +219,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     self.clock = clock
     self.partitionOfMessage = partition
     self.coalescing = coalescing
-    self.state = OrderlyMutex(OutboxState(pending: counts.pending, deadLetters: counts.deadLetters))
+    self.state = Mutex(OutboxState(pending: counts.pending, deadLetters: counts.deadLetters))
   }
 
   // MARK: - Appending

@@ -1,9 +1,7 @@
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import OrderlyCore
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// The listeners of an outbox's ``Outbox/events``.
 ///
@@ -16,7 +14,7 @@ final class OutboxEventHub: Sendable {
     var finished = false
   }
 
-  private let listeners = OrderlyMutex(Listeners())
+  private let listeners = Mutex(Listeners())
 
   /// A new listener that receives every event emitted from now on.
   func subscribe() -> AsyncStream<OutboxEvent> {

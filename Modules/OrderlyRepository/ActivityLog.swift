@@ -1,7 +1,5 @@
 internal import OrderlyCore
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// One line of an ``ActivityLog``: a call started, finished, or failed.
 public struct ActivityEntry: Sendable, Equatable, CustomStringConvertible {
@@ -59,7 +57,7 @@ public final class ActivityLog: Sendable {
     var lastFollower: UInt64 = 0
   }
 
-  private let state = OrderlyMutex(State())
+  private let state = Mutex(State())
   private let elapsed: (@Sendable () -> Duration)?
 
   /// Creates an empty log that does not keep time.

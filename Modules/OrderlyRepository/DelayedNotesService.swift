@@ -1,7 +1,5 @@
 internal import OrderlyCore
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// A ``NotesService`` that waits a seeded random time before each call to another service: a
 /// local store made to feel like a slow server, to see ordering at work.
@@ -9,7 +7,7 @@ public final class DelayedNotesService: NotesService {
   private let base: any NotesService
   private let latency: ClosedRange<Duration>
   private let clock: any Clock<Duration>
-  private let generator: OrderlyMutex<SeededGenerator>
+  private let generator: Mutex<SeededGenerator>
 
   /// Wraps a service.
   ///
@@ -27,7 +25,7 @@ public final class DelayedNotesService: NotesService {
     self.base = base
     self.latency = latency
     self.clock = clock
-    self.generator = OrderlyMutex(SeededGenerator(seed: seed))
+    self.generator = Mutex(SeededGenerator(seed: seed))
   }
 
   private func delay() async throws {

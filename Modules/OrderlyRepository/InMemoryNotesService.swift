@@ -1,8 +1,6 @@
 public import Foundation
 internal import OrderlyCore
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// A ``NotesService`` in memory, with latency and failure injection for demos and tests.
 ///
@@ -68,7 +66,7 @@ public final class InMemoryNotesService: NotesService {
     var generator: SeededGenerator
   }
 
-  private let state: OrderlyMutex<State>
+  private let state: Mutex<State>
   private let latency: Latency
   private let latencies: [NotesOperation: Latency]
   private let failures: [Failure]
@@ -94,7 +92,7 @@ public final class InMemoryNotesService: NotesService {
     clock: any Clock<Duration> = ContinuousClock(),
     now: @escaping @Sendable () -> Date = { Date() }
   ) {
-    self.state = OrderlyMutex(
+    self.state = Mutex(
       State(
         notes: Dictionary(notes.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last }),
         lastID: notes.map(\.id).max() ?? 0,

@@ -1,7 +1,5 @@
 public import OrderlyCore
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// The notes of the serial task executor article, behind a repository that runs every call through one
 /// `SerialQueue`.
@@ -17,8 +15,8 @@ import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atom
 /// Task { print(try await repository.notes()) }  // sees the note: it runs second
 /// ```
 ///
-/// Unlike the serial task executor article's repository, the queue's jobs hold the service
-/// strongly: a call never turns into a silent empty result because the repository went away. A call cancelled before its turn
+/// Unlike the seed's repository, the queue's jobs hold the service strongly: a call never turns
+/// into a silent empty result because the repository went away. A call cancelled before its turn
 /// never reaches the service and throws its operation's ``NotesError`` with the reason
 /// `cancelled`.
 ///
@@ -32,7 +30,7 @@ public final class NotesRepository: Sendable {
 
   private let queue: SerialQueue
   /// The number of the last call made; taken with the call's place in line, under one lock.
-  private let callCount = OrderlyMutex(0)
+  private let callCount = Mutex(0)
 
   /// Creates a repository over a service.
   ///

@@ -5,9 +5,7 @@ import OrderlyCore
 import OrderlyDatabaseFile
 public import OrderlyOutbox
 public import OrderlyRepository
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// An offline-first `NotesService`: every change is written to the local SQLite file at once
 /// and, in the same transaction, appended to an outbox as the `NoteMutation` the server must
@@ -130,7 +128,7 @@ public final class OfflineNotesService: NotesService {
 /// The outbox, once it exists: the notes service is opened first (the outbox lives in its
 /// database), and its write hook reaches the outbox through this.
 private final class OutboxSlot: Sendable {
-  private let value = OrderlyMutex<Outbox<NoteMutation>?>(nil)
+  private let value = Mutex<Outbox<NoteMutation>?>(nil)
 
   var outbox: Outbox<NoteMutation>? { value.withLock(announcingTo: self) { $0 } }
 

@@ -50,18 +50,12 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 /// ## Identity
 ///
 /// Every task has its own identity: a task that ends only ever removes itself, so an older task
-/// of a key never clears the state of a newer one (the bug of the task store it grew from).
+/// of a key never clears the state of a newer one (the seed's bug).
 ///
 /// ## Lifetime
 ///
 /// Releasing the store cancels every task it holds; waiting tasks never run, and their awaiters
 /// resume with `CancellationError` at once.
-///
-/// ## Availability
-///
-/// macOS 14, iOS 17, tvOS 17, watchOS 10 and visionOS 1, where Observation (`@Observable`)
-/// begins; the rest of Orderly reaches back to macOS 13 and iOS 16.
-@available(macOS 14, iOS 17, tvOS 17, watchOS 10, visionOS 1, *)
 @Observable
 public final class TaskStore<Key: Hashable & Sendable> {
   /// A key's counters and last result.
@@ -421,7 +415,6 @@ public final class TaskStore<Key: Hashable & Sendable> {
 /// `@unchecked Sendable` is safe because the store is only ever touched on `actor`, the actor
 /// the store's methods were called on: either inside `actor.assumeIsolated` (which checks it at
 /// run time), or in ``settleCancelledWaiting(_:key:isolation:)``, a method isolated to `actor`.
-@available(macOS 14, iOS 17, tvOS 17, watchOS 10, visionOS 1, *)
 private struct StoreReference<Key: Hashable & Sendable>: @unchecked Sendable {
   weak var store: TaskStore<Key>?
   let actor: any Actor

@@ -1,7 +1,5 @@
 internal import OrderlyCore
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// A handle to one task of a ``TaskStore``: await its value or outcome, or cancel it.
 ///
@@ -89,7 +87,7 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
   }
 
   let id: UInt64
-  private let state = OrderlyMutex(State())
+  private let state = Mutex(State())
 
   init(id: UInt64) {
     self.id = id

@@ -1,7 +1,5 @@
 import OrderlyCore
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// A value behind a lock, and the tasks waiting for a condition on it to hold.
 ///
@@ -39,10 +37,10 @@ final class ConditionWaiters<Value>: Sendable {
     }
   }
 
-  private let storage: OrderlyMutex<Storage>
+  private let storage: Mutex<Storage>
 
   init(_ value: sending Value) {
-    storage = OrderlyMutex(Storage(value: value))
+    storage = Mutex(Storage(value: value))
   }
 
   /// Reads the value.

@@ -1,7 +1,5 @@
 import DequeModule
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// A counting semaphore for Swift concurrency: tasks wait for a permit without blocking a thread,
 /// in strict first-come, first-served order.
@@ -37,7 +35,7 @@ public final class AsyncSemaphore: Sendable {
     var tombstones = 0
   }
 
-  private let state: OrderlyMutex<State>
+  private let state: Mutex<State>
 
   /// Creates a semaphore with `value` permits.
   ///
@@ -47,7 +45,7 @@ public final class AsyncSemaphore: Sendable {
   ///   for a `signal`.
   public init(value: Int) {
     precondition(value >= 0, "AsyncSemaphore value must be 0 or more; got \(value)")
-    state = OrderlyMutex(State(permits: value))
+    state = Mutex(State(permits: value))
   }
 
   /// Permits available now, without waiting.

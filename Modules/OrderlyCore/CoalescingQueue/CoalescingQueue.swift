@@ -1,6 +1,4 @@
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// A serial queue that keeps at most one job waiting: a new job replaces the waiting one.
 ///
@@ -33,7 +31,7 @@ public final class CoalescingQueue: Sendable {
   /// The waiting job's mark: set when a newer job replaces it.
   private final class Waiting: Sendable {
     let node: TurnNode
-    private let replaced = OrderlyAtomic(false)
+    private let replaced = Atomic(false)
 
     init(node: TurnNode) {
       self.node = node
@@ -49,7 +47,7 @@ public final class CoalescingQueue: Sendable {
 
   let core: JobQueueCore
   /// The job waiting for its turn, if any.
-  private let waiting = OrderlyMutex<Waiting?>(nil)
+  private let waiting = Mutex<Waiting?>(nil)
 
   /// Creates an empty, idle queue.
   ///

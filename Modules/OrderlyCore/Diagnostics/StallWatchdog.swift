@@ -1,12 +1,11 @@
+import Synchronization
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #elseif canImport(Darwin)
 import Darwin
-#endif
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
 #endif
 
 /// A debugging aid that says, with evidence, why queued work does not move: set the environment
@@ -67,7 +66,7 @@ enum StallWatchdog {
       var poolReportedBlocked = false
     }
 
-    private let state: OrderlyMutex<State>
+    private let state: Mutex<State>
     private let descriptor: Int32
     private let stallAfter: UInt64
 
@@ -79,7 +78,7 @@ enum StallWatchdog {
         descriptor = opened >= 0 ? opened : STDERR_FILENO
       }
       stallAfter = UInt64(seconds) * 1_000_000_000
-      state = OrderlyMutex(State(heartbeat: Self.now()))
+      state = Mutex(State(heartbeat: Self.now()))
       report("watching queues (stall after \(seconds) s) in process \(getpid())")
       startThread()
       startPoolProbe()
@@ -109,7 +108,7 @@ enum StallWatchdog {
     }
 
     /// Whether the stacks were taken already: once per process is enough, and gdb is slow.
-    private let tookStacks = OrderlyAtomic<Bool>(false)
+    private let tookStacks = Atomic<Bool>(false)
 
     /// Appends every thread's stack to the report file, with gdb, once per process.
     private func reportStacks() {

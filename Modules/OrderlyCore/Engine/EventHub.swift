@@ -1,6 +1,4 @@
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// The listeners of a queue's `events`, shared by every line that reports to them.
 ///
@@ -13,9 +11,9 @@ final class EventHub: Sendable {
     var lastToken: UInt64 = 0
   }
 
-  private let listeners = OrderlyMutex(Listeners())
+  private let listeners = Mutex(Listeners())
   /// Read without the lock, so emitting costs one load when nobody listens.
-  private let listenerCount = OrderlyAtomic<Int>(0)
+  private let listenerCount = Atomic<Int>(0)
 
   /// A new listener that receives every event emitted from now on.
   func subscribe() -> AsyncStream<QueueEvent> {

@@ -1,6 +1,4 @@
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// Where detached jobs wait, without the queue's lock, while the line is busy; and the
 /// counter that numbers every job of the queue.
@@ -31,12 +29,12 @@ final class JobInbox: Sendable {
   /// to `false` only under the inbox's lock with no job waiting. So under the queue's lock,
   /// `false` means the inbox is empty and no producer is using it, and the queue needs no inbox
   /// lock at all.
-  private let isWatched = OrderlyAtomic<Bool>(false)
+  private let isWatched = Atomic<Bool>(false)
   /// The last number handed out.
   ///
   /// Producers advance it under the inbox's lock; the queue under its own lock, and under the
   /// inbox's lock too while the inbox is watched.
-  private let lastID = OrderlyAtomic<UInt64>(0)
+  private let lastID = Atomic<UInt64>(0)
 
   /// Keeps `job` here if the inbox is watched, numbering it and reporting it with `announce`.
   ///

@@ -1,6 +1,4 @@
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// The engine behind every Orderly queue: a ``JobLineState`` under a lock, and the code that
 /// runs its jobs.
@@ -32,31 +30,22 @@ final class JobQueueCore: Sendable {
   private let inbox = JobInbox()
   /// Told, with no lock held, when the last job ends (a keyed queue then frees the key's line).
   private let idleHandler: (@Sendable (JobQueueCore) -> Void)?
-  /// Where the queue's jobs run, if not on the cooperative pool (see `SerialQueue.init`): a
-  /// task executor, stored without its type, since task executors exist only from macOS 15 and
-  /// iOS 18 on and the queue itself runs on older systems too.
-  let executorPreference: (any Sendable)?
-
-  /// The task executor the jobs run on, if the queue was given one.
-  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
-  var executor: (any TaskExecutor)? {
-    // Set only by the initialisers that take a task executor, so it is one.
-    executorPreference as? any TaskExecutor
-  }
+  /// Where the queue's jobs run, if not on the cooperative pool (see `SerialQueue.init`).
+  let executor: (any TaskExecutor)?
   /// A copy of ``JobLineState/lowestPriority``, written under the lock, read without it: a
   /// waiter whose priority is not above it has nothing to raise, and takes no lock to find out.
-  private let lowestPriority = OrderlyAtomic<UInt8>(.max)
+  private let lowestPriority = Atomic<UInt8>(.max)
 
   init(
     name: String,
     limit: Int,
     slotRelease: SlotRelease = .atEnd,
     events: EventHub = EventHub(),
-    executor: (any Sendable)? = nil,
+    executor: (any TaskExecutor)? = nil,
     idleHandler: (@Sendable (JobQueueCore) -> Void)? = nil
   ) {
     self.name = name
-    self.executorPreference = executor
+    self.executor = executor
     self.slotRelease = slotRelease
     self.idleHandler = idleHandler
     self.hub = events
@@ -65,7 +54,7 @@ final class JobQueueCore: Sendable {
   }
 
   /// Runner tasks alive, for the stall watchdog (counted only while it runs).
-  private let runners = OrderlyAtomic<Int>(0)
+  private let runners = Atomic<Int>(0)
 
   /// The queue's state now, for the stall watchdog.
   func diagnosticSnapshot() -> QueueSnapshot {
@@ -113,9 +102,7 @@ final class JobQueueCore: Sendable {
     isolation: isolated (any Actor)?,
     operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
-    if executorPreference != nil, #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *),
-      let executor
-    {
+    if let executor {
       // Nonisolated work runs on the executor; an operation isolated to an actor still hops to
       // its actor when called.
       let task = Task(executorPreference: executor, priority: priority) {
@@ -166,9 +153,7 @@ final class JobQueueCore: Sendable {
       isBarrier: isBarrier,
       priority: Task.currentPriority.rawValue
     )
-    if executorPreference != nil, #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *),
-      let executor
-    {
+    if let executor {
       return try await withTaskExecutorPreference(executor, isolation: isolation) {
         try await runTurn(
           node,
@@ -525,9 +510,7 @@ final class JobQueueCore: Sendable {
 
   /// Starts a runner task for a detached job that has its turn.
   func startRunner(with job: any RunnableJob) {
-    if executorPreference != nil, #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *),
-      let executor
-    {
+    if let executor {
       Task.detached(executorPreference: executor, priority: job.priority) { [self] in
         await drain(startingWith: job)
       }

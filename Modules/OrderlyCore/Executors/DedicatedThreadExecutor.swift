@@ -1,5 +1,6 @@
 import DequeModule
 import Dispatch
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -7,9 +8,6 @@ import Glibc
 import Musl
 #elseif canImport(Darwin)
 import Darwin
-#endif
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
 #endif
 
 /// A task executor with threads of its own, for work that blocks: SQLite calls, file I/O, a C
@@ -36,7 +34,6 @@ import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atom
 ///   work (detached jobs, `nonisolated` functions the job calls) that runs on these threads.
 ///   Task-local values and priorities are unaffected; the threads do not change their own
 ///   scheduling priority with the task's.
-@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 public final class DedicatedThreadExecutor: TaskExecutor, Sendable {
   private struct State {
     var jobs = Deque<UnownedJob>()
@@ -48,7 +45,7 @@ public final class DedicatedThreadExecutor: TaskExecutor, Sendable {
   /// How many threads run its jobs.
   public let threadCount: Int
 
-  private let state = OrderlyMutex(State())
+  private let state = Mutex(State())
   /// Counts queued jobs (and, on shutdown, one wake-up per thread).
   private let available = DispatchSemaphore(value: 0)
   private let stopped = DispatchSemaphore(value: 0)

@@ -1,6 +1,4 @@
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// How a job ended.
 enum JobOutcome: Sendable {
@@ -127,7 +125,7 @@ struct DetachedJobResultMismatch: Error, CustomStringConvertible {
 ///
 /// Its state is stored with the result type erased (``ErasedJobState``): queues run jobs from
 /// generic, unspecialized code, and a state generic over `Success` made every job look up
-/// `OrderlyMutex<State>`, `Result<Success, Error>` and friends at runtime. Profiling `enqueueDetached`
+/// `Mutex<State>`, `Result<Success, Error>` and friends at runtime. Profiling `enqueueDetached`
 /// with `perf` showed those lookups at about 40% of a job's time. Only the operation keeps its
 /// type (a function value, whose layout needs no lookup); the result is cast back to `Success`
 /// for awaiters.
@@ -140,7 +138,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   let priority: TaskPriority?
   let basePriority: UInt8
   let isBarrier: Bool
-  private let state = OrderlyMutex(ErasedJobState())
+  private let state = Mutex(ErasedJobState())
   /// The job's work, until it runs or is cancelled.
   ///
   /// It lives outside the `Mutex` value because its type is generic over `Success`; wrapping it
@@ -150,7 +148,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   // inside `state.withLock` (in `cancelWaiting(into:)` and `run(in:owner:)`), so the lock orders
   // every access exactly as it would for a field of the `Mutex` value.
   nonisolated(unsafe) private var operation: (() async throws -> Success)?
-  private let rawID = OrderlyAtomic<UInt64>(0)
+  private let rawID = Atomic<UInt64>(0)
 
   /// The job's identifier, assigned once under the queue's lock before the job is shared.
   var id: JobID { JobID(rawValue: rawID.load(ordering: .relaxed)) }

@@ -1,11 +1,6 @@
 internal import COrderlySanitizer
-
-// Mutex itself is not Orderly's lock on Apple platforms (see OrderlyMutex), but tests and
-// examples use it there as well, on systems that have it.
-#if canImport(Synchronization)
 public import Synchronization
 
-@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 extension Mutex where Value: ~Copyable {
   /// `withLock`, with the lock's acquire and release edges announced to ThreadSanitizer.
   ///
@@ -32,7 +27,6 @@ extension Mutex where Value: ~Copyable {
     }
   }
 }
-#endif
 
 @usableFromInline
 func sanitizerAcquire(_ address: UnsafeRawPointer) {

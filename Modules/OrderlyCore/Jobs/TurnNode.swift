@@ -1,6 +1,4 @@
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// A place in line for work that runs in a task of its own: an `enqueue` job (its own `Task`),
 /// an `enqueueAndWait` job (the caller's task) or a `waitUntilIdle` waiter.
@@ -40,7 +38,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   let isGrantedAtAdmission: Bool
   /// The priority the job's task had when it was admitted (`TaskPriority.rawValue`).
   let basePriority: UInt8
-  private let state: OrderlyMutex<State>
+  private let state: Mutex<State>
 
   /// Creates a node.
   ///
@@ -66,7 +64,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     self.isBarrier = isBarrier
     self.isGrantedAtAdmission = granted
     self.basePriority = basePriority
-    self.state = OrderlyMutex(State(phase: granted ? .granted : .waiting))
+    self.state = Mutex(State(phase: granted ? .granted : .waiting))
   }
 
   /// Whether the node left the line cancelled without ever being granted (a tombstone).

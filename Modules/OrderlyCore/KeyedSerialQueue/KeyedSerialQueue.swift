@@ -1,3 +1,5 @@
+import Synchronization
+
 /// A serial line per key: jobs for one key run one at a time in enqueue order, jobs for
 /// different keys run concurrently, optionally under a global limit.
 ///
@@ -40,9 +42,8 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   private let lines = BargingLock<[Key: JobQueueCore]>([:])
   private let hub = EventHub()
   private let permits: AsyncSemaphore?
-  /// Where every key's jobs run, if not on the cooperative pool: a task executor, stored
-  /// without its type (see `JobQueueCore.executorPreference`).
-  private let executor: (any Sendable)?
+  /// Where every key's jobs run, if not on the cooperative pool.
+  private let executor: (any TaskExecutor)?
 
   /// Creates an empty queue.
   ///
@@ -50,29 +51,14 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   /// - Parameters:
   ///   - name: A name for events and error messages.
   ///   - limit: How many jobs may run at once across all keys; `nil` for no limit.
-  public convenience init(name: String = "KeyedSerialQueue", limit: Int? = nil) {
-    self.init(name: name, limit: limit, executorPreference: nil)
-  }
-
-  /// Creates an empty queue whose jobs run on a task executor.
-  ///
-  /// - Precondition: `limit`, if given, is 1 or more.
-  /// - Parameters:
-  ///   - name: A name for events and error messages.
-  ///   - limit: How many jobs may run at once across all keys; `nil` for no limit.
-  ///   - executor: Where the jobs of every key run: a task executor such as
-  ///     ``DedicatedThreadExecutor``, or `nil` for Swift's cooperative pool; see
+  ///   - executor: Where the jobs of every key run: `nil` (the default) for Swift's cooperative
+  ///     pool, or a task executor such as ``DedicatedThreadExecutor``; see
   ///     ``SerialQueue/init(name:executor:)``.
-  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
-  public convenience init(
+  public init(
     name: String = "KeyedSerialQueue",
     limit: Int? = nil,
-    executor: (any TaskExecutor)?
+    executor: (any TaskExecutor)? = nil
   ) {
-    self.init(name: name, limit: limit, executorPreference: executor)
-  }
-
-  private init(name: String, limit: Int?, executorPreference executor: (any Sendable)?) {
     if let limit {
       precondition(limit >= 1, "KeyedSerialQueue limit must be 1 or more, or nil; got \(limit)")
     }

@@ -1,9 +1,7 @@
 import Foundation
 internal import OrderlyCore
 public import OrderlyRepository
-#if !canImport(Darwin) && !ORDERLY_PORTABLE_SYNC
-import Synchronization  // OrderlyMutex and OrderlyAtomic are its Mutex and Atomic here
-#endif
+import Synchronization
 
 /// The notes screen's seven-call scenario, run under one of four strategies, with the facts to
 /// show what each strategy does to the order of the answers.
@@ -300,7 +298,7 @@ public final class ScenarioNotesService: NotesService {
   let latencies: [Duration]
   let failingCall: Int?
   let clock: any Clock<Duration>
-  private let arrivals = OrderlyMutex(0)
+  private let arrivals = Mutex(0)
 
   init(
     base: InMemoryNotesService,
