@@ -89,7 +89,7 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
 ///
 /// ## De-duplication
 ///
-/// The seed enqueues the same steps on launch *and* on every foreground. By default
+/// The serial-modals article enqueues the same steps on launch *and* on every foreground. By default
 /// (``Deduplication/pendingOrRunning``) a step whose ``LaunchStep/id`` matches a step that is
 /// pending or running is not queued again; once that step has ended, the same id may be queued
 /// anew. Pass ``Deduplication/none`` to queue every step.

@@ -15,8 +15,8 @@ import Synchronization
 /// Task { print(try await repository.notes()) }  // sees the note: it runs second
 /// ```
 ///
-/// Unlike the seed's repository, the queue's jobs hold the service strongly: a call never turns
-/// into a silent empty result because the repository went away. A call cancelled before its turn
+/// Unlike the serial task executor article's repository, the queue's jobs hold the service
+/// strongly: a call never turns into a silent empty result because the repository went away. A call cancelled before its turn
 /// never reaches the service and throws its operation's ``NotesError`` with the reason
 /// `cancelled`.
 ///

@@ -50,7 +50,7 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 /// ## Identity
 ///
 /// Every task has its own identity: a task that ends only ever removes itself, so an older task
-/// of a key never clears the state of a newer one (the seed's bug).
+/// of a key never clears the state of a newer one (the bug of the task store it grew from).
 ///
 /// ## Lifetime
 ///
