@@ -336,7 +336,15 @@ struct TimelinePictureTimeTests {
     #expect(page.contains("<script src=\"player.js\"></script>"))
     #expect(page.contains("<link rel=\"stylesheet\" href=\"player.css\">"))
     #expect(!page.contains("src=\"http") && !page.contains("href=\"http"))
-    #expect(TimelinePicture.playerScript.contains("getElementById(\"orderly-picture\")"))
+    // The script the page links reads the picture this page holds.
+    let script = try String(
+      contentsOf: URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("docs/course/players/player.js"),
+      encoding: .utf8
+    )
+    #expect(script.contains("getElementById(\"orderly-picture\")"))
+    #expect(script.contains("data-step-x") && script.contains("data-first"))
     // Every bar of the static picture appears in the player, with its steps.
     let bars = try Regex(#"data-first="(\d+)" data-last="(\d+)""#)
     let reaches = page.matches(of: bars).map { (Int($0.output[1].substring ?? "") ?? 0) }

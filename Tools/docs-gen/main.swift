@@ -503,18 +503,6 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
           )
         )
       )
-      // What every player of the folder shares: its script and its style.
-      for (shared, content) in [
-        ("player.js", TimelinePicture.playerScript), ("player.css", TimelinePicture.playerStyle),
-      ] where !pictures.contains(where: { $0.file == prefix + "players/" + shared }) {
-        pictures.append(
-          Change(
-            file: prefix + "players/" + shared,
-            what: "the run players' \(shared)",
-            content: content + "\n"
-          )
-        )
-      }
       block = [
         "![\(drawn.altText)](pictures/\(name).svg)",
         "",

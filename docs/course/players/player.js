@@ -1,3 +1,7 @@
+// The run players of the course (docs/course/players/*.html, written by docs-gen) share this
+// script. It reads the picture the page holds: each bar's data-first/data-last steps and
+// data-x/data-w extent, each mark's data-show step, each step's place (data-step-x), and
+// draws one frame per event. Tools/docs-site/check.py drives it in Chromium.
 (function () {
   var svg = document.getElementById("orderly-picture");
   var stepX = svg.getAttribute("data-step-x").split(" ").map(Number);
