@@ -122,12 +122,15 @@ for policy in policies {
     // tasks in the order they were added, so task #N is tap N, whose record says when.
     print("  the store's events, at the clock's time:")
     var iterator = events.makeAsyncIterator()
+    func tap(numbered task: UInt64) -> Tap? {
+      taps.first { UInt64($0.number) == task }
+    }
     for _ in 0..<6 {
       guard let event = await iterator.next() else { break }
       let step: Int?
       switch event {
-      case .started(_, let task): step = taps[Int(task) - 1].startedAt
-      case .ended(_, let task, _): step = taps[Int(task) - 1].endedAt
+      case .started(_, let task): step = tap(numbered: task)?.startedAt
+      case .ended(_, let task, _): step = tap(numbered: task)?.endedAt
       default: step = nil
       }
       let milliseconds = step.map { "\($0 * 5)" } ?? "?"

@@ -149,8 +149,8 @@ func swift(_ arguments: [String]) throws {
 /// Builds every example, so that no output comes from a binary older than its source.
 ///
 /// The root package's examples are built with one build into the folder docs-gen itself runs
-/// from, each package example in its own folder. The builds are incremental, so an example that did not change
-/// costs only SwiftPM's check that it did not.
+/// from, each package example in its own folder. The builds are incremental, so an example
+/// that did not change costs only SwiftPM's check that it did not.
 func buildExamples() throws {
   let examples = try allExamples()
   if examples.contains(where: { !$0.isPackage }) {
@@ -317,7 +317,6 @@ func picture(of example: String, from: String?) throws -> TimelinePicture {
     caption: caption.map { "\(title): \($0)" } ?? title,
     answersChecked: answersChecked
   )
-  var rows = picture.rows
   // Rows known only by number (an outbox's `#3`) take the name the example printed for that
   // number anywhere in its output (`  #3 update note 7: "..."`).
   var names: [Int: String] = [:]
@@ -328,19 +327,18 @@ func picture(of example: String, from: String?) throws -> TimelinePicture {
     else { continue }
     names[number] = String(trimmed[trimmed.index(after: space)...])
   }
-  for index in rows.indices {
-    if let number = Int(rows[index].label), let name = names[number] {
-      rows[index].label = "#\(number) \(name)"
+  for index in picture.rows.indices {
+    if let number = Int(picture.rows[index].label), let name = names[number] {
+      picture.rows[index].label = "#\(number) \(name)"
     }
   }
-  for index in rows.indices {
-    let number = rows[index].label.split(separator: " ").first.flatMap { Int($0) }
-    rows[index].damage = number.flatMap { damage[$0] }
+  for index in picture.rows.indices {
+    let number = picture.rows[index].label.split(separator: " ").first.flatMap { Int($0) }
+    picture.rows[index].damage = number.flatMap { damage[$0] }
   }
-  guard !rows.isEmpty else {
+  guard !picture.rows.isEmpty else {
     throw DocsGenError(description: "example '\(example)' prints no log lines to draw")
   }
-  picture.rows = rows
   // Retries and dead letters are the story of an outbox's picture: the caption says them.
   if caption == nil, !picture.attemptsSummary.isEmpty {
     picture.caption = "\(title): \(picture.attemptsSummary)"

@@ -282,8 +282,8 @@ public struct TimelinePicture: Sendable, Equatable {
     var unit = "step"
 
     init(_ lines: [String]) {
-      let events = lines.compactMap { line in Event(line).map { (line, $0) } }
-      let timed = !events.isEmpty && events.allSatisfy { $0.1.time != nil }
+      let events = lines.compactMap(Event.init)
+      let timed = !events.isEmpty && events.allSatisfy { $0.time != nil }
       unit = timed ? "ms" : "step"
       // On the step axis an event is a step wide; on a clock it is an instant.
       let pad = timed ? 0 : 0.5
@@ -292,20 +292,12 @@ public struct TimelinePicture: Sendable, Equatable {
       // A job tried more than once (an outbox's `retrying #3 ...`): its attempts and waits.
       var segments: [Int: [Segment]] = [:]
       var open: [Int: (at: Double, step: Int, waiting: Bool)] = [:]
-      var numbers: [Int] = []
       var last = (at: 0.0, step: 0)
-      for (index, (line, event)) in events.enumerated() {
+      for (index, event) in events.enumerated() {
         let step = index + 1
         let at = timed ? event.time ?? 0 : Double(step)
         last = (at, step)
-        numbers.append(event.number)
-        steps.append(
-          Step(
-            line: Self.withoutStamp(line.trimmingCharacters(in: .whitespaces)),
-            position: at,
-            row: 0
-          )
-        )
+        steps.append(Step(line: event.text, position: at, row: 0))
         if event.isRetry {
           if let attempt = open[event.number], !attempt.waiting {
             segments[event.number, default: []].append(
@@ -355,7 +347,7 @@ public struct TimelinePicture: Sendable, Equatable {
       let rowOf = Dictionary(uniqueKeysWithValues: ordered.enumerated().map { ($1, $0) })
       for index in steps.indices {
         // An event of a job that never started (an end without its start) has no row.
-        steps[index].row = rowOf[numbers[index]] ?? -1
+        steps[index].row = rowOf[events[index].number] ?? -1
       }
       rows = ordered.map { number in
         let start = starts[number] ?? ("\(number)", 0, 1)
@@ -383,12 +375,6 @@ public struct TimelinePicture: Sendable, Equatable {
         )
       }
     }
-
-    /// The line without its leading time stamp.
-    static func withoutStamp(_ line: String) -> String {
-      guard let (_, rest) = Event.stamp(line) else { return line }
-      return rest
-    }
   }
 
   /// One parsed log line: a start (no outcome) or an end.
@@ -400,6 +386,8 @@ public struct TimelinePicture: Sendable, Equatable {
     var isRetry = false
     /// When it happened, in milliseconds, if the line starts with its time: `[120 ms] ...`.
     var time: Double?
+    /// The line without its indentation and time stamp.
+    let text: String
 
     init?(_ line: String) {
       var line = line.trimmingCharacters(in: .whitespaces)
@@ -407,6 +395,7 @@ public struct TimelinePicture: Sendable, Equatable {
         self.time = time
         line = rest
       }
+      text = line
       let (head, detail) = Self.split(line)
       let words = head.split(separator: " ")
       guard let kind = words.first?.lowercased() else { return nil }
@@ -468,10 +457,10 @@ public struct TimelinePicture: Sendable, Equatable {
 
   /// The SVG, with what a run player needs when `forPlayer` is set.
   ///
-  /// Each bar gets its steps and
-  /// extent (`data-first`, `data-last`, `data-x`, `data-w`), the words and stripes that appear
-  /// when a bar ends (`data-show`), each step's place on the axis (`data-step-x`) and a
-  /// highlight for the current step's row. Without it, the static picture.
+  /// Each bar gets its steps and extent (`data-first`, `data-last`, `data-x`, `data-w`), the
+  /// words and stripes that appear when a bar ends get `data-show`, the picture each step's
+  /// place on the axis (`data-step-x`), and a highlight marks the current step's row. Without
+  /// it, the static picture.
   func svg(forPlayer: Bool) -> String {
     let rowHeight = 26
     let labelWidth = max(120, (rows.map(\.label.count).max() ?? 0) * 8 + 24)
@@ -515,7 +504,9 @@ public struct TimelinePicture: Sendable, Equatable {
         + "fill=\"#5f2120\" fill-opacity=\"0.55\"/></pattern></defs>",
       "<rect width=\"\(width)\" height=\"\(height)\" fill=\"#ffffff\"/>",
     ]
-    // The bands go under the highlight, which goes under the bars.
+    // The bands go under the highlight, which goes under the bars: both are put in after the
+    // header above once the rows are drawn.
+    let header = parts.count
     var bands: [String] = []
     for (index, row) in rows.enumerated() {
       let y = top + index * rowHeight
@@ -582,7 +573,7 @@ public struct TimelinePicture: Sendable, Equatable {
         "<rect id=\"orderly-current-row\" x=\"0\" y=\"\(top)\" width=\"\(width)\" "
           + "height=\"\(rowHeight)\" fill=\"#fff4ce\" stroke=\"#8a6100\" visibility=\"hidden\"/>"
       ] : []
-    parts.insert(contentsOf: bands + highlight, at: 5)
+    parts.insert(contentsOf: bands + highlight, at: header)
     let axisY = top + plotHeight + 6
     parts.append(
       "<line x1=\"\(labelWidth)\" y1=\"\(axisY)\" x2=\"\(labelWidth + plotWidth)\" y2=\"\(axisY)\" "
