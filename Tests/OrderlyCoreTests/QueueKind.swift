@@ -73,6 +73,21 @@ enum TestQueue: Sendable {
     }
   }
 
+  /// The synchronous overload: the runner calls the job with no async frame.
+  @discardableResult
+  func enqueueDetachedSynchronously<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    operation: sending @escaping () throws -> Success
+  ) -> QueuedTask<Success> {
+    switch self {
+    case .serial(let queue):
+      queue.enqueueDetached(name: name, priority: priority, operation: operation)
+    case .concurrent(let queue):
+      queue.enqueueDetached(name: name, priority: priority, operation: operation)
+    }
+  }
+
   func enqueueAndWait<Success>(
     name: String? = nil,
     isolation: isolated (any Actor)? = #isolation,

@@ -19,7 +19,7 @@
 /// ```
 ///
 /// Submission, cancellation and events work as on ``SerialQueue``: ``enqueue(name:priority:isolation:operation:)``
-/// runs a job like `Task { }`, ``enqueueDetached(name:priority:operation:)`` like
+/// runs a job like `Task { }`, ``enqueueDetached(name:priority:operation:)-77usp`` like
 /// `Task.detached { }` without a task per job, and ``enqueueAndWait(name:isolation:operation:)``
 /// in the caller's task. A pending job that is cancelled leaves the line at once and its awaiter
 /// resumes with `CancellationError`; a running job sees `Task.isCancelled`.
@@ -133,6 +133,29 @@ public final class ConcurrentQueue: Sendable {
     @_implicitSelfCapture operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
     core.enqueueDetached(name: name, priority: priority, operation: operation)
+  }
+
+  /// Enqueues a synchronous job that runs like `Task.detached { }`, once every earlier job has
+  /// started and a slot is free.
+  ///
+  /// Runner tasks call synchronous jobs with no async frame, as a `DispatchQueue` calls its
+  /// blocks; order, cancellation, events, ``isCurrent`` and priority are as for the async
+  /// overload. A closure with no `await` in it picks this overload; one that awaits picks the
+  /// async one (see ``SerialQueue``'s synchronous `enqueueDetached`).
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority to run the job at; `nil` for the default.
+  ///   - operation: The job's work; it cannot suspend.
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  @_specialize(exported:true,where Success == Void)
+  public func enqueueDetached<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    @_implicitSelfCapture operation: sending @escaping () throws -> Success
+  ) -> QueuedTask<Success> {
+    core.enqueueDetached(name: name, priority: priority, synchronous: operation)
   }
 
   /// Waits for this job's turn and a free slot, then runs it in the caller's task.

@@ -138,6 +138,25 @@ final class JobQueueCore: Sendable {
     return QueuedTask(backing: .detached(job), owner: self)
   }
 
+  /// Enqueues a synchronous job run by the queue's runner task in a plain loop with the
+  /// synchronous jobs around it (see `SerialQueue.enqueueDetached`).
+  @_specialize(where Success == Void)
+  func enqueueDetached<Success: Sendable>(
+    name: String?,
+    priority: TaskPriority?,
+    isBarrier: Bool = false,
+    synchronous operation: sending @escaping () throws -> Success
+  ) -> QueuedTask<Success> {
+    let job = DetachedJob(
+      name: name,
+      priority: priority,
+      isBarrier: isBarrier,
+      synchronous: operation
+    )
+    if admit(job) { startRunner(with: job) }
+    return QueuedTask(backing: .detached(job), owner: self)
+  }
+
   /// Waits for the job's turn, then runs it in the caller's task.
   @inline(__always)
   func enqueueAndWait<Success>(
@@ -535,7 +554,15 @@ final class JobQueueCore: Sendable {
     let priority = first.priority
     var job = first
     while true {
-      let report = await job.run(in: task, owner: self)
+      let report: RunReport
+      if job.isSynchronous {
+        // No async frame: a run of synchronous jobs is a plain loop in this task.
+        let (synchronousReport, pinned) = job.runSynchronously(in: task, owner: self)
+        if pinned { await job.parkUntilUnpinned() }
+        report = synchronousReport
+      } else {
+        report = await job.run(in: task, owner: self)
+      }
       let (_, launches) = update(movingInboxFirst: false) { state, wakeups, launches in
         state.finish(report.id, outcome: report.outcome, wakeups: &wakeups, launches: &launches)
       }

@@ -24,6 +24,9 @@ protocol RunnableJob: PinnedJob {
   var basePriority: UInt8 { get }
   var isBarrier: Bool { get }
   var isCancelledWhileWaiting: Bool { get }
+  /// Whether the job's work is a synchronous closure, which ``runSynchronously(in:owner:)``
+  /// runs with no async frame.
+  var isSynchronous: Bool { get }
   /// Numbers the job; called once, under the queue's lock, before it is put in line.
   func assign(id: JobID)
   func grant(into wakeups: inout Wakeups) -> Bool
@@ -34,6 +37,12 @@ protocol RunnableJob: PinnedJob {
   /// Runs the granted job in the current task, bound as the current frame of `owner`, and
   /// delivers its result.
   func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport
+  /// Runs a granted synchronous job in the current task, as ``run(in:owner:)`` does, without
+  /// an async frame.
+  ///
+  /// - Returns: The report, and whether a canceller still pins the job: the runner must then
+  ///   call `parkUntilUnpinned()` before the job's task may go past it.
+  func runSynchronously(in task: RunningTask?, owner: JobQueueCore) -> (RunReport, pinned: Bool)
 }
 
 /// How a detached job's run went, for the runner task that ran it.
@@ -71,6 +80,17 @@ private struct ErasedJobState {
       do {
         let value = try await operation()
         // Folded away in the `Void` specialization.
+        return Success.self == Void.self ? .void : .value(value)
+      } catch {
+        return .failure(error)
+      }
+    }
+
+    /// The outcome of a synchronous `operation`.
+    @_specialize(where Success == Void)
+    static func of<Success: Sendable>(synchronous operation: () throws -> Success) -> Outcome {
+      do {
+        let value = try operation()
         return Success.self == Void.self ? .void : .value(value)
       } catch {
         return .failure(error)
@@ -138,7 +158,15 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   let priority: TaskPriority?
   let basePriority: UInt8
   let isBarrier: Bool
+  let isSynchronous: Bool
   private let state = Mutex(ErasedJobState())
+  /// A job's work: an async closure, or a synchronous one that the runner calls in a plain
+  /// loop.
+  enum Work {
+    case async(() async throws -> Success)
+    case sync(() throws -> Success)
+  }
+
   /// The job's work, until it runs or is cancelled.
   ///
   /// It lives outside the `Mutex` value because its type is generic over `Success`; wrapping it
@@ -147,7 +175,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   // Safe: written once in `init`, before the job is shared, and afterwards only read or cleared
   // inside `state.withLock` (in `cancelWaiting(into:)` and `run(in:owner:)`), so the lock orders
   // every access exactly as it would for a field of the `Mutex` value.
-  nonisolated(unsafe) private var operation: (() async throws -> Success)?
+  nonisolated(unsafe) private var operation: Work?
   private let rawID = Atomic<UInt64>(0)
 
   /// The job's identifier, assigned once under the queue's lock before the job is shared.
@@ -164,7 +192,24 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
     self.priority = priority
     self.basePriority = (priority ?? .medium).rawValue
     self.isBarrier = isBarrier
-    self.operation = operation
+    self.isSynchronous = false
+    self.operation = .async(operation)
+  }
+
+  /// A job whose work is synchronous.
+  @_specialize(where Success == Void)
+  init(
+    name: String?,
+    priority: TaskPriority?,
+    isBarrier: Bool = false,
+    synchronous operation: sending @escaping () throws -> Success
+  ) {
+    self.name = name
+    self.priority = priority
+    self.basePriority = (priority ?? .medium).rawValue
+    self.isBarrier = isBarrier
+    self.isSynchronous = true
+    self.operation = .sync(operation)
   }
 
   var runningJob: (owner: any JobOwner, id: JobID)? {
@@ -230,9 +275,48 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
 
   @_specialize(where Success == Void)
   func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport {
+    let result: ErasedJobState.Outcome
+    switch begin(in: task, owner: owner) {
+    case .async(let operation):
+      // A placeholder that allocates nothing: a `CancellationError` here would box an error
+      // for every job (the profile showed one malloc per job in `swift_allocError`).
+      var outcome = ErasedJobState.Outcome.void
+      await JobFrame.$current.withValue(self) {
+        outcome = await .of(operation)
+      }
+      result = outcome
+    case .sync(let operation):
+      result = JobFrame.$current.withValue(self) { .of(synchronous: operation) }
+    case nil:
+      result = .failure(CancellationError())
+    }
+    let (report, pinned) = end(with: result)
+    if pinned { await parkUntilUnpinned() }
+    return report
+  }
+
+  @_specialize(where Success == Void)
+  func runSynchronously(in task: RunningTask?, owner: JobQueueCore) -> (RunReport, pinned: Bool) {
+    let result: ErasedJobState.Outcome
+    switch begin(in: task, owner: owner) {
+    case .sync(let operation):
+      result = JobFrame.$current.withValue(self) { .of(synchronous: operation) }
+    case .async:
+      // Not reached: the runner calls this only for jobs made with a synchronous operation.
+      result = .failure(DetachedJobResultMismatch())
+    case nil:
+      result = .failure(CancellationError())
+    }
+    return end(with: result)
+  }
+
+  /// Marks a granted job running in `task` for `owner` and takes its work; `nil` if it was
+  /// cancelled after its turn came.
+  @_specialize(where Success == Void)
+  @inline(__always)
+  private func begin(in task: RunningTask?, owner: JobQueueCore) -> Work? {
     var escalation: UInt8 = 0
-    let operation = state.withLock(announcingTo: self) {
-      state -> (() async throws -> Success)? in
+    let operation = state.withLock(announcingTo: self) { state -> Work? in
       guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
       state.phase = .running
       state.owner = owner
@@ -241,18 +325,12 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
     }
     // The job runs in the runner's task, the current one: it may raise its own priority.
     if escalation != 0 { RunningTask.escalateCurrent(to: TaskPriority(rawValue: escalation)) }
-    let result: ErasedJobState.Outcome
-    if let operation {
-      // A placeholder that allocates nothing: a `CancellationError` here would box an error
-      // for every job (the profile showed one malloc per job in `swift_allocError`).
-      var outcome = ErasedJobState.Outcome.void
-      await JobFrame.$current.withValue(self) {
-        outcome = await .of(operation)
-      }
-      result = outcome
-    } else {
-      result = .failure(CancellationError())
-    }
+    return operation
+  }
+
+  /// Stores the job's result, resumes its awaiters and reports how it ended.
+  @inline(__always)
+  private func end(with result: ErasedJobState.Outcome) -> (RunReport, pinned: Bool) {
     let (awaiters, pinned, cancelRequested) = state.withLock(announcingTo: self) { state in
       state.phase = .finished
       state.result = result
@@ -263,8 +341,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
       return (awaiters, state.pins.isPinned, state.pins.cancelRequested)
     }
     for awaiter in awaiters { awaiter.resume(returning: result) }
-    if pinned { await parkUntilUnpinned() }
-    return RunReport(id: id, outcome: result.jobOutcome, cancelRequested: cancelRequested)
+    return (RunReport(id: id, outcome: result.jobOutcome, cancelRequested: cancelRequested), pinned)
   }
 
   /// Waits for the job's result.

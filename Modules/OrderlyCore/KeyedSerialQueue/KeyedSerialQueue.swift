@@ -140,6 +140,44 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
     return QueuedTask(backing: .detached(job), owner: core)
   }
 
+  /// Enqueues a synchronous job for `key` that runs like `Task.detached { }`, after every job
+  /// enqueued for the same key before it has ended.
+  ///
+  /// Each busy key's runner task calls synchronous jobs with no async frame, as a
+  /// `DispatchQueue` calls its blocks; order, cancellation, events, ``isCurrent(forKey:)`` and
+  /// priority are as for the async overload. A closure with no `await` in it picks this
+  /// overload; one that awaits picks the async one. With a limit on running keys, the job still
+  /// waits for a permit first, so it then runs as an async job.
+  ///
+  /// - Parameters:
+  ///   - key: The line to join.
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority to run the job at; `nil` for the default.
+  ///   - operation: The job's work; it cannot suspend.
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  public func enqueueDetached<Success: Sendable>(
+    forKey key: Key,
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    @_implicitSelfCapture operation: sending @escaping () throws -> Success
+  ) -> QueuedTask<Success> {
+    let job: DetachedJob<Success>
+    if let permits {
+      job = DetachedJob(name: name, priority: priority) {
+        try await permits.withPermit { try operation() }
+      }
+    } else {
+      job = DetachedJob(name: name, priority: priority, synchronous: operation)
+    }
+    let (core, startsNow) = lines.withLock { lines in
+      let core = line(forKey: key, in: &lines)
+      return (core, core.admit(job))
+    }
+    if startsNow { core.startRunner(with: job) }
+    return QueuedTask(backing: .detached(job), owner: core)
+  }
+
   /// Waits for this job's turn on `key`'s line, then runs it in the caller's task.
   ///
   /// - Parameters:

@@ -5,12 +5,13 @@
 /// current one awaits. Results are typed, errors reach whoever awaits the job unchanged, and a
 /// failed job never stops the queue.
 ///
-/// Submit work three ways, mirroring Swift's own `Task` API:
+/// Submit work three ways (four, counting synchronous detached jobs), mirroring Swift's own `Task` API:
 ///
 /// | call | like | runs the job |
 /// |---|---|---|
 /// | ``enqueue(name:priority:isolation:operation:)`` | `Task { }` | in a new task with the caller's priority, task-local values and actor isolation |
-/// | ``enqueueDetached(name:priority:operation:)`` | `Task.detached { }` | on the queue's runner task, inheriting nothing: the cheapest path |
+/// | ``enqueueDetached(name:priority:operation:)-63whl`` | `Task.detached { }` | on the queue's runner task, inheriting nothing |
+/// | ``enqueueDetached(name:priority:operation:)-8aju8`` (a closure with no `await`) | `DispatchQueue.async` | on the runner task, called in a plain loop with no async frame: the cheapest path |
 /// | ``enqueueAndWait(name:isolation:operation:)`` | `await` | in the caller's own task, once its turn comes |
 ///
 /// ```swift
@@ -123,6 +124,40 @@ public final class SerialQueue: Sendable {
     @_implicitSelfCapture operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
     core.enqueueDetached(name: name, priority: priority, operation: operation)
+  }
+
+  /// Enqueues a synchronous job that runs like `Task.detached { }`, after every job enqueued
+  /// before it: the cheapest way to submit a state change.
+  ///
+  /// The queue's runner task calls a run of synchronous jobs in a plain loop, as a
+  /// `DispatchQueue` calls its blocks: no async frame and no task switch per job. Everything
+  /// else is as for the async ``enqueueDetached(name:priority:operation:)-63whl``:
+  /// the job keeps its place among the async jobs around it, can be cancelled until it starts
+  /// (it then never runs), reports its events, sees ``isCurrent`` as `true`, and is raised by a
+  /// higher-priority awaiter.
+  ///
+  /// Which overload a closure picks: a closure with no `await` in it is synchronous, so
+  /// `queue.enqueueDetached { count += 1 }` calls this one; a closure that awaits
+  /// (`{ await save() }`), one marked `() async in`, or an async function passed by name calls
+  /// the async one. Swift prefers the synchronous overload because using a synchronous closure
+  /// where an async one is expected needs a conversion, and the synchronous overload needs
+  /// none.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority to run the job at; `nil` for the default.
+  ///   - operation: The job's work. It cannot suspend; it sees `Task.isCancelled` if the job is
+  ///     cancelled while it runs. Blocking the thread in it holds a thread of the cooperative
+  ///     pool, as in any job (give the queue a ``DedicatedThreadExecutor`` for blocking work).
+  /// - Returns: A handle to await or cancel the job; dropping it does not cancel the job.
+  @discardableResult
+  @_specialize(exported:true,where Success == Void)
+  public func enqueueDetached<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    @_implicitSelfCapture operation: sending @escaping () throws -> Success
+  ) -> QueuedTask<Success> {
+    core.enqueueDetached(name: name, priority: priority, synchronous: operation)
   }
 
   /// Waits for this job's turn, then runs it in the caller's own task and returns its result.
