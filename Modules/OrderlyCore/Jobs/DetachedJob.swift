@@ -173,8 +173,8 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   /// to erase the type would cost an allocation per job (measured: 161 -> 241 bytes per pending
   /// job).
   // Safe: written once in `init`, before the job is shared, and afterwards only read or cleared
-  // inside `state.withLock` (in `cancelWaiting(into:)` and `run(in:owner:)`), so the lock orders
-  // every access exactly as it would for a field of the `Mutex` value.
+  // inside `state.withLock` (in `cancelWaiting(into:)` and `begin(in:owner:)`), so the lock
+  // orders every access exactly as it would for a field of the `Mutex` value.
   nonisolated(unsafe) private var operation: Work?
   private let rawID = Atomic<UInt64>(0)
 
