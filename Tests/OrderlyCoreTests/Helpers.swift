@@ -1,4 +1,5 @@
 import OrderlyCore
+import OrderlyTestSupport
 
 /// An error with a value, to check that errors reach awaiters unchanged.
 struct TestError: Error, Equatable {
@@ -9,6 +10,19 @@ struct TestError: Error, Equatable {
 func endsCancelled<Success>(_ job: QueuedTask<Success>) async -> Bool {
   if case .failure(let error) = await job.result { return error is CancellationError }
   return false
+}
+
+/// A queue held busy by an async detached job waiting at `release`, once that job is known to
+/// be running.
+func busyQueue(_ kind: QueueKind, name: String = "busy", release: Gate) async throws -> TestQueue {
+  let queue = kind.make(name: name)
+  let started = Gate()
+  queue.enqueueDetached {
+    started.open()
+    try await release.wait()
+  }
+  try await started.wait()
+  return queue
 }
 
 /// A task-local value for the inheritance tests.

@@ -4,18 +4,6 @@ import Testing
 
 @Suite("SerialQueue and ConcurrentQueue(limit: 1): cancellation")
 struct SerialQueueCancellationTests {
-  /// A queue held busy by a job waiting at `release`, once that job is known to be running.
-  private func busyQueue(_ kind: QueueKind, release: Gate) async throws -> TestQueue {
-    let queue = kind.make(name: "busy")
-    let started = Gate()
-    queue.enqueueDetached {
-      started.open()
-      try await release.wait()
-    }
-    try await started.wait()
-    return queue
-  }
-
   @Test(
     "cancelling a pending job's handle: it never runs and its awaiter resumes at once",
     arguments: QueueKind.allCases,

@@ -8,18 +8,6 @@ import Testing
 /// without an async frame.
 @Suite("Synchronous detached jobs", .timeLimit(.minutes(2)))
 struct SynchronousJobTests {
-  /// A queue held busy by an async job waiting at `release`, once that job is known to run.
-  private func busyQueue(_ kind: QueueKind, release: Gate) async throws -> TestQueue {
-    let queue = kind.make(name: "sync")
-    let started = Gate()
-    queue.enqueueDetached {
-      started.open()
-      try await release.wait()
-    }
-    try await started.wait()
-    return queue
-  }
-
   @Test(
     "sync and async jobs from one producer run in the order enqueued, never overlapping",
     arguments: QueueKind.allCases
