@@ -134,8 +134,7 @@ final class JobQueueCore: Sendable {
       isBarrier: isBarrier,
       operation: operation
     )
-    if admit(job) { startRunner(with: job) }
-    return QueuedTask(backing: .detached(job), owner: self)
+    return submit(job)
   }
 
   /// Enqueues a synchronous job run by the queue's runner task in a plain loop with the
@@ -153,6 +152,12 @@ final class JobQueueCore: Sendable {
       isBarrier: isBarrier,
       synchronous: operation
     )
+    return submit(job)
+  }
+
+  /// Admits a built detached job, starts a runner if it has its turn now, and returns its handle.
+  @_specialize(where Success == Void)
+  private func submit<Success: Sendable>(_ job: DetachedJob<Success>) -> QueuedTask<Success> {
     if admit(job) { startRunner(with: job) }
     return QueuedTask(backing: .detached(job), owner: self)
   }
