@@ -1,5 +1,6 @@
 import AsyncAlgorithms
 import Dispatch
+import Foundation
 import OrderlyCore
 import Synchronization
 
@@ -41,12 +42,24 @@ public struct Scenario: Sendable {
   public let baseline: (@Sendable (Int) async throws -> Double)?
 }
 
+/// Whether `Scripts/count-instructions` runs this process: it sets this variable and counts
+/// the instructions between two raised `SIGTRAP`s.
+private let marksInstructionRegions =
+  ProcessInfo.processInfo.environment["ORDERLY_INSTRUCTION_MARKERS"] == "1"
+
+/// Tells `Scripts/count-instructions` that a measured body starts or ends; nothing otherwise.
+func markInstructionRegion() {
+  if marksInstructionRegions { raise(SIGTRAP) }
+}
+
 /// Runs `body` and returns its time per job in nanoseconds.
 func nanosecondsPerJob(_ jobs: Int, _ body: () async throws -> Void) async rethrows -> Double {
   let clock = ContinuousClock()
+  markInstructionRegion()
   let start = clock.now
   try await body()
   let elapsed = start.duration(to: clock.now)
+  markInstructionRegion()
   let nanoseconds =
     Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
   return nanoseconds / Double(jobs)

@@ -2,7 +2,7 @@
 // prints one row per scenario; exits 1 when a target is missed.
 //
 //   swift run -c release --package-path Benchmarks ratios [--quick] [--only TEXT]
-//     [--side orderly|baseline]
+//     [--side orderly|baseline] [--jobs N] [--rounds N]
 //
 // Ratios within one run are what count: absolute times drift on a shared machine.
 import Foundation
@@ -18,7 +18,19 @@ let only = arguments.firstIndex(of: "--only").flatMap { index in
 let side = arguments.firstIndex(of: "--side").flatMap { index in
   index + 1 < arguments.count ? arguments[index + 1] : nil
 }
-let rounds = quick ? 3 : 5
+/// The value of an option that takes a positive number, or `nil` when it is not given.
+func positiveNumber(after option: String) -> Int? {
+  guard let index = arguments.firstIndex(of: option) else { return nil }
+  guard index + 1 < arguments.count, let value = Int(arguments[index + 1]), value > 0 else {
+    FileHandle.standardError.write(Data("ratios: \(option) needs a positive whole number\n".utf8))
+    exit(2)
+  }
+  return value
+}
+// `--jobs N` replaces every scenario's job count and `--rounds N` the number of rounds (for
+// counting instructions: Scripts/instructions-per-job.sh).
+let jobsOverride = positiveNumber(after: "--jobs")
+let rounds = positiveNumber(after: "--rounds") ?? (quick ? 3 : 5)
 
 func median(_ values: [Double]) -> Double {
   let sorted = values.sorted()
@@ -47,7 +59,7 @@ print(
 var missed = 0
 for scenario in scenarios + executorScenarios + producerShapeScenarios + outboxScenarios
 where only.map({ scenario.name.contains($0) }) ?? true {
-  let jobs = quick ? scenario.jobs.quick : scenario.jobs.full
+  let jobs = jobsOverride ?? (quick ? scenario.jobs.quick : scenario.jobs.full)
   if case .pending(let reason) = scenario.target {
     print(
       [
