@@ -44,10 +44,7 @@
 ///
 /// A job cancelled before it starts never runs and its awaiter resumes with `CancellationError`;
 /// the jobs behind it move up. A running job sees `Task.isCancelled`.
-public final class ActorQueue<ActorType: Actor>: Sendable {
-  /// The queue's name, used in its events.
-  public var name: String { core.name }
-
+public final class ActorQueue<ActorType: Actor>: OrderlyQueue {
   let core: JobQueueCore
 
   /// Creates an empty queue.
@@ -132,34 +129,6 @@ public final class ActorQueue<ActorType: Actor>: Sendable {
     }
   }
 
-  // MARK: - Control and introspection
-
-  /// Cancels every running job and every pending one; the queue stays usable.
-  public func cancelAll() {
-    core.cancelAll()
-  }
-
-  /// The number of jobs waiting to start.
-  public var pendingCount: Int { core.pendingCount }
-
-  /// The number of jobs that have started and not yet ended (suspended ones included).
-  public var runningCount: Int { core.runningCount }
-
-  /// Whether no job is running or waiting.
-  public var isIdle: Bool { core.isIdle }
-
-  /// Returns once every job enqueued before this call has ended.
-  ///
-  /// - Parameter isolation: The caller's isolation; leave the default.
-  /// - Throws: `CancellationError` if the waiting task is cancelled;
-  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue, which
-  ///   would wait for itself.
-  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
-    try await core.waitUntilIdle(isolation: isolation)
-  }
-
-  /// A sequence of everything that happens to this queue's jobs from now on, in order.
-  ///
-  /// As ``SerialQueue/events``; `started` means the job was given its turn.
-  public var events: AsyncStream<QueueEvent> { core.events }
+  /// The engine that runs the queue's jobs (see ``OrderlyQueue``); not for use outside Orderly.
+  public var _engine: QueueEngine { QueueEngine(core: core) }
 }

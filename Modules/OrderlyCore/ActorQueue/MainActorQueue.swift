@@ -12,12 +12,9 @@
 ///
 /// Use ``shared`` for one app-wide line, or create queues for independent lines of work (jobs of
 /// different queues are not ordered with each other).
-public final class MainActorQueue: Sendable {
+public final class MainActorQueue: OrderlyQueue {
   /// An app-wide queue.
   public static let shared = MainActorQueue(name: "MainActorQueue.shared")
-
-  /// The queue's name, used in its events.
-  public var name: String { core.name }
 
   let core: JobQueueCore
 
@@ -92,31 +89,6 @@ public final class MainActorQueue: Sendable {
     try await core.runTurn(node, in: task, parentFrame: parentFrame, operation: operation)
   }
 
-  // MARK: - Control and introspection
-
-  /// Cancels every running job and every pending one; the queue stays usable.
-  public func cancelAll() {
-    core.cancelAll()
-  }
-
-  /// The number of jobs waiting to start.
-  public var pendingCount: Int { core.pendingCount }
-
-  /// The number of jobs that have started and not yet ended (suspended ones included).
-  public var runningCount: Int { core.runningCount }
-
-  /// Whether no job is running or waiting.
-  public var isIdle: Bool { core.isIdle }
-
-  /// Returns once every job enqueued before this call has ended.
-  ///
-  /// - Parameter isolation: The caller's isolation; leave the default.
-  /// - Throws: `CancellationError` if the waiting task is cancelled;
-  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue.
-  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
-    try await core.waitUntilIdle(isolation: isolation)
-  }
-
-  /// A sequence of everything that happens to this queue's jobs from now on, in order.
-  public var events: AsyncStream<QueueEvent> { core.events }
+  /// The engine that runs the queue's jobs (see ``OrderlyQueue``); not for use outside Orderly.
+  public var _engine: QueueEngine { QueueEngine(core: core) }
 }

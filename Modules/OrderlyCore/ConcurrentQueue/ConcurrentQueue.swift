@@ -39,10 +39,7 @@
 /// ## Lifetime
 ///
 /// Dropping the last reference to a queue drops no job: enqueued jobs still run, in order.
-public final class ConcurrentQueue: Sendable {
-  /// The queue's name, used in its events and errors.
-  public var name: String { core.name }
-
+public final class ConcurrentQueue: AssertableQueue {
   let core: JobQueueCore
 
   /// Creates an empty, idle queue.
@@ -234,78 +231,6 @@ public final class ConcurrentQueue: Sendable {
     )
   }
 
-  // MARK: - Control and introspection
-
-  /// Cancels every running job and every pending one; the queue stays usable.
-  ///
-  /// Pending jobs leave the line at once and their awaiters resume with `CancellationError`;
-  /// running jobs see `Task.isCancelled`. Jobs enqueued after this call run as usual.
-  public func cancelAll() {
-    core.cancelAll()
-  }
-
-  /// The number of jobs waiting to start.
-  public var pendingCount: Int { core.pendingCount }
-
-  /// The number of jobs running now.
-  public var runningCount: Int { core.runningCount }
-
-  /// Whether no job is running or waiting.
-  public var isIdle: Bool { core.isIdle }
-
-  /// Returns once every job enqueued before this call has ended.
-  ///
-  /// Jobs enqueued after the call do not delay it. It returns at once when the queue is idle.
-  ///
-  /// - Parameter isolation: The caller's isolation; leave the default.
-  /// - Throws: `CancellationError` if the waiting task is cancelled (the jobs are not);
-  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue.
-  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
-    try await core.waitUntilIdle(isolation: isolation)
-  }
-
-  /// A sequence of everything that happens to this queue's jobs from now on, in order.
-  ///
-  /// The same as ``SerialQueue/events``: one independent listener per read, buffered without
-  /// limit, ended when the queue and its last job are freed.
-  public var events: AsyncStream<QueueEvent> { core.events }
-
-  // MARK: - Asserting where code runs
-
-  /// Whether the current task runs inside a job of this queue.
-  ///
-  /// `true` in a running job's operation, and in a child task or a `Task {}` started from it
-  /// while the job still runs (they inherit its task-local record); `false` anywhere else,
-  /// including a `Task.detached {}` started from a job (it inherits nothing).
-  public var isCurrent: Bool { core.isCurrent }
-
-  /// Stops a debug build if the current task is not inside a job of this queue (see
-  /// ``isCurrent``); does nothing in a release build, like `assert`.
-  ///
-  /// - Parameters:
-  ///   - message: What the code expected, shown before the reason.
-  ///   - file: The file to name; leave the default.
-  ///   - line: The line to name; leave the default.
-  public func assertOnQueue(
-    _ message: @autoclosure () -> String = String(),
-    file: StaticString = #fileID,
-    line: UInt = #line
-  ) {
-    core.assertCurrent(message, file: file, line: line)
-  }
-
-  /// Stops the program, in debug and release builds alike, if the current task is not inside a
-  /// job of this queue (see ``isCurrent``), like `precondition`.
-  ///
-  /// - Parameters:
-  ///   - message: What the code expected, shown before the reason.
-  ///   - file: The file to name; leave the default.
-  ///   - line: The line to name; leave the default.
-  public func preconditionOnQueue(
-    _ message: @autoclosure () -> String = String(),
-    file: StaticString = #fileID,
-    line: UInt = #line
-  ) {
-    core.preconditionCurrent(message, file: file, line: line)
-  }
+  /// The engine that runs the queue's jobs (see ``OrderlyQueue``); not for use outside Orderly.
+  public var _engine: QueueEngine { QueueEngine(core: core) }
 }

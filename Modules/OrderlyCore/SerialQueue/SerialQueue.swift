@@ -53,10 +53,7 @@
 ///
 /// Dropping the last reference to a queue does not drop jobs already enqueued: they still run,
 /// in order, as on a `DispatchQueue`, and the queue is freed after the last one ends.
-public final class SerialQueue: Sendable {
-  /// The queue's name, used in its events and errors.
-  public var name: String { core.name }
-
+public final class SerialQueue: AssertableQueue {
   let core: JobQueueCore
 
   /// Creates an empty, idle queue.
@@ -187,81 +184,6 @@ public final class SerialQueue: Sendable {
     try await core.enqueueAndWait(name: name, isolation: isolation, operation: operation)
   }
 
-  // MARK: - Control and introspection
-
-  /// Cancels the running job and every pending one; the queue stays usable.
-  ///
-  /// Pending jobs leave the line at once and their awaiters resume with `CancellationError`. The
-  /// running job sees `Task.isCancelled`; for a job started by
-  /// ``enqueueAndWait(name:isolation:operation:)`` that is the caller's task. Jobs enqueued after
-  /// this call run as usual.
-  public func cancelAll() {
-    core.cancelAll()
-  }
-
-  /// The number of jobs waiting for their turn, not counting the running one.
-  public var pendingCount: Int { core.pendingCount }
-
-  /// Whether no job is running or waiting.
-  public var isIdle: Bool { core.isIdle }
-
-  /// Returns once every job enqueued before this call has ended.
-  ///
-  /// Jobs enqueued after the call do not delay it. It returns at once when the queue is idle.
-  ///
-  /// - Parameter isolation: The caller's isolation; leave the default.
-  /// - Throws: `CancellationError` if the waiting task is cancelled (the jobs are not);
-  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue, which
-  ///   could only deadlock.
-  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
-    try await core.waitUntilIdle(isolation: isolation)
-  }
-
-  /// A sequence of everything that happens to this queue's jobs from now on, in order.
-  ///
-  /// Each read of this property starts a new, independent listener that receives every event
-  /// from that moment; earlier events are not replayed. Events are buffered without limit until
-  /// read, so read them as they come or drop the sequence; a dropped listener is forgotten at
-  /// the next event. The sequence ends when the queue and its last job are freed. With no
-  /// listener, the queue builds no events at all.
-  public var events: AsyncStream<QueueEvent> { core.events }
-
-  // MARK: - Asserting where code runs
-
-  /// Whether the current task runs inside a job of this queue.
-  ///
-  /// `true` in a running job's operation, and in a child task or a `Task {}` started from it
-  /// while the job still runs (they inherit its task-local record); `false` anywhere else,
-  /// including a `Task.detached {}` started from a job (it inherits nothing).
-  public var isCurrent: Bool { core.isCurrent }
-
-  /// Stops a debug build if the current task is not inside a job of this queue (see
-  /// ``isCurrent``); does nothing in a release build, like `assert`.
-  ///
-  /// - Parameters:
-  ///   - message: What the code expected, shown before the reason.
-  ///   - file: The file to name; leave the default.
-  ///   - line: The line to name; leave the default.
-  public func assertOnQueue(
-    _ message: @autoclosure () -> String = String(),
-    file: StaticString = #fileID,
-    line: UInt = #line
-  ) {
-    core.assertCurrent(message, file: file, line: line)
-  }
-
-  /// Stops the program, in debug and release builds alike, if the current task is not inside a
-  /// job of this queue (see ``isCurrent``), like `precondition`.
-  ///
-  /// - Parameters:
-  ///   - message: What the code expected, shown before the reason.
-  ///   - file: The file to name; leave the default.
-  ///   - line: The line to name; leave the default.
-  public func preconditionOnQueue(
-    _ message: @autoclosure () -> String = String(),
-    file: StaticString = #fileID,
-    line: UInt = #line
-  ) {
-    core.preconditionCurrent(message, file: file, line: line)
-  }
+  /// The engine that runs the queue's jobs (see ``OrderlyQueue``); not for use outside Orderly.
+  public var _engine: QueueEngine { QueueEngine(core: core) }
 }
