@@ -556,7 +556,10 @@ final class JobQueueCore: Sendable {
     if watched { runners.add(1, ordering: .relaxed) }
     defer { if watched { runners.subtract(1, ordering: .relaxed) } }
     let task = RunningTask.current
-    let priority = first.priority
+    // Raw, as the line keeps it: comparing `TaskPriority?` values went through the resilient
+    // type's value witnesses for every job. A job of no priority counts as `.medium`, the
+    // priority a runner started with none runs at.
+    let priority = first.basePriority
     var job = first
     while true {
       let report: RunReport
@@ -576,7 +579,7 @@ final class JobQueueCore: Sendable {
       }
       guard let nextJob = launches.first else { return }
       // A job cancelled while it ran cancelled this task for good: hand over to a fresh one.
-      if report.cancelRequested || nextJob.priority != priority {
+      if report.cancelRequested || nextJob.basePriority != priority {
         startRunner(with: nextJob)
         return
       }

@@ -174,8 +174,10 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   /// job).
   // Safe: written once in `init`, before the job is shared, and afterwards only read or cleared
   // inside `state.withLock` (in `cancelWaiting(into:)` and `begin(in:owner:)`), so the lock
-  // orders every access exactly as it would for a field of the `Mutex` value.
-  nonisolated(unsafe) private var operation: Work?
+  // orders every access exactly as it would for a field of the `Mutex` value. For the same
+  // reason its accesses need no run-time exclusivity check: the lock already makes them
+  // exclusive, and the check cost a lookup in the thread's access set on every job.
+  @exclusivity(unchecked) nonisolated(unsafe) private var operation: Work?
   private let rawID = Atomic<UInt64>(0)
 
   /// The job's identifier, assigned once under the queue's lock before the job is shared.

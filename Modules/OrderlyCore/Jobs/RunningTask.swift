@@ -1,12 +1,19 @@
 /// A reference to the task that is running a job, kept so the queue can cancel that job.
 ///
+/// A class, not a struct around `UnsafeCurrentTask`: the Concurrency library's types are
+/// resilient, so a struct holding one has a layout known only at run time, and so did every value
+/// that kept it (a job's ``PinState`` and the whole locked state of every job). Copying or
+/// destroying any of them went through the runtime's value witnesses, on every job (about a
+/// tenth of the runner's time in the profile). A reference has a fixed layout; a runner task
+/// makes one for all the jobs it runs.
+///
 /// `UnsafeCurrentTask` is not `Sendable` because it must not outlive its task. This wrapper is
 /// safe under the rules every job follows (see ``PinState``): a job stores the reference under
 /// its own lock only when it starts running inside that task; a canceller takes the reference
 /// only under that lock, pinning the job; and the job does not end (so its task cannot go past
 /// it) until every pin is released. The task is therefore alive whenever ``cancel()`` runs, and
 /// `UnsafeCurrentTask.cancel()` is itself thread-safe in the runtime.
-struct RunningTask: @unchecked Sendable {
+final class RunningTask: @unchecked Sendable {
   private let task: UnsafeCurrentTask
 
   /// The task this code runs in, or `nil` outside of any task.

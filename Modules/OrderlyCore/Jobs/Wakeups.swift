@@ -14,8 +14,13 @@ struct Wakeups: Sendable {
     case cancelAwaiters(any RunnableJob)
     /// Cancel the task running a job, then release the job's pin.
     case cancelTask(RunningTask, any PinnedJob)
-    /// Raise the priority of the task running a job, then release the job's pin.
-    case escalateTask(RunningTask, any PinnedJob, TaskPriority)
+    /// Raise the priority of the task running a job (`TaskPriority.rawValue`), then release the
+    /// job's pin.
+    ///
+    /// A raw value, not a `TaskPriority`: the Concurrency library's types are resilient, so a
+    /// case holding one gave the enum a layout known only at run time, and every `Wakeups`
+    /// destroyed at the end of every locked update asked the runtime for its tag.
+    case escalateTask(RunningTask, any PinnedJob, UInt8)
   }
 
   // Most locked sections wake at most one task: keep it inline, without an array. A count
@@ -56,7 +61,7 @@ struct Wakeups: Sendable {
       task.cancel()
       job.unpin()
     case .escalateTask(let task, let job, let priority):
-      task.escalate(to: priority)
+      task.escalate(to: TaskPriority(rawValue: priority))
       job.unpin()
     }
   }
@@ -85,7 +90,7 @@ extension PinnedJob {
   /// locks are released), a job that has not begun when it begins.
   func escalate(to priority: TaskPriority, into wakeups: inout Wakeups) {
     let task = withPins { phase, pins in pins.requestEscalation(to: priority, in: phase) }
-    if let task { wakeups.append(.escalateTask(task, self, priority)) }
+    if let task { wakeups.append(.escalateTask(task, self, priority.rawValue)) }
   }
 
   /// Releases a pin, resuming the job's task if it waits for the last one.
