@@ -3,7 +3,7 @@
 # its measured body (Scripts/count-instructions.c): a measure that does not move with the load
 # of the machine, as times do.
 #
-#   bash Benchmarks/Scripts/instructions-per-job.sh "runner side" orderly [JOBS] [REPEATS]
+#   bash Benchmarks/Scripts/instructions-per-job.sh "runner side, synchronous" orderly [JOBS] [REPEATS]
 #
 # The row runs with JOBS and with 2 x JOBS jobs (default 200), REPEATS times each (default 3);
 # the difference of the median counts divided by JOBS is the cost of one job, with the fixed
@@ -42,6 +42,7 @@ median_count() {
       echo "instructions-per-job: no measured region for row '$row' (is the name right?)" >&2
       exit 1
     fi
+    echo "$1 jobs: $count instructions" >&2
     echo "$count"
   done | sort -n | sed -n "$(((repeats + 1) / 2))p"
 }

@@ -111,12 +111,53 @@ func eightProducers(_ jobs: Int, on queue: SerialQueue) async -> Double {
   }
 }
 
-/// `jobs` no-op `enqueueDetached` jobs from one producer, until the queue has drained.
+/// `jobs` no-op synchronous `enqueueDetached` jobs from one producer, until the queue has
+/// drained.
 @Sendable func detachedUntilDrained(_ jobs: Int) async -> Double {
   await nanosecondsPerJob(jobs) {
     let queue = SerialQueue()
     for _ in 0..<jobs { queue.enqueueDetached {} }
     try? await queue.waitUntilIdle()
+  }
+}
+
+/// The same with async jobs (`{ () async in }`), which the runner awaits one by one.
+@Sendable func asyncDetachedUntilDrained(_ jobs: Int) async -> Double {
+  await nanosecondsPerJob(jobs) {
+    let queue = SerialQueue()
+    for _ in 0..<jobs { queue.enqueueDetached { () async in } }
+    try? await queue.waitUntilIdle()
+  }
+}
+
+/// The runner's work per job: `jobs` no-op detached jobs wait behind a held job, and the time
+/// runs from releasing it until the queue is idle.
+///
+/// - Parameters:
+///   - jobs: How many jobs.
+///   - synchronous: Whether the jobs are synchronous closures or async ones.
+/// - Returns: Nanoseconds per job.
+func runnerSide(_ jobs: Int, synchronous: Bool) async -> Double {
+  let (queue, release) = await blockedQueue()
+  if synchronous {
+    for _ in 0..<jobs { queue.enqueueDetached {} }
+  } else {
+    for _ in 0..<jobs { queue.enqueueDetached { () async in } }
+  }
+  return await nanosecondsPerJob(jobs) {
+    release()
+    try? await queue.waitUntilIdle()
+  }
+}
+
+/// A suspended `DispatchQueue` with `jobs` no-op blocks, from its resumption until it drains.
+@Sendable func suspendedDispatchDraining(_ jobs: Int) async -> Double {
+  let queue = DispatchQueue(label: "baseline.serial")
+  queue.suspend()
+  for _ in 0..<jobs { queue.async {} }
+  return await nanosecondsPerJob(jobs) {
+    queue.resume()
+    await drain(queue)
   }
 }
 
@@ -157,12 +198,21 @@ func eightProducers(_ jobs: Int, on queue: SerialQueue) async -> Double {
 /// Every row of the ratios table, in the order printed.
 public let scenarios: [Scenario] = [
   Scenario(
-    name: "enqueueDetached fire-and-forget, until drained",
+    name: "enqueueDetached, synchronous jobs, until drained",
     baselineName: "DispatchQueue.async (serial)",
     unit: .nanosecondsPerJob,
     target: .ratio(1.5),
     jobs: (1_000_000, 100_000),
     orderly: detachedUntilDrained,
+    baseline: dispatchUntilDrained
+  ),
+  Scenario(
+    name: "enqueueDetached, async jobs, until drained",
+    baselineName: "DispatchQueue.async (serial)",
+    unit: .nanosecondsPerJob,
+    target: .ratio(2),
+    jobs: (1_000_000, 100_000),
+    orderly: asyncDetachedUntilDrained,
     baseline: dispatchUntilDrained
   ),
   Scenario(
@@ -218,6 +268,23 @@ public let scenarios: [Scenario] = [
       let (queue, release) = await blockedQueue()
       let before = allocatedBytes()
       for _ in 0..<jobs { queue.enqueueDetached {} }
+      let after = allocatedBytes()
+      release()
+      try? await queue.waitUntilIdle()
+      return Double(after - before) / Double(jobs)
+    },
+    baseline: nil
+  ),
+  Scenario(
+    name: "memory per pending job (enqueueDetached, async job)",
+    baselineName: "target: bytes",
+    unit: .bytesPerJob,
+    target: .absolute(200),
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in
+      let (queue, release) = await blockedQueue()
+      let before = allocatedBytes()
+      for _ in 0..<jobs { queue.enqueueDetached { () async in } }
       let after = allocatedBytes()
       release()
       try? await queue.waitUntilIdle()
@@ -399,28 +466,22 @@ public let scenarios: [Scenario] = [
     }
   ),
   Scenario(
-    name: "enqueueDetached, runner side (jobs already queued)",
+    name: "runner side, synchronous jobs (already queued)",
     baselineName: "a suspended DispatchQueue draining",
     unit: .nanosecondsPerJob,
-    target: .info,
+    target: .ratio(2),
     jobs: (1_000_000, 100_000),
-    orderly: { jobs in
-      let (queue, release) = await blockedQueue()
-      for _ in 0..<jobs { queue.enqueueDetached {} }
-      return await nanosecondsPerJob(jobs) {
-        release()
-        try? await queue.waitUntilIdle()
-      }
-    },
-    baseline: { jobs in
-      let queue = DispatchQueue(label: "baseline.serial")
-      queue.suspend()
-      for _ in 0..<jobs { queue.async {} }
-      return await nanosecondsPerJob(jobs) {
-        queue.resume()
-        await drain(queue)
-      }
-    }
+    orderly: { jobs in await runnerSide(jobs, synchronous: true) },
+    baseline: suspendedDispatchDraining
+  ),
+  Scenario(
+    name: "runner side, async jobs (already queued)",
+    baselineName: "a suspended DispatchQueue draining",
+    unit: .nanosecondsPerJob,
+    target: .ratio(4),
+    jobs: (1_000_000, 100_000),
+    orderly: { jobs in await runnerSide(jobs, synchronous: false) },
+    baseline: suspendedDispatchDraining
   ),
   Scenario(
     name: "enqueueDetached vs single-consumer AsyncStream",
