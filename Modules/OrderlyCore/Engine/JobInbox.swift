@@ -22,7 +22,7 @@ import Synchronization
 /// is not (no producer uses the inbox then), so numbers, events and the line keep one order.
 final class JobInbox: Sendable {
   /// A barging lock, not a `Mutex`: producer threads contend for it (see ``BargingLock``).
-  private let jobs = BargingLock<[any RunnableJob]>([])
+  private let jobs = BargingLock<[RunnableJob]>([])
   /// Whether jobs may wait here.
   ///
   /// Written only under the queue's lock: from `false` to `true` as a plain store, from `true`
@@ -40,7 +40,7 @@ final class JobInbox: Sendable {
   ///
   /// - Returns: `false` if the inbox is not watched: the caller must admit the job under the
   ///   queue's lock.
-  func keepIfWatched(_ job: any RunnableJob, announce: (JobID) -> Void) -> Bool {
+  func keepIfWatched(_ job: RunnableJob, announce: (JobID) -> Void) -> Bool {
     jobs.withLock { jobs in
       guard isWatched.load(ordering: .acquiring) else { return false }
       job.assign(id: number(announce))
@@ -54,7 +54,7 @@ final class JobInbox: Sendable {
   /// that waits here later.
   ///
   /// Call it under the queue's lock.
-  func takeAllAndNumber(announce: (JobID) -> Void) -> (jobs: [any RunnableJob], id: JobID) {
+  func takeAllAndNumber(announce: (JobID) -> Void) -> (jobs: [RunnableJob], id: JobID) {
     guard isWatched.load(ordering: .acquiring) else { return ([], number(announce)) }
     return jobs.withLock { jobs in
       (Self.take(&jobs), number(announce))
@@ -64,7 +64,7 @@ final class JobInbox: Sendable {
   /// Takes every waiting job, in order, with the last number handed out so far.
   ///
   /// Call it under the queue's lock.
-  func takeAll() -> (jobs: [any RunnableJob], lastID: UInt64) {
+  func takeAll() -> (jobs: [RunnableJob], lastID: UInt64) {
     guard isWatched.load(ordering: .acquiring) else { return ([], lastID.load(ordering: .relaxed)) }
     return jobs.withLock { jobs in
       (Self.take(&jobs), lastID.load(ordering: .relaxed))
@@ -83,7 +83,7 @@ final class JobInbox: Sendable {
   ///   - wasWatched: The value last settled, which the queue keeps under its own lock: reading
   ///     it here instead would touch the cache line that producers write for every job.
   /// - Returns: Jobs taken from the inbox, for the caller to admit; none once it is settled.
-  func settle(watched: Bool, wasWatched: Bool) -> [any RunnableJob] {
+  func settle(watched: Bool, wasWatched: Bool) -> [RunnableJob] {
     if watched {
       if !wasWatched { isWatched.store(true, ordering: .releasing) }
       return []
@@ -102,8 +102,8 @@ final class JobInbox: Sendable {
   var waitingCount: Int { jobs.withLock { $0.count } }
 
   /// Moves the waiting jobs out, leaving the inbox empty.
-  private static func take(_ jobs: inout [any RunnableJob]) -> [any RunnableJob] {
-    var taken: [any RunnableJob] = []
+  private static func take(_ jobs: inout [RunnableJob]) -> [RunnableJob] {
+    var taken: [RunnableJob] = []
     swap(&taken, &jobs)
     return taken
   }

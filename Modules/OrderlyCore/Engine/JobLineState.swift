@@ -15,7 +15,7 @@ import DequeModule
 struct JobLineState {
   enum Entry {
     case turn(TurnNode)
-    case detached(any RunnableJob)
+    case detached(RunnableJob)
 
     var id: JobID {
       switch self {
@@ -505,10 +505,10 @@ struct JobLineState {
 ///
 /// Usually at most one: kept inline, without an array.
 struct Launches {
-  private(set) var first: (any RunnableJob)?
-  private(set) var rest: [any RunnableJob] = []
+  private(set) var first: (RunnableJob)?
+  private(set) var rest: [RunnableJob] = []
 
-  mutating func append(_ job: any RunnableJob) {
+  mutating func append(_ job: RunnableJob) {
     if first == nil {
       first = job
     } else {

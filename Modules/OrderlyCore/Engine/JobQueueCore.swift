@@ -228,7 +228,7 @@ final class JobQueueCore: Sendable {
   /// Numbers a detached job and puts it in line, or in the inbox while the line is busy.
   ///
   /// - Returns: `true` if the job has its turn now and needs a runner.
-  func admit(_ job: any RunnableJob) -> Bool {
+  func admit(_ job: RunnableJob) -> Bool {
     // A job of a higher priority than some job already in line takes the locked path, which
     // raises the jobs ahead of it at once; the inbox would admit it only after they end.
     let raises = job.basePriority > lowestPriority.load(ordering: .relaxed)
@@ -503,7 +503,7 @@ final class JobQueueCore: Sendable {
 
   /// Admits detached jobs taken from the inbox, in order.
   private func admit(
-    _ jobs: [any RunnableJob],
+    _ jobs: [RunnableJob],
     into state: inout JobLineState,
     launches: inout Launches
   ) {
@@ -533,7 +533,7 @@ final class JobQueueCore: Sendable {
   }
 
   /// Starts a runner task for a detached job that has its turn.
-  func startRunner(with job: any RunnableJob) {
+  func startRunner(with job: RunnableJob) {
     if let executor {
       Task.detached(executorPreference: executor, priority: job.priority) { [self] in
         await drain(startingWith: job)
@@ -551,7 +551,7 @@ final class JobQueueCore: Sendable {
   /// The runner hands over to a fresh runner task when the next job wants another priority, or
   /// when a job it ran was cancelled (which cancelled this task for good). Jobs beyond the first
   /// that become startable at once (after a barrier, say) get runners of their own.
-  private func drain(startingWith first: any RunnableJob) async {
+  private func drain(startingWith first: RunnableJob) async {
     let watched = StallWatchdog.shared != nil
     if watched { runners.add(1, ordering: .relaxed) }
     defer { if watched { runners.subtract(1, ordering: .relaxed) } }
@@ -612,7 +612,7 @@ extension JobQueueCore: JobQueueBackend {
     }
   }
 
-  func cancel(_ job: any RunnableJob) {
+  func cancel(_ job: RunnableJob) {
     cancel(.detached(job))
   }
 

@@ -15,36 +15,6 @@ enum JobOutcome: Sendable {
   }
 }
 
-/// A job that a queue's runner task runs: the type-erased face of ``DetachedJob``.
-protocol RunnableJob: PinnedJob {
-  var id: JobID { get }
-  var name: String? { get }
-  var priority: TaskPriority? { get }
-  /// `(priority ?? .medium).rawValue`, computed once: the line reads it for every admission.
-  var basePriority: UInt8 { get }
-  var isBarrier: Bool { get }
-  var isCancelledWhileWaiting: Bool { get }
-  /// Whether the job's work is a synchronous closure, which ``runSynchronously(in:owner:)``
-  /// runs with no async frame.
-  var isSynchronous: Bool { get }
-  /// Numbers the job; called once, under the queue's lock, before it is put in line.
-  func assign(id: JobID)
-  func grant(into wakeups: inout Wakeups) -> Bool
-  func cancelWaiting(into wakeups: inout Wakeups) -> Bool
-  func cancelRunning(into wakeups: inout Wakeups)
-  /// Resumes whoever awaits the job with its cancellation; called with no lock held.
-  func resumeAwaitersCancelled()
-  /// Runs the granted job in the current task, bound as the current frame of `owner`, and
-  /// delivers its result.
-  func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport
-  /// Runs a granted synchronous job in the current task, as ``run(in:owner:)`` does, without
-  /// an async frame.
-  ///
-  /// - Returns: The report, and whether a canceller still pins the job: the runner must then
-  ///   call `parkUntilUnpinned()` before the job's task may go past it.
-  func runSynchronously(in task: RunningTask?, owner: JobQueueCore) -> (RunReport, pinned: Bool)
-}
-
 /// How a detached job's run went, for the runner task that ran it.
 struct RunReport {
   /// The job's number (read here, where it costs no witness call).
@@ -141,25 +111,186 @@ struct DetachedJobResultMismatch: Error, CustomStringConvertible {
   var description: String { "internal error: a detached job's result had the wrong type" }
 }
 
-/// An `enqueueDetached` job: its operation, its result and the tasks awaiting that result.
+/// A job that a queue's runner task runs: everything of an `enqueueDetached` job except its
+/// operation, with no generic parameter.
 ///
-/// Its state is stored with the result type erased (``ErasedJobState``): queues run jobs from
-/// generic, unspecialized code, and a state generic over `Success` made every job look up
-/// `Mutex<State>`, `Result<Success, Error>` and friends at runtime. Profiling `enqueueDetached`
-/// with `perf` showed those lookups at about 40% of a job's time. Only the operation keeps its
-/// type (a function value, whose layout needs no lookup); the result is cast back to `Success`
-/// for awaiters.
+/// The line, the inbox and the runner hold jobs as this class: reading a field is a load and
+/// calling ``run(in:owner:)`` a class method call, where a protocol existential (as before) made
+/// both calls through a witness table and took two words per job in every list. Its state is
+/// stored with the result type erased (``ErasedJobState``), so that nothing generic is
+/// instantiated per job: profiling `enqueueDetached` with `perf` showed such lookups at about
+/// 40% of a job's time once. Its one subclass, ``DetachedJob``, adds the operation, typed.
 ///
-/// No task is created for it: the queue's runner task calls ``run(in:owner:)``, and while it
-/// runs the job is its own reentrancy frame. Lock order as for ``TurnNode``: the queue's lock may
-/// be held while this job's lock is taken, and nothing is resumed or cancelled under either.
-final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
+/// While it runs the job is its own reentrancy frame. Lock order as for ``TurnNode``: the queue's
+/// lock may be held while this job's lock is taken, and nothing is resumed or cancelled under
+/// either.
+// @unchecked Sendable, proved here: a class that is not final cannot be checked by the compiler.
+// Every stored property is a `let` of a Sendable type (`Mutex` and `Atomic` included); the one
+// subclass adds a field that it reads and writes only under `state`'s lock (see its comment).
+class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   let name: String?
   let priority: TaskPriority?
+  /// `(priority ?? .medium).rawValue`, computed once: the line reads it for every admission.
   let basePriority: UInt8
   let isBarrier: Bool
+  /// Whether the job's work is a synchronous closure, which ``runSynchronously(in:owner:)``
+  /// runs with no async frame.
   let isSynchronous: Bool
-  private let state = Mutex(ErasedJobState())
+  fileprivate let state = Mutex(ErasedJobState())
+  private let rawID = Atomic<UInt64>(0)
+
+  fileprivate init(name: String?, priority: TaskPriority?, isBarrier: Bool, isSynchronous: Bool) {
+    self.name = name
+    self.priority = priority
+    self.basePriority = (priority ?? .medium).rawValue
+    self.isBarrier = isBarrier
+    self.isSynchronous = isSynchronous
+  }
+
+  /// The job's identifier, assigned once under the queue's lock before the job is shared.
+  final var id: JobID { JobID(rawValue: rawID.load(ordering: .relaxed)) }
+
+  final var runningJob: (owner: any JobOwner, id: JobID)? {
+    state.withLock(announcingTo: self) { state in state.owner.map { ($0, id) } }
+  }
+
+  /// A detached job runs in the queue's runner task, never inside another job.
+  final var parent: (any RunningJobFrame)? { nil }
+
+  /// Numbers the job.
+  ///
+  /// Called once, under the queue's lock, before the job is put in line; the
+  /// lock's release publishes the value to every thread that later finds the job there.
+  final func assign(id: JobID) {
+    rawID.store(id.rawValue, ordering: .relaxed)
+  }
+
+  final var isCancelledWhileWaiting: Bool {
+    state.withLock(announcingTo: self) { $0.phase == .cancelled }
+  }
+
+  /// Whether the job is over: it ran and ended, or it was cancelled before it ran.
+  final var isOver: Bool {
+    state.withLock(announcingTo: self) { $0.result != nil }
+  }
+
+  /// Whether the job was cancelled: before it ran, or by a request while it ran.
+  final var isCancelled: Bool {
+    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.pins.cancelRequested }
+  }
+
+  final func grant(into wakeups: inout Wakeups) -> Bool {
+    state.withLock(announcingTo: self) { state in
+      guard state.phase == .waiting else { return false }
+      state.phase = .granted
+      return true
+    }
+  }
+
+  final func cancelWaiting(into wakeups: inout Wakeups) -> Bool {
+    let cancelled = state.withLock(announcingTo: self) { state in
+      guard state.phase == .waiting else { return false }
+      state.phase = .cancelled
+      dropWork()
+      state.result = .failure(CancellationError())
+      return true
+    }
+    if cancelled { wakeups.append(.cancelAwaiters(self)) }
+    return cancelled
+  }
+
+  /// Resumes whoever awaits the job with its cancellation; called with no lock held.
+  final func resumeAwaitersCancelled() {
+    let awaiters = state.withLock(announcingTo: self) { state in
+      defer { state.awaiters = [] }
+      return state.awaiters
+    }
+    for awaiter in awaiters { awaiter.resume(returning: .failure(CancellationError())) }
+  }
+
+  final func withPins<Result: Sendable>(_ body: (JobPhase, inout PinState) -> Result) -> Result {
+    state.withLock(announcingTo: self) { body($0.phase, &$0.pins) }
+  }
+
+  /// Runs the granted job in the current task, bound as the current frame of `owner`, and
+  /// delivers its result. ``DetachedJob`` overrides it.
+  func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport {
+    // Not reached: every job is a `DetachedJob`, which overrides this.
+    end(with: .failure(DetachedJobResultMismatch())).0
+  }
+
+  /// Runs a granted synchronous job in the current task, as ``run(in:owner:)`` does, without
+  /// an async frame. ``DetachedJob`` overrides it.
+  ///
+  /// - Returns: The report, and whether a canceller still pins the job: the runner must then
+  ///   call `parkUntilUnpinned()` before the job's task may go past it.
+  func runSynchronously(in task: RunningTask?, owner: JobQueueCore) -> (RunReport, pinned: Bool) {
+    // Not reached: every job is a `DetachedJob`, which overrides this.
+    end(with: .failure(DetachedJobResultMismatch()))
+  }
+
+  /// Drops the job's work; called under `state`'s lock when the job is cancelled before it ran.
+  fileprivate func dropWork() {}
+
+  /// Marks a granted job running in `task` for `owner`, calling `takeWork` under the job's lock;
+  /// returns `nil` (and takes nothing) if it was cancelled after its turn came.
+  @inline(__always)
+  fileprivate final func begin<Work>(
+    in task: RunningTask?,
+    owner: JobQueueCore,
+    takeWork: () -> Work?
+  ) -> Work? {
+    var escalation: UInt8 = 0
+    let work = state.withLock(announcingTo: self) { state -> Work? in
+      guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
+      state.phase = .running
+      state.owner = owner
+      escalation = state.pins.start(in: task)
+      return takeWork()
+    }
+    // The job runs in the runner's task, the current one: it may raise its own priority.
+    if escalation != 0 { RunningTask.escalateCurrent(to: TaskPriority(rawValue: escalation)) }
+    return work
+  }
+
+  /// Stores the job's result, resumes its awaiters and reports how it ended.
+  @inline(__always)
+  fileprivate final func end(with result: ErasedJobState.Outcome) -> (RunReport, pinned: Bool) {
+    let (awaiters, pinned, cancelRequested) = state.withLock(announcingTo: self) { state in
+      state.phase = .finished
+      state.result = result
+      state.owner = nil
+      if !state.pins.isPinned { state.pins.clear() }
+      let awaiters = state.awaiters
+      if !awaiters.isEmpty { state.awaiters = [] }
+      return (awaiters, state.pins.isPinned, state.pins.cancelRequested)
+    }
+    for awaiter in awaiters { awaiter.resume(returning: result) }
+    return (RunReport(id: id, outcome: result.jobOutcome, cancelRequested: cancelRequested), pinned)
+  }
+
+  /// Waits for the job's result, with its type erased.
+  ///
+  /// Not cancellable, like `Task.value`.
+  fileprivate final func erasedResult() async -> ErasedJobState.Outcome {
+    await withUnsafeContinuation { continuation in
+      let ready = state.withLock(announcingTo: self) { state -> ErasedJobState.Outcome? in
+        if let result = state.result { return result }
+        state.awaiters.append(continuation)
+        return nil
+      }
+      if let ready { continuation.resume(returning: ready) }
+    }
+  }
+}
+
+/// An `enqueueDetached` job: a ``RunnableJob`` with its operation, and the cast of its result
+/// back to `Success` for awaiters.
+///
+/// No task is created for it: the queue's runner task calls ``run(in:owner:)``.
+// @unchecked Sendable, restated from ``RunnableJob`` and proved there and at `operation`: the
+// only field added here is read and written under the job's lock.
+final class DetachedJob<Success: Sendable>: RunnableJob, @unchecked Sendable {
   /// A job's work: an async closure, or a synchronous one that the runner calls in a plain
   /// loop.
   enum Work {
@@ -173,15 +304,10 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   /// to erase the type would cost an allocation per job (measured: 161 -> 241 bytes per pending
   /// job).
   // Safe: written once in `init`, before the job is shared, and afterwards only read or cleared
-  // inside `state.withLock` (in `cancelWaiting(into:)` and `begin(in:owner:)`), so the lock
-  // orders every access exactly as it would for a field of the `Mutex` value. For the same
-  // reason its accesses need no run-time exclusivity check: the lock already makes them
-  // exclusive, and the check cost a lookup in the thread's access set on every job.
-  @exclusivity(unchecked) nonisolated(unsafe) private var operation: Work?
-  private let rawID = Atomic<UInt64>(0)
-
-  /// The job's identifier, assigned once under the queue's lock before the job is shared.
-  var id: JobID { JobID(rawValue: rawID.load(ordering: .relaxed)) }
+  // inside `state.withLock` (in `dropWork()`, called by `cancelWaiting(into:)`, and in the
+  // `takeWork` closure of `begin(in:owner:takeWork:)`), so the lock orders every access exactly
+  // as it would for a field of the `Mutex` value.
+  nonisolated(unsafe) private var operation: Work?
 
   @_specialize(where Success == Void)
   init(
@@ -190,12 +316,8 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
     isBarrier: Bool = false,
     operation: sending @escaping () async throws -> Success
   ) {
-    self.name = name
-    self.priority = priority
-    self.basePriority = (priority ?? .medium).rawValue
-    self.isBarrier = isBarrier
-    self.isSynchronous = false
     self.operation = .async(operation)
+    super.init(name: name, priority: priority, isBarrier: isBarrier, isSynchronous: false)
   }
 
   /// A job whose work is synchronous.
@@ -206,79 +328,18 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
     isBarrier: Bool = false,
     synchronous operation: sending @escaping () throws -> Success
   ) {
-    self.name = name
-    self.priority = priority
-    self.basePriority = (priority ?? .medium).rawValue
-    self.isBarrier = isBarrier
-    self.isSynchronous = true
     self.operation = .sync(operation)
+    super.init(name: name, priority: priority, isBarrier: isBarrier, isSynchronous: true)
   }
 
-  var runningJob: (owner: any JobOwner, id: JobID)? {
-    state.withLock(announcingTo: self) { state in state.owner.map { ($0, id) } }
-  }
-
-  /// A detached job runs in the queue's runner task, never inside another job.
-  var parent: (any RunningJobFrame)? { nil }
-
-  /// Numbers the job.
-  ///
-  /// Called once, under the queue's lock, before the job is put in line; the
-  /// lock's release publishes the value to every thread that later finds the job there.
-  func assign(id: JobID) {
-    rawID.store(id.rawValue, ordering: .relaxed)
-  }
-
-  var isCancelledWhileWaiting: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .cancelled }
-  }
-
-  /// Whether the job is over: it ran and ended, or it was cancelled before it ran.
-  var isOver: Bool {
-    state.withLock(announcingTo: self) { $0.result != nil }
-  }
-
-  /// Whether the job was cancelled: before it ran, or by a request while it ran.
-  var isCancelled: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.pins.cancelRequested }
-  }
-
-  func grant(into wakeups: inout Wakeups) -> Bool {
-    state.withLock(announcingTo: self) { state in
-      guard state.phase == .waiting else { return false }
-      state.phase = .granted
-      return true
-    }
-  }
-
-  func cancelWaiting(into wakeups: inout Wakeups) -> Bool {
-    let cancelled = state.withLock(announcingTo: self) { state in
-      guard state.phase == .waiting else { return false }
-      state.phase = .cancelled
-      self.operation = nil
-      state.result = .failure(CancellationError())
-      return true
-    }
-    if cancelled { wakeups.append(.cancelAwaiters(self)) }
-    return cancelled
-  }
-
-  func resumeAwaitersCancelled() {
-    let awaiters = state.withLock(announcingTo: self) { state in
-      defer { state.awaiters = [] }
-      return state.awaiters
-    }
-    for awaiter in awaiters { awaiter.resume(returning: .failure(CancellationError())) }
-  }
-
-  func withPins<Result: Sendable>(_ body: (JobPhase, inout PinState) -> Result) -> Result {
-    state.withLock(announcingTo: self) { body($0.phase, &$0.pins) }
+  override fileprivate func dropWork() {
+    operation = nil
   }
 
   @_specialize(where Success == Void)
-  func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport {
+  override func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport {
     let result: ErasedJobState.Outcome
-    switch begin(in: task, owner: owner) {
+    switch begin(in: task, owner: owner, takeWork: { self.operation.take() }) {
     case .async(let operation):
       // A placeholder that allocates nothing: a `CancellationError` here would box an error
       // for every job (the profile showed one malloc per job in `swift_allocError`).
@@ -298,9 +359,12 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
   }
 
   @_specialize(where Success == Void)
-  func runSynchronously(in task: RunningTask?, owner: JobQueueCore) -> (RunReport, pinned: Bool) {
+  override func runSynchronously(
+    in task: RunningTask?,
+    owner: JobQueueCore
+  ) -> (RunReport, pinned: Bool) {
     let result: ErasedJobState.Outcome
-    switch begin(in: task, owner: owner) {
+    switch begin(in: task, owner: owner, takeWork: { self.operation.take() }) {
     case .sync(let operation):
       result = JobFrame.$current.withValue(self) { .of(synchronous: operation) }
     case .async:
@@ -312,53 +376,11 @@ final class DetachedJob<Success: Sendable>: RunnableJob, RunningJobFrame {
     return end(with: result)
   }
 
-  /// Marks a granted job running in `task` for `owner` and takes its work; `nil` if it was
-  /// cancelled after its turn came.
-  @_specialize(where Success == Void)
-  @inline(__always)
-  private func begin(in task: RunningTask?, owner: JobQueueCore) -> Work? {
-    var escalation: UInt8 = 0
-    let operation = state.withLock(announcingTo: self) { state -> Work? in
-      guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
-      state.phase = .running
-      state.owner = owner
-      escalation = state.pins.start(in: task)
-      return self.operation.take()
-    }
-    // The job runs in the runner's task, the current one: it may raise its own priority.
-    if escalation != 0 { RunningTask.escalateCurrent(to: TaskPriority(rawValue: escalation)) }
-    return operation
-  }
-
-  /// Stores the job's result, resumes its awaiters and reports how it ended.
-  @inline(__always)
-  private func end(with result: ErasedJobState.Outcome) -> (RunReport, pinned: Bool) {
-    let (awaiters, pinned, cancelRequested) = state.withLock(announcingTo: self) { state in
-      state.phase = .finished
-      state.result = result
-      state.owner = nil
-      if !state.pins.isPinned { state.pins.clear() }
-      let awaiters = state.awaiters
-      if !awaiters.isEmpty { state.awaiters = [] }
-      return (awaiters, state.pins.isPinned, state.pins.cancelRequested)
-    }
-    for awaiter in awaiters { awaiter.resume(returning: result) }
-    return (RunReport(id: id, outcome: result.jobOutcome, cancelRequested: cancelRequested), pinned)
-  }
-
   /// Waits for the job's result.
   ///
   /// Not cancellable, like `Task.value`.
   @_specialize(where Success == Void)
   func result() async -> Result<Success, any Error> {
-    let erased = await withUnsafeContinuation { continuation in
-      let ready = state.withLock(announcingTo: self) { state -> ErasedJobState.Outcome? in
-        if let result = state.result { return result }
-        state.awaiters.append(continuation)
-        return nil
-      }
-      if let ready { continuation.resume(returning: ready) }
-    }
-    return erased.typed(as: Success.self)
+    await erasedResult().typed(as: Success.self)
   }
 }

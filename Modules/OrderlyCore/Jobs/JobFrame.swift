@@ -62,7 +62,7 @@ protocol JobQueueBackend: JobOwner {
   /// Cancels a job that runs in its own task: it leaves the line, or is cancelled if running.
   func cancel(_ node: TurnNode)
   /// Cancels a detached job: it leaves the line, or is cancelled if running.
-  func cancel(_ job: any RunnableJob)
+  func cancel(_ job: RunnableJob)
   /// Raises the job `id` and every job ahead of it to the current task's priority, if needed:
   /// the current task is about to await the job's result.
   func escalateForAwaiter(of id: JobID, jobPriority: UInt8)

@@ -11,7 +11,7 @@ struct Wakeups: Sendable {
     /// Tell a waiting task its job was cancelled.
     case resumeCancelled(UnsafeContinuation<Void, any Error>)
     /// Deliver a cancelled job's result to its awaiters.
-    case cancelAwaiters(any RunnableJob)
+    case cancelAwaiters(RunnableJob)
     /// Cancel the task running a job, then release the job's pin.
     case cancelTask(RunningTask, any PinnedJob)
     /// Raise the priority of the task running a job (`TaskPriority.rawValue`), then release the
