@@ -213,14 +213,18 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   }
 
   /// Runs the granted job in the current task, bound as the current frame of `owner`, and
-  /// delivers its result. ``DetachedJob`` overrides it.
+  /// delivers its result.
+  ///
+  /// ``DetachedJob`` overrides it.
   func run(in task: RunningTask?, owner: JobQueueCore) async -> RunReport {
     // Not reached: every job is a `DetachedJob`, which overrides this.
     end(with: .failure(DetachedJobResultMismatch())).0
   }
 
   /// Runs a granted synchronous job in the current task, as ``run(in:owner:)`` does, without
-  /// an async frame. ``DetachedJob`` overrides it.
+  /// an async frame.
+  ///
+  /// ``DetachedJob`` overrides it.
   ///
   /// - Returns: The report, and whether a canceller still pins the job: the runner must then
   ///   call `parkUntilUnpinned()` before the job's task may go past it.
