@@ -12,7 +12,9 @@
 // counted, until the next raised SIGTRAP. The markers are swallowed. (SIGTRAP because libdispatch
 // blocks SIGUSR1 and most others in its worker threads, where Swift's tasks run; a raised one is
 // told from a single step's trap by its `si_code`.) For each region it prints
-// `region N: I instructions` on stderr; it exits with the program's status.
+// `region N: I instructions, B in the busiest thread` on stderr; it exits with the program's
+// status. The busiest thread's count leaves out threads that only wake up, look for work and
+// sleep again, which a loaded machine makes more of.
 //
 // A step costs tens of microseconds on a virtual machine: keep a region to a few million
 // instructions (Benchmarks/Scripts/instructions-per-job.sh runs two job counts and reports the
@@ -32,19 +34,47 @@
 #define MAX_THREADS 4096
 
 static pid_t threads[MAX_THREADS];
+/// Instructions each thread executed in the current region.
+static uint64_t counts[MAX_THREADS];
 static int threadCount = 0;
+/// The most instructions one thread executed in the current region, kept when threads exit.
+static uint64_t busiestExited = 0;
 
 static void addThread(pid_t tid) {
-  if (threadCount < MAX_THREADS) threads[threadCount++] = tid;
+  if (threadCount < MAX_THREADS) {
+    counts[threadCount] = 0;
+    threads[threadCount++] = tid;
+  }
 }
 
 static void removeThread(pid_t tid) {
   for (int i = 0; i < threadCount; i++) {
     if (threads[i] == tid) {
-      threads[i] = threads[--threadCount];
+      if (counts[i] > busiestExited) busiestExited = counts[i];
+      threadCount -= 1;
+      threads[i] = threads[threadCount];
+      counts[i] = counts[threadCount];
       return;
     }
   }
+}
+
+static void countStep(pid_t tid) {
+  for (int i = 0; i < threadCount; i++) {
+    if (threads[i] == tid) {
+      counts[i] += 1;
+      return;
+    }
+  }
+}
+
+/// The most instructions one thread executed in the current region.
+static uint64_t busiest(void) {
+  uint64_t most = busiestExited;
+  for (int i = 0; i < threadCount; i++) {
+    if (counts[i] > most) most = counts[i];
+  }
+  return most;
 }
 
 /// Whether the thread's pending SIGTRAP was raised by the program (a marker) rather than being
@@ -128,17 +158,22 @@ int main(int argc, char **argv) {
       if (!stepping) {
         stepping = 1;
         instructions = 0;
+        busiestExited = 0;
+        for (int i = 0; i < threadCount; i++) counts[i] = 0;
         for (int i = 0; i < threadCount; i++) {
           if (threads[i] != tid) ptrace(PTRACE_INTERRUPT, threads[i], NULL, NULL);
         }
       } else {
         stepping = 0;
         region += 1;
-        fprintf(stderr, "region %d: %llu instructions\n", region,
-                (unsigned long long)instructions);
+        fprintf(stderr, "region %d: %llu instructions, %llu in the busiest thread\n", region,
+                (unsigned long long)instructions, (unsigned long long)busiest());
       }
     } else if (signal == SIGTRAP) {
-      if (stepping) instructions += 1;
+      if (stepping) {
+        instructions += 1;
+        countStep(tid);
+      }
     } else {
       deliver = signal;
     }

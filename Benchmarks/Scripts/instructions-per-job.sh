@@ -7,7 +7,9 @@
 #
 # The row runs with JOBS and with 2 x JOBS jobs (default 200), REPEATS times each (default 3);
 # the difference of the median counts divided by JOBS is the cost of one job, with the fixed
-# cost of the body (starting the runner, waiting for idle) left out. Single-stepping costs tens
+# cost of the body (starting the runner, waiting for idle) left out. Counts are those of the
+# busiest thread (the one that ran the jobs): idle threads that wake up and look for work add
+# instructions that depend on the machine's load. Single-stepping costs tens
 # of microseconds an instruction: a run of 200 jobs takes about 20 s.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -37,7 +39,7 @@ median_count() {
   local count
   for _ in $(seq "$repeats"); do
     count=$("$counter" "$ratios" --only "$row" --side "$side" --jobs "$1" --rounds 1 2>&1 >/dev/null |
-      sed -n 's/^region 1: \([0-9]*\) instructions$/\1/p')
+      sed -n 's/^region 1: [0-9]* instructions, \([0-9]*\) in the busiest thread$/\1/p')
     if [ -z "$count" ]; then
       echo "instructions-per-job: no measured region for row '$row' (is the name right?)" >&2
       exit 1
