@@ -150,6 +150,26 @@ func runnerSide(_ jobs: Int, synchronous: Bool) async -> Double {
   }
 }
 
+/// Bytes per pending detached job: `jobs` no-op jobs enqueued behind a held job.
+///
+/// - Parameters:
+///   - jobs: How many jobs.
+///   - synchronous: Whether the jobs are synchronous closures or async ones.
+/// - Returns: Bytes in use per pending job.
+func pendingDetachedBytes(_ jobs: Int, synchronous: Bool) async -> Double {
+  let (queue, release) = await blockedQueue()
+  let before = allocatedBytes()
+  if synchronous {
+    for _ in 0..<jobs { queue.enqueueDetached {} }
+  } else {
+    for _ in 0..<jobs { queue.enqueueDetached { () async in } }
+  }
+  let after = allocatedBytes()
+  release()
+  try? await queue.waitUntilIdle()
+  return Double(after - before) / Double(jobs)
+}
+
 /// A suspended `DispatchQueue` with `jobs` no-op blocks, from its resumption until it drains.
 @Sendable func suspendedDispatchDraining(_ jobs: Int) async -> Double {
   let queue = DispatchQueue(label: "baseline.serial")
@@ -264,15 +284,7 @@ public let scenarios: [Scenario] = [
     unit: .bytesPerJob,
     target: .absolute(200),
     jobs: (1_000_000, 100_000),
-    orderly: { jobs in
-      let (queue, release) = await blockedQueue()
-      let before = allocatedBytes()
-      for _ in 0..<jobs { queue.enqueueDetached {} }
-      let after = allocatedBytes()
-      release()
-      try? await queue.waitUntilIdle()
-      return Double(after - before) / Double(jobs)
-    },
+    orderly: { jobs in await pendingDetachedBytes(jobs, synchronous: true) },
     baseline: nil
   ),
   Scenario(
@@ -281,15 +293,7 @@ public let scenarios: [Scenario] = [
     unit: .bytesPerJob,
     target: .absolute(200),
     jobs: (1_000_000, 100_000),
-    orderly: { jobs in
-      let (queue, release) = await blockedQueue()
-      let before = allocatedBytes()
-      for _ in 0..<jobs { queue.enqueueDetached { () async in } }
-      let after = allocatedBytes()
-      release()
-      try? await queue.waitUntilIdle()
-      return Double(after - before) / Double(jobs)
-    },
+    orderly: { jobs in await pendingDetachedBytes(jobs, synchronous: false) },
     baseline: nil
   ),
   Scenario(
