@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# A throwaway PostgreSQL server for Orderly's PostgreSQL tests, on this machine only.
+#
+#   bash Tools/postgres/cluster.sh start    # installs Debian's postgresql if missing (asks
+#                                           # apt-get only when CI=true or --install is given),
+#                                           # starts a fresh cluster, prints its URL
+#   bash Tools/postgres/cluster.sh url      # prints the URL of the running cluster
+#   bash Tools/postgres/cluster.sh stop     # stops it and deletes its data
+#
+# The cluster has its own data folder (a new temporary folder), listens on 127.0.0.1 only, on a
+# free port (or ORDERLY_POSTGRES_PORT), with one database `orderly` owned by the role `orderly`,
+# trusted without a password: it is for tests and is deleted by `stop`. The server refuses to
+# run as root, so when this script runs as root the server runs as the `postgres` user that
+# Debian's package creates. Tests find the server through ORDERLY_POSTGRES_URL:
+#
+#   export ORDERLY_POSTGRES_URL=$(bash Tools/postgres/cluster.sh start)
+#   swift test
+#   bash Tools/postgres/cluster.sh stop
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+state=$(pwd)/.build-postgres
+command=${1:-}
+install=false
+[ "${2:-}" = "--install" ] && install=true
+[ "${CI:-}" = "true" ] && install=true
+
+fail() {
+  echo "cluster.sh: $*" >&2
+  exit 1
+}
+
+# The newest installed server's bin folder, or nothing.
+server_bin() {
+  local dir
+  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$dir" ] && [ -x "$dir/initdb" ] && echo "$dir"
+  return 0
+}
+
+ensure_installed() {
+  if [ -n "$(server_bin)" ]; then return; fi
+  if ! $install; then
+    fail "PostgreSQL is not installed. Install it (apt-get install postgresql) or run: bash Tools/postgres/cluster.sh start --install"
+  fi
+  [ "$(id -u)" = 0 ] || fail "installing postgresql needs root (apt-get); install it and run again"
+  echo "cluster.sh: installing postgresql with apt-get" >&2
+  apt-get update >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql >/dev/null
+  [ -n "$(server_bin)" ] || fail "apt-get installed postgresql, but no initdb was found under /usr/lib/postgresql"
+}
+
+# Runs a command as the user that owns the cluster.
+as_owner() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+start() {
+  if [ -f "$state/url" ]; then
+    fail "a cluster is already running ($(cat "$state/url")); stop it first: bash Tools/postgres/cluster.sh stop"
+  fi
+  ensure_installed
+  local bin data port
+  bin=$(server_bin)
+  if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then
+    fail "running as root, but there is no 'postgres' user to run the server as (Debian's postgresql package creates it)"
+  fi
+  data=$(mktemp -d /tmp/orderly-postgres.XXXXXX)
+  chmod 700 "$data"
+  [ "$(id -u)" = 0 ] && chown postgres: "$data"
+  port=${ORDERLY_POSTGRES_PORT:-$(free_port)}
+  mkdir -p "$state"
+  echo "$data" >"$state/data"
+  as_owner "$bin/initdb" -D "$data/cluster" -U orderly --auth=trust --encoding=UTF8 \
+    --no-instructions >"$state/initdb.log" 2>&1 ||
+    fail "initdb failed; see $state/initdb.log"
+  as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null ||
+    {
+      cp "$data/server.log" "$state/server.log" 2>/dev/null || true
+      fail "the server did not start; see $state/server.log"
+    }
+  as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U orderly orderly ||
+    fail "could not create the database 'orderly'"
+  echo "postgres://orderly@127.0.0.1:$port/orderly" >"$state/url"
+  cat "$state/url"
+}
+
+stop() {
+  [ -f "$state/data" ] || {
+    echo "cluster.sh: no cluster is running" >&2
+    return 0
+  }
+  local data bin
+  data=$(cat "$state/data")
+  bin=$(server_bin)
+  if [ -n "$bin" ] && [ -d "$data/cluster" ]; then
+    as_owner "$bin/pg_ctl" -D "$data/cluster" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$data"
+  rm -f "$state/url" "$state/data"
+}
+
+case "$command" in
+  start) start ;;
+  stop) stop ;;
+  url)
+    [ -f "$state/url" ] || fail "no cluster is running; start one: bash Tools/postgres/cluster.sh start"
+    cat "$state/url"
+    ;;
+  *) fail "usage: cluster.sh start [--install] | url | stop" ;;
+esac
