@@ -129,11 +129,7 @@ struct DetachedJobResultMismatch: Error, CustomStringConvertible {
 // subclass adds a field that it reads and writes only under `state`'s lock (see its comment).
 class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   let name: String?
-  /// The priority asked for, as a raw value; 0 for none.
-  ///
-  /// Raw because `TaskPriority` is a resilient type: a stored `TaskPriority?` made every job's
-  /// `deinit` destroy it through the type's metadata and value witnesses.
-  private let requestedPriority: UInt8
+  let priority: TaskPriority?
   /// `(priority ?? .medium).rawValue`, computed once: the line reads it for every admission.
   let basePriority: UInt8
   let isBarrier: Bool
@@ -145,15 +141,10 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
 
   fileprivate init(name: String?, priority: TaskPriority?, isBarrier: Bool, isSynchronous: Bool) {
     self.name = name
-    self.requestedPriority = priority?.rawValue ?? 0
+    self.priority = priority
     self.basePriority = (priority ?? .medium).rawValue
     self.isBarrier = isBarrier
     self.isSynchronous = isSynchronous
-  }
-
-  /// The priority the job was enqueued with; `nil` for the default.
-  final var priority: TaskPriority? {
-    requestedPriority == 0 ? nil : TaskPriority(rawValue: requestedPriority)
   }
 
   /// The job's identifier, assigned once under the queue's lock before the job is shared.
