@@ -37,17 +37,48 @@ is malloc's bytes in use (`mallinfo2`) before and after the jobs are pending.
 
 ## What the profile says
 
-`perf record` works on these machines (valgrind 3.19 does not: it rejects Swift 6.3's DWARF).
-Profile one side of one row alone with `--only` and `--side`:
+`perf record` works on these machines (valgrind 3.19 does not: it rejects the DWARF of Swift
+6.3's binaries, and with the debug information stripped it crashes as soon as a Swift program
+starts its second thread). Profile one side of one row alone with `--only` and `--side`:
 
 ```
 swift build -c release --package-path Benchmarks --product ratios
-cd Benchmarks && perf record -g .build/release/ratios --quick --only "runner side" --side orderly
+cd Benchmarks && perf record -g .build/release/ratios --quick --only "runner side, sync" --side orderly
 perf report --no-children --sort symbol --stdio -g none
 ```
 
 The `producer side` and `runner side` rows split `enqueueDetached` into the enqueue call (the
-queue held busy) and the runner's work per job (every job already queued).
+queue held busy) and the runner's work per job (every job already queued). Each `enqueueDetached`
+row uses synchronous jobs (`enqueueDetached {}`: a closure with no `await` picks the synchronous
+overload, which the runner calls with no async frame) unless its name says async
+(`enqueueDetached { () async in }`).
+
+### Instructions per job: a measure the machine's load does not move
+
+Times on these shared 2-core machines move 20-40% between runs. Instructions do not, but
+`perf stat` has no hardware counters here (a virtual machine) and valgrind cannot run the
+program, so `Scripts/count-instructions.c` counts them by single-stepping every thread with
+ptrace between two markers that `ratios` raises around each measured body.
+`Scripts/instructions-per-job.sh` runs a row with 200 and with 400 jobs, three times each, and
+reports the difference of the medians per job, so the fixed cost of the body drops out. The
+counts are those of the busiest thread, the one that ran the jobs (idle pool threads that wake
+up and look for work add about 10% to the total on a loaded machine); repeated counts agree
+within about 1%. A step costs about 20 us here, so a measure takes a few minutes:
+
+```
+bash Benchmarks/Scripts/instructions-per-job.sh "runner side, synchronous" orderly
+bash Benchmarks/Scripts/instructions-per-job.sh "runner side, async" baseline   # Dispatch
+```
+
+Runner side, per job (each step counted on its own build, in the order committed):
+
+| build | synchronous jobs | async jobs |
+|---|---|---|
+| before this work (`80fbf64`) | 3,995 | 5,295 |
+| no run-time layouts or exclusivity checks on the per-job path (`c41847a`) | 2,979 | 3,843 |
+| jobs held as a non-generic base class, not a protocol existential (`a560423`, current) | 2,724 | 3,819 |
+| the requested priority kept raw (tried, reverted: no change) | 2,747 | 3,785 |
+| a suspended `DispatchQueue` draining | 323 | 323 |
 
 Found and fixed, each measured and committed on its own:
 
@@ -85,6 +116,13 @@ Found and fixed, each measured and committed on its own:
   keeps partial indexes only (every index costs pages written and synced on each append and
   each delivery). Appends went from 1.66x to about 0.9x a plain GRDB insert, batched appends
   from 2.5x to about 0.7x, delivery from 1.97x to about 0.5x a plain read-then-delete loop.
+- **Layouts known only at run time, on every job** (the instruction counts above): the
+  reference to the task running a job wrapped `UnsafeCurrentTask`, a resilient type, so it and
+  the whole locked state of every job were copied and destroyed through the runtime's value
+  witnesses; it is a class now, one per runner task. `Wakeups` held a resilient `TaskPriority`
+  (its raw value now), the runner compared `Optional<TaskPriority>` per job (raw values now),
+  and the queue's lock and a job's operation paid a run-time exclusivity check per access
+  (`@exclusivity(unchecked)`: the locks make them exclusive).
 - **A pending `enqueue` job's memory**: a waiting job's async frames must fit in its task's
   first slab of memory; a slightly larger waiting frame cost every pending job a second slab,
   about 1 KB (1.10x a suspended `Task` when it fits, 1.80x when it does not). This row
@@ -110,19 +148,26 @@ Why the remaining misses remain, and what is close:
   `Task {}` with it, 1.94-2.54x without), and keeping job code out of the call when the turn
   comes during admission needed a branch that grew every pending `enqueue` job from 1.10x to
   1.80x a suspended `Task` (the memory row). Not kept.
-- **`enqueueDetached`, one producer** (passed in earlier full runs at 1.37-1.48x; misses in the
-  latest): running a job is still an async call through an existential, a task-local binding
-  for the reentrancy check (`swift_task_localValuePush` takes the task's status-record lock),
-  three locks and retain/release around all of it, where Dispatch drains a block with a
-  function call (about 40-50 ns). The runner's work per job measured about 580 ns two
-  sessions ago (710-816 ns on today's machine) and about 960-1,100 ns once priority escalation
-  was added: bisected to that commit, the profile showed `Optional<TaskPriority>` handled
-  through value witnesses on every job. Escalation now keeps raw priority values: in
-  alternating quick runs of the two builds the `runner side` row went from 970-1,106 ns to
-  764-823 ns. What is left is flat (the task allocator, retain/release, executor lookups). The
-  memory row caught a first version that changed a waiting job's frame (1.10x -> 1.80x). The Dispatch baseline itself
-  moves between about 300 and 1,100 ns per job from run to run on this shared machine, so the
-  ratio crosses the target either way.
+- **The runner's work per job** (the runner side rows, and through them "until drained" and
+  the 8-producer rows): synchronous jobs took the async frame out (about a sixth of the
+  runner's time), and taking the runtime's value witnesses and access-set lookups out of the
+  per-job path cut the instructions per job by about 30% (synchronous jobs 3,995 -> 2,724, async 5,295 -> 3,819; the table above). The targets (2x
+  Dispatch's drain for synchronous jobs, 4x for async ones) are still missed by a wide margin:
+  2,724 instructions per synchronous job are 8.4x Dispatch's 323, and 3,819 per async job
+  11.8x; the times of the latest run below are of the same order. The profile of what is left (`perf`, runner thread only) is flat: the task-local
+  binding that makes each job its own reentrancy frame about 14% (`swift_task_localValuePush`
+  takes the task's status-record lock to look for a task group), freeing the job about 10%
+  (its `deinit` is generic, so its state is destroyed through metadata), retain/release about
+  15%, the line's bookkeeping (`advance`, `jobEnded`, the running list) about 15%, copying the
+  type-erased result through value witnesses about 8%, and three uncontended locks. Jobs
+  already leave the inbox in batches (one lock for all that waited there), events are built
+  only for listeners, and priorities are compared raw; ending a job and granting the next
+  still take the queue's lock once per job, but lock and unlock are about 2.5% of the runner's
+  profile, so claiming runs of jobs under one lock was not built. What would move the number: a non-generic base
+  class for detached jobs (direct field reads instead of an existential's witnesses, a
+  non-generic `deinit`), storing no result for a job whose handle was dropped, and binding the
+  task-local once per run of jobs, which is only correct if a `Task {}` started in one job can
+  no longer be mistaken for a later job's (it inherits the binding): not solved yet.
 - **`enqueueAndWait`** (passes in some runs, misses in others): about 800-1,200 ns for two
   queue-lock sections, two node locks, a task-local binding, a node allocation and the
   executor checks of the async calls in between; the article's actor queue it is compared with
@@ -134,6 +179,15 @@ Why the remaining misses remain, and what is close:
 The outbox rows write to a file in a temporary folder with WAL and `synchronous = FULL`, so each
 committed transaction waits for the disk; their baselines are the plain GRDB code doing the same
 writes with the same settings.
+
+Two full runs of the same build a few minutes apart (the latest below, and one before it)
+disagreed on three rows: `enqueueDetached`, synchronous jobs, until drained 1.08x then 1.79x
+(target 1.5x); `KeyedSerialQueue`, 1k keys x 1k jobs 2.66x then 1.60x (1.27x when run alone
+in between; target 2x); the `.high` round trip 1.00x then 1.06x (target 1.05x). The other
+rows kept their verdicts: async jobs until drained 1.56x and 1.92x (target 2x), the runner
+side 8.98x and 9.76x for synchronous jobs (target 2x), 11.9x and 13.1x for async ones (target
+4x), 8 producers on their own executor 3.87x and 3.48x (target 2x), memory per pending
+detached job 184-185 B (was 193 B). The instruction counts above do not move that way.
 
 ## Latest run
 
