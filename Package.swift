@@ -14,6 +14,7 @@ let package = Package(
     .library(name: "OrderlyLaunch", targets: ["OrderlyLaunch"]),
     .library(name: "OrderlyTaskStore", targets: ["OrderlyTaskStore"]),
     .library(name: "OrderlyServer", targets: ["OrderlyServer"]),
+    .library(name: "OrderlyPostgres", targets: ["OrderlyPostgres"]),
     // No executable product: `swift run orderly` works in a checkout (SwiftPM runs a root
     // package's executable targets by name), and a package that depends on Orderly does not
     // fetch swift-argument-parser for a command it never runs.
@@ -35,6 +36,12 @@ let package = Package(
         "OrderlyServer: outbox delivery as a ServiceLifecycle service, logs, metrics and traces.",
       enabledTraits: ["SQLite"]
     ),
+    .trait(
+      name: "Postgres",
+      description:
+        "OrderlyPostgres: the outbox on PostgreSQL (PostgresNIO), per-key order across a fleet.",
+      enabledTraits: ["SQLite"]
+    ),
     .default(enabledTraits: ["SQLite"]),
   ],
   dependencies: [
@@ -46,6 +53,8 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+    // The Postgres trait's package (with SwiftNIO): fetched only by a package that enables it.
+    .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     // `swift package generate-documentation`: the DocC catalogs, checked in CI.
     .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
   ],
@@ -59,6 +68,8 @@ let package = Package(
 let sqlite: TargetDependencyCondition? = .when(traits: ["SQLite"])
 /// A dependency that exists only with the Server trait.
 let server: TargetDependencyCondition? = .when(traits: ["Server"])
+/// A dependency that exists only with the Postgres trait.
+let postgres: TargetDependencyCondition? = .when(traits: ["Postgres"])
 
 package.targets += [
   .target(
@@ -129,6 +140,19 @@ package.targets += [
       .product(name: "GRDB", package: "GRDB.swift", condition: server),
     ],
     path: "Modules/OrderlyServer"
+  ),
+  // The outbox on PostgreSQL: one key at a time across every worker process, with leases and
+  // fences. Its sources are inside `#if Postgres`: without the trait it is empty, and neither
+  // PostgresNIO nor SwiftNIO is fetched.
+  .target(
+    name: "OrderlyPostgres",
+    dependencies: [
+      "OrderlyCore",
+      .target(name: "OrderlyOutbox", condition: postgres),
+      .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
+      .product(name: "Logging", package: "swift-log", condition: postgres),
+    ],
+    path: "Modules/OrderlyPostgres"
   ),
   // The notes screen's seven calls as a scenario, and the timeline pictures of the course:
   // teaching scaffolding for the CLI, the examples and docs-gen. No product, so not API.
@@ -274,6 +298,18 @@ package.targets += [
     ],
     path: "Tests/Probes/outbox-service-probe"
   ),
+  // One worker of a PostgreSQL outbox fleet, delivering until killed or stopped: for the fleet
+  // tests.
+  .executableTarget(
+    name: "outbox-postgres-probe",
+    dependencies: [
+      .target(name: "OrderlyPostgres", condition: postgres),
+      .target(name: "OrderlyOutbox", condition: postgres),
+      .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
+      .product(name: "Logging", package: "swift-log", condition: postgres),
+    ],
+    path: "Tests/Probes/outbox-postgres-probe"
+  ),
 ]
 
 package.targets += [
@@ -328,6 +364,19 @@ package.targets += [
       .product(name: "MetricsTestKit", package: "swift-metrics", condition: server),
       .product(name: "Tracing", package: "swift-distributed-tracing", condition: server),
       .product(name: "InMemoryTracing", package: "swift-distributed-tracing", condition: server),
+    ]
+  ),
+  .testTarget(
+    name: "OrderlyPostgresTests",
+    // Built and run with the Postgres trait against the server ORDERLY_POSTGRES_URL names
+    // (.ci/run starts one with Tools/postgres/cluster.sh); empty without the trait.
+    dependencies: [
+      "BuiltProducts", "OrderlyCore", "OrderlyTestSupport",
+      .target(name: "OrderlyPostgres", condition: postgres),
+      .target(name: "OrderlyOutbox", condition: postgres),
+      .target(name: "outbox-postgres-probe", condition: postgres),
+      .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
+      .product(name: "Logging", package: "swift-log", condition: postgres),
     ]
   ),
   .testTarget(

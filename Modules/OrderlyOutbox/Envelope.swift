@@ -34,6 +34,12 @@ public struct Envelope<Message: Sendable>: Sendable, Identifiable {
   ///
   /// Given to ``Outbox/append(_:partition:headers:)``; empty if it has none.
   public let headers: [String: String]
+  /// The fence of the lease under which this delivery runs, for an outbox on PostgreSQL.
+  ///
+  /// It grows with every worker that takes the message's key, so a receiver can refuse a delivery whose
+  /// fence is lower than one it already saw for the key. `nil` for an outbox on SQLite, which
+  /// has one deliverer per file.
+  public let fence: Int64?
 
   /// Creates an envelope; the outbox creates them, tests may too.
   public init(
@@ -43,7 +49,8 @@ public struct Envelope<Message: Sendable>: Sendable, Identifiable {
     message: Message,
     attempt: Int,
     appendedAt: Date,
-    headers: [String: String] = [:]
+    headers: [String: String] = [:],
+    fence: Int64? = nil
   ) {
     self.id = id
     self.sequence = sequence
@@ -52,6 +59,7 @@ public struct Envelope<Message: Sendable>: Sendable, Identifiable {
     self.attempt = attempt
     self.appendedAt = appendedAt
     self.headers = headers
+    self.fence = fence
   }
 }
 
@@ -80,5 +88,27 @@ public struct DeadLetter<Message: Sendable>: Sendable, Identifiable {
   public let failedAt: Date
   /// Why: the last delivery error, or the decoding error.
   public let reason: String
+
+  package init(
+    id: UUID,
+    sequence: Int64,
+    partition: String?,
+    message: Message?,
+    payload: Data,
+    attempts: Int,
+    appendedAt: Date,
+    failedAt: Date,
+    reason: String
+  ) {
+    self.id = id
+    self.sequence = sequence
+    self.partition = partition
+    self.message = message
+    self.payload = payload
+    self.attempts = attempts
+    self.appendedAt = appendedAt
+    self.failedAt = failedAt
+    self.reason = reason
+  }
 }
 #endif

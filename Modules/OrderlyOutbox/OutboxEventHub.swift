@@ -7,7 +7,7 @@ import Synchronization
 ///
 /// Events are emitted under the hub's lock, so every listener receives them in one order, the
 /// order they were emitted; a line emits its events one after another.
-final class OutboxEventHub: Sendable {
+package final class OutboxEventHub: Sendable {
   private struct Listeners {
     var continuations: [UInt64: AsyncStream<OutboxEvent>.Continuation] = [:]
     var lastToken: UInt64 = 0
@@ -17,7 +17,9 @@ final class OutboxEventHub: Sendable {
   private let listeners = Mutex(Listeners())
 
   /// A new listener that receives every event emitted from now on.
-  func subscribe() -> AsyncStream<OutboxEvent> {
+  package init() {}
+
+  package func subscribe() -> AsyncStream<OutboxEvent> {
     let (stream, continuation) = AsyncStream.makeStream(of: OutboxEvent.self)
     let open = listeners.withLock(announcingTo: self) { listeners in
       guard !listeners.finished else { return false }
@@ -30,7 +32,7 @@ final class OutboxEventHub: Sendable {
   }
 
   /// Delivers an event to every listener, dropping listeners whose sequence has ended.
-  func emit(_ event: OutboxEvent) {
+  package func emit(_ event: OutboxEvent) {
     listeners.withLock(announcingTo: self) { listeners in
       for (token, continuation) in listeners.continuations {
         if case .terminated = continuation.yield(event) { listeners.continuations[token] = nil }
@@ -39,7 +41,7 @@ final class OutboxEventHub: Sendable {
   }
 
   /// Ends every listener's sequence: the outbox closed.
-  func finish() {
+  package func finish() {
     let ended = listeners.withLock(announcingTo: self) { listeners in
       listeners.finished = true
       defer { listeners.continuations = [:] }

@@ -31,13 +31,13 @@ struct StoredMessage: Sendable {
 ///
 /// Every function runs inside a
 /// transaction the caller opened.
-enum OutboxStore {
+package enum OutboxStore {
   static let messages = OutboxSchema.messageTable
   static let deadLetters = OutboxSchema.deadLetterTable
   static let headers = OutboxSchema.headerTable
 
   /// Headers as stored: a JSON object of strings, keys sorted.
-  static func encodeHeaders(_ headers: [String: String]) -> String? {
+  package static func encodeHeaders(_ headers: [String: String]) -> String? {
     guard !headers.isEmpty else { return nil }
     let encoder = JSONEncoder()
     encoder.outputFormatting = .sortedKeys
@@ -47,7 +47,7 @@ enum OutboxStore {
 
   /// Headers as read; a missing or unreadable column gives none (headers are advisory: a
   /// message is delivered without them rather than not at all).
-  static func decodeHeaders(_ text: String?) -> [String: String] {
+  package static func decodeHeaders(_ text: String?) -> [String: String] {
     guard let text, let data = text.data(using: .utf8),
       let headers = try? JSONDecoder().decode([String: String].self, from: data)
     else { return [:] }

@@ -1,0 +1,804 @@
+// Compiled with the Postgres trait; see Package.swift.
+#if Postgres
+import Foundation
+import Logging
+import OrderlyCore
+public import OrderlyOutbox
+import PostgresNIO
+import Synchronization
+
+extension PostgresOutbox {
+  // MARK: - Starting and stopping
+
+  /// Starts delivering as one worker of the fleet: this process takes lines that no other
+  /// worker holds, up to `limit` at once, and delivers each in order.
+  ///
+  /// `deliver` runs on Swift's cooperative pool. It is cancelled when the outbox stops, or when
+  /// the worker can no longer be sure of the line's lease (its renewal failed long enough, or
+  /// another worker took the line); its message is then not acknowledged, and is delivered
+  /// again first by whoever holds the line next.
+  ///
+  /// - Parameters:
+  ///   - limit: How many lines this worker delivers at once; 4 by default.
+  ///   - retry: When a failed delivery is tried again (on the outbox's clock), and which errors
+  ///     are retried. The line keeps its lease while it waits.
+  ///   - onDeadLetter: Whether a line waits at a dead letter (the default) or goes on. Give
+  ///     every worker of a fleet the same policy.
+  ///   - lease: How long a line stays with this worker without a renewal; 30 seconds by
+  ///     default. A killed worker's lines are taken over after at most this long, plus one poll
+  ///     interval. The worker renews every quarter of it, and cancels a delivery when less than
+  ///     a quarter is left unrenewed.
+  ///   - pollInterval: How often the worker looks for lines to take when no notification came;
+  ///     1 second by default. No line waits longer than this for a lost notification.
+  ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
+  /// - Throws: ``OutboxError/alreadyStarted`` if the outbox is delivering;
+  ///   ``OutboxError/invalidOption(_:)`` for a limit below 1, a lease shorter than 400
+  ///   milliseconds, or a poll interval that is not positive.
+  public func start(
+    limit: Int = 4,
+    retry: RetryPolicy = .standard,
+    onDeadLetter: DeadLetterPolicy = .stopLine,
+    lease: Duration = .seconds(30),
+    pollInterval: Duration = .seconds(1),
+    deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
+  ) throws(OutboxError) {
+    guard limit >= 1 else { throw .invalidOption("limit must be 1 or more (got \(limit))") }
+    guard lease >= .milliseconds(400) else {
+      throw .invalidOption("lease must be 400 milliseconds or longer (got \(lease))")
+    }
+    guard pollInterval > .zero else {
+      throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
+    }
+    let settings = FleetSettings(
+      limit: limit,
+      retry: retry,
+      onDeadLetter: onDeadLetter,
+      lease: lease,
+      pollInterval: pollInterval,
+      deliver: deliver
+    )
+    let worker = try state.withLock(announcingTo: self) {
+      (state) throws(OutboxError) -> FleetWorker<Message> in
+      guard state.worker == nil, !state.stopping else { throw .alreadyStarted }
+      let worker = FleetWorker(outbox: self, settings: settings, paused: state.paused)
+      state.worker = worker
+      state.workerID = worker.id
+      return worker
+    }
+    worker.begin()
+  }
+
+  /// Stops delivering, waits until no delivery of this worker runs, and releases every line it
+  /// held, so other workers take them at once (they are told through `NOTIFY`).
+  ///
+  /// Deliveries in progress are cancelled: one that returns anyway is acknowledged if the lease
+  /// still holds; one that throws leaves its message, delivered again by the line's next
+  /// holder. The outbox can be started again.
+  public func stop() async {
+    let worker = state.withLock(announcingTo: self) { state -> FleetWorker<Message>? in
+      guard let worker = state.worker, !state.stopping else { return nil }
+      state.stopping = true
+      return worker
+    }
+    guard let worker else { return }
+    await worker.end()
+    state.withLock(announcingTo: self) { state in
+      state.worker = nil
+      state.stopping = false
+    }
+  }
+
+  /// Stops this worker from starting deliveries, until ``resume()``.
+  ///
+  /// A delivery in progress
+  /// finishes and is acknowledged, a retry wait ends, and the worker releases its lines, so
+  /// other workers of the fleet take them. Appends go on.
+  public func pause() {
+    let worker = state.withLock(announcingTo: self) { state in
+      state.paused = true
+      return state.worker
+    }
+    worker?.setPaused(true)
+  }
+
+  /// Lets this worker deliver again after ``pause()``.
+  public func resume() {
+    let worker = state.withLock(announcingTo: self) { state in
+      state.paused = false
+      return state.worker
+    }
+    worker?.setPaused(false)
+  }
+
+  /// Whether this worker is paused with ``pause()``.
+  public var isPaused: Bool { state.withLock(announcingTo: self) { $0.paused } }
+}
+
+/// How a started worker delivers.
+struct FleetSettings<Message: Sendable>: Sendable {
+  let limit: Int
+  let retry: RetryPolicy
+  let onDeadLetter: DeadLetterPolicy
+  let lease: Duration
+  let pollInterval: Duration
+  let deliver: @Sendable (Envelope<Message>) async throws -> Void
+
+  /// How often leases are renewed and checked: a quarter of the lease.
+  var tick: Duration { lease / 4 }
+  /// The lease in milliseconds, as the queries take it.
+  var leaseMilliseconds: Double {
+    Double(lease.components.seconds) * 1000 + Double(lease.components.attoseconds) / 1e15
+  }
+}
+
+/// A message taken for delivery.
+struct ClaimedMessage: Sendable {
+  let line: String
+  let sequence: Int64
+  let id: UUID
+  let partition: String?
+  let payload: Data
+  let attempts: Int
+  let appendedAt: Date
+  let headers: String?
+}
+
+/// One start-to-stop run of delivery: the loop that takes lines, the loop that renews their
+/// leases, the listener for notifications, and one task per line held.
+final class FleetWorker<Message: Codable & Sendable>: Sendable {
+  let outbox: PostgresOutbox<Message>
+  let settings: FleetSettings<Message>
+  let id: String
+  private let bell = Doorbell()
+  private let state: Mutex<WorkerState>
+
+  struct Held: Sendable {
+    let fence: Int64
+    /// Before this instant the database cannot have given the line to anyone else: the lease
+    /// was renewed (or taken) by a query sent no earlier than `deadline - lease`.
+    var deadline: ContinuousClock.Instant
+    var lost = false
+    var task: Task<Void, Never>?
+    var delivery: Task<Void, any Error>?
+  }
+
+  struct WorkerState: Sendable {
+    var held: [String: Held] = [:]
+    var paused: Bool
+    var ending = false
+    var loops: [Task<Void, Never>] = []
+  }
+
+  init(outbox: PostgresOutbox<Message>, settings: FleetSettings<Message>, paused: Bool) {
+    self.outbox = outbox
+    self.settings = settings
+    self.id = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UUID().uuidString.prefix(8))"
+    self.state = Mutex(WorkerState(paused: paused))
+  }
+
+  private var logger: Logger { outbox.logger }
+  private var client: PostgresClient { outbox.client }
+
+  func begin() {
+    let loops = [
+      Task { await self.claimLoop() },
+      Task { await self.renewLoop() },
+      Task { await self.watchLoop() },
+      Task { await self.listenLoop() },
+    ]
+    state.withLock(announcingTo: self) { $0.loops = loops }
+  }
+
+  func end() async {
+    let (loops, lines) = state.withLock(announcingTo: self) { state in
+      state.ending = true
+      for line in state.held.values { line.delivery?.cancel() }
+      return (state.loops, state.held.values.compactMap(\.task))
+    }
+    for loop in loops { loop.cancel() }
+    for line in lines { line.cancel() }
+    for line in lines { await line.value }
+    for loop in loops { await loop.value }
+    // Lines end by releasing their leases; this catches any a failed query left behind.
+    do {
+      try await client.query(
+        """
+        UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+        WHERE owner = \(id)
+        """,
+        logger: logger
+      )
+      try await client.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+    } catch {
+      logger.warning(
+        "could not release leases; other workers take them when they expire",
+        metadata: ["worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))"]
+      )
+    }
+  }
+
+  func setPaused(_ paused: Bool) {
+    state.withLock(announcingTo: self) { $0.paused = paused }
+    bell.ring()
+  }
+
+  // MARK: Taking lines
+
+  private func claimLoop() async {
+    while !Task.isCancelled {
+      await claim()
+      await bell.wait(upTo: settings.pollInterval)
+    }
+  }
+
+  /// Takes lines that have messages and no live lease, up to the free slots.
+  private func claim() async {
+    let free = state.withLock(announcingTo: self) { state -> Int in
+      state.paused || state.ending ? 0 : settings.limit - state.held.count
+    }
+    guard free > 0 else { return }
+    let stopLine = settings.onDeadLetter == .stopLine
+    do {
+      var candidates: [String] = []
+      let rows = try await client.query(
+        """
+        SELECT m.line FROM (
+          SELECT line, min(appended_at) AS oldest FROM orderly_outbox_message GROUP BY line
+        ) m
+        LEFT JOIN orderly_outbox_lease l ON l.line = m.line
+        WHERE (l.line IS NULL OR (NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())))
+          AND (NOT \(stopLine) OR NOT EXISTS (
+            SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = m.line))
+        ORDER BY m.oldest LIMIT \(free * 4 + 8)
+        """,
+        logger: logger
+      )
+      for try await line in rows.decode(String.self) { candidates.append(line) }
+      // Workers that look at once would all try the same oldest lines first.
+      candidates.shuffle()
+      var taken = 0
+      for line in candidates where taken < free {
+        guard !Task.isCancelled else { return }
+        let mine = state.withLock(announcingTo: self) { $0.held[line] != nil }
+        if mine { continue }
+        if try await take(line) { taken += 1 }
+      }
+    } catch {
+      if !Task.isCancelled {
+        logger.warning(
+          "could not look for lines to deliver; trying again in the poll interval",
+          metadata: [
+            "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+      }
+    }
+  }
+
+  /// Takes a line's lease if it is free or expired, and starts delivering it.
+  ///
+  /// - Returns: Whether the line was taken.
+  private func take(_ line: String) async throws -> Bool {
+    let sent = ContinuousClock.now
+    var fence: Int64?
+    let rows = try await client.query(
+      """
+      INSERT INTO orderly_outbox_lease AS l (line, owner, expires_at, fence, paused)
+      VALUES (\(line), \(id), now() + interval '1 millisecond' * \(settings.leaseMilliseconds), 1, false)
+      ON CONFLICT (line) DO UPDATE
+        SET owner = excluded.owner, expires_at = excluded.expires_at, fence = l.fence + 1
+        WHERE NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())
+      RETURNING fence
+      """,
+      logger: logger
+    )
+    for try await value in rows.decode(Int64.self) { fence = value }
+    guard let fence else { return false }
+    let started = state.withLock(announcingTo: self) { state -> Bool in
+      guard !state.ending else { return false }
+      var held = Held(fence: fence, deadline: sent + settings.lease)
+      held.task = Task { await self.deliverLine(line, fence: fence) }
+      state.held[line] = held
+      return true
+    }
+    if !started {
+      try await release(line, fence: fence)
+      return false
+    }
+    logger.debug(
+      "took line",
+      metadata: ["worker": "\(id)", "partition": "\(line)", "fence": "\(fence)"]
+    )
+    return true
+  }
+
+  /// Gives a line's lease back, if it still is this worker's.
+  private func release(_ line: String, fence: Int64) async throws {
+    try await client.query(
+      """
+      UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+      WHERE line = \(line) AND owner = \(id) AND fence = \(fence)
+      """,
+      logger: logger
+    )
+  }
+
+  // MARK: Keeping lines
+
+  private func renewLoop() async {
+    while !Task.isCancelled {
+      try? await Task.sleep(for: settings.tick)
+      if Task.isCancelled { return }
+      await renew()
+    }
+  }
+
+  /// Renews every lease held, and gives up (cancelling its delivery) every line whose lease was
+  /// taken by another worker or is no longer certain.
+  private func renew() async {
+    let held = state.withLock(announcingTo: self) { state in
+      state.held.filter { !$0.value.lost }.mapValues(\.fence)
+    }
+    if !held.isEmpty {
+      let lines = Array(held.keys)
+      let sent = ContinuousClock.now
+      do {
+        var renewed: [String: Int64] = [:]
+        let rows = try await client.query(
+          """
+          UPDATE orderly_outbox_lease
+          SET expires_at = now() + interval '1 millisecond' * \(settings.leaseMilliseconds)
+          WHERE owner = \(id) AND line = ANY(\(lines)) AND expires_at > now()
+          RETURNING line, fence
+          """,
+          logger: logger
+        )
+        for try await (line, fence) in rows.decode((String, Int64).self) { renewed[line] = fence }
+        for (line, fence) in held {
+          if renewed[line] == fence {
+            state.withLock(announcingTo: self) { state in
+              if state.held[line]?.fence == fence {
+                state.held[line]?.deadline = sent + settings.lease
+              }
+            }
+          } else {
+            lose(line, fence: fence, why: "another worker took it, or it expired")
+          }
+        }
+      } catch {
+        logger.warning(
+          "could not renew leases",
+          metadata: [
+            "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+      }
+    }
+  }
+
+  /// Gives up the lines whose leases are no longer certain, every eighth of the lease: apart
+  /// from the renewals, whose queries may wait a long time for a connection that cannot be
+  /// made.
+  private func watchLoop() async {
+    while !Task.isCancelled {
+      try? await Task.sleep(for: settings.lease / 8)
+      if Task.isCancelled { return }
+      giveUpLateLines()
+    }
+  }
+
+  /// A lease that could not be renewed for three quarters of its time is given up before it
+  /// expires in the database.
+  private func giveUpLateLines() {
+    let now = ContinuousClock.now
+    let late = state.withLock(announcingTo: self) { state in
+      state.held.filter { !$0.value.lost && $0.value.deadline - settings.tick <= now }
+        .mapValues(\.fence)
+    }
+    for (line, fence) in late { lose(line, fence: fence, why: "its renewal failed for too long") }
+  }
+
+  /// Marks a line as lost and cancels its delivery; its task ends without acknowledging.
+  private func lose(_ line: String, fence: Int64, why: String) {
+    let delivery = state.withLock(announcingTo: self) { state -> Task<Void, any Error>?? in
+      guard let held = state.held[line], held.fence == fence, !held.lost else { return nil }
+      state.held[line]?.lost = true
+      return .some(held.delivery)
+    }
+    guard let delivery else { return }
+    delivery?.cancel()
+    logger.warning(
+      "lost line: \(why)",
+      metadata: ["worker": "\(id)", "partition": "\(line)", "fence": "\(fence)"]
+    )
+  }
+
+  private func isLive(_ line: String, fence: Int64) -> Bool {
+    state.withLock(announcingTo: self) { state in
+      guard let held = state.held[line], held.fence == fence else { return false }
+      return !held.lost && ContinuousClock.now < held.deadline - settings.tick
+    }
+  }
+
+  // MARK: Notifications
+
+  private func listenLoop() async {
+    while !Task.isCancelled {
+      do {
+        try await client.withConnection { connection in
+          try await connection.listen(on: PostgresSchema.channel) { notifications in
+            // Something may have been appended while the listener was not there.
+            self.bell.ring()
+            for try await _ in notifications { self.bell.ring() }
+          }
+        }
+      } catch {
+        if Task.isCancelled { return }
+        logger.debug(
+          "listening stopped; polling until it is back",
+          metadata: [
+            "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+      }
+      try? await Task.sleep(for: settings.pollInterval)
+    }
+  }
+
+  // MARK: Delivering a line
+
+  /// Why a line's task stops.
+  private enum Stop: Error { case lost, ending, paused, empty, stopped }
+
+  /// Delivers a line's messages in order while the lease holds, then releases the line.
+  private func deliverLine(_ line: String, fence: Int64) async {
+    let reason = await deliverMessages(line, fence: fence)
+    if reason != .lost {
+      do {
+        try await release(line, fence: fence)
+        logger.debug(
+          "released line",
+          metadata: ["worker": "\(id)", "partition": "\(line)", "fence": "\(fence)"]
+        )
+      } catch {
+        logger.warning(
+          "could not release a line; another worker takes it when its lease expires",
+          metadata: [
+            "worker": "\(id)", "partition": "\(line)",
+            "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+      }
+    }
+    state.withLock(announcingTo: self) { state in
+      if state.held[line]?.fence == fence { state.held[line] = nil }
+    }
+    // A free slot, or a line with messages appended while it was being released.
+    bell.ring()
+  }
+
+  private func deliverMessages(_ line: String, fence: Int64) async -> Stop {
+    while true {
+      if let stop = checkpoint(line, fence: fence) { return stop }
+      let claimed: ClaimedMessage?
+      do {
+        claimed = try await claimHead(line)
+      } catch {
+        logger.warning(
+          "could not read a line's next message",
+          metadata: [
+            "worker": "\(id)", "partition": "\(line)",
+            "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+        return .stopped
+      }
+      guard let claimed else { return .empty }
+      let stop = await deliver(claimed, fence: fence)
+      if let stop { return stop }
+    }
+  }
+
+  /// Whether the line's task must stop before it takes its next message, and why.
+  private func checkpoint(_ line: String, fence: Int64) -> Stop? {
+    if Task.isCancelled { return .ending }
+    let (ending, paused) = state.withLock(announcingTo: self) { ($0.ending, $0.paused) }
+    if ending { return .ending }
+    if paused { return .paused }
+    if !isLive(line, fence: fence) { return .lost }
+    return nil
+  }
+
+  /// Reads the line's first message and counts the attempt about to begin.
+  private func claimHead(_ line: String) async throws -> ClaimedMessage? {
+    var claimed: ClaimedMessage?
+    let rows = try await client.query(
+      """
+      UPDATE orderly_outbox_message SET attempts = attempts + 1
+      WHERE line = \(line)
+        AND sequence = (SELECT min(sequence) FROM orderly_outbox_message WHERE line = \(line))
+      RETURNING sequence, id, partition, payload, attempts, appended_at, headers
+      """,
+      logger: logger
+    )
+    for try await (sequence, id, partition, payload, attempts, appendedAt, headers) in rows.decode(
+      (Int64, UUID, String?, Data, Int, Date, String?).self
+    ) {
+      claimed = ClaimedMessage(
+        line: line,
+        sequence: sequence,
+        id: id,
+        partition: partition,
+        payload: payload,
+        attempts: attempts,
+        appendedAt: appendedAt,
+        headers: headers
+      )
+    }
+    return claimed
+  }
+
+  /// Delivers a claimed message with its retries, and acknowledges it under the fence.
+  ///
+  /// - Returns: Why the line must stop, or `nil` to take the next message.
+  private func deliver(_ claimed: ClaimedMessage, fence: Int64) async -> Stop? {
+    let hub = outbox.hub
+    let message: Message
+    do {
+      message = try JSONDecoder().decode(Message.self, from: claimed.payload)
+    } catch {
+      return await kill(
+        claimed,
+        fence: fence,
+        attempts: claimed.attempts,
+        reason: "the message no longer decodes as \(Message.self): \(error)"
+      )
+    }
+    var attempt = claimed.attempts
+    while true {
+      hub.emit(.delivering(id: claimed.id, sequence: claimed.sequence, attempt: attempt))
+      let envelope = Envelope(
+        id: claimed.id,
+        sequence: claimed.sequence,
+        partition: claimed.partition,
+        message: message,
+        attempt: attempt,
+        appendedAt: claimed.appendedAt,
+        headers: OutboxStore.decodeHeaders(claimed.headers),
+        fence: fence
+      )
+      let deliver = settings.deliver
+      let delivery = Task { try await deliver(envelope) }
+      let cancelled = state.withLock(announcingTo: self) { state -> Bool in
+        guard state.held[claimed.line]?.fence == fence else { return true }
+        state.held[claimed.line]?.delivery = delivery
+        return state.held[claimed.line]?.lost == true || state.ending
+      }
+      if cancelled { delivery.cancel() }
+      let result = await delivery.result
+      state.withLock(announcingTo: self) { state in
+        if state.held[claimed.line]?.fence == fence { state.held[claimed.line]?.delivery = nil }
+      }
+      switch result {
+      case .success:
+        return await acknowledge(claimed, fence: fence)
+      case .failure(let error):
+        if let stop = checkpoint(claimed.line, fence: fence) { return stop }
+        let retryable = settings.retry.isRetryable(error)
+        let exhausted = settings.retry.maximumAttempts.map { attempt >= $0 } ?? false
+        if !retryable || exhausted {
+          return await kill(claimed, fence: fence, attempts: attempt, reason: "\(error)")
+        }
+        let delay = settings.retry.delay(afterAttempt: attempt)
+        hub.emit(
+          .retrying(
+            id: claimed.id,
+            sequence: claimed.sequence,
+            attempt: attempt,
+            delay: delay,
+            reason: "\(error)"
+          )
+        )
+        // Ended early by stop (the line's task is cancelled) and by pause (the bell).
+        await waitOrPause(delay)
+        if let stop = checkpoint(claimed.line, fence: fence) { return stop }
+        attempt += 1
+        do {
+          try await client.query(
+            """
+            UPDATE orderly_outbox_message SET attempts = \(attempt)
+            WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
+            """,
+            logger: logger
+          )
+        } catch {
+          // The attempt still runs; a later holder counts from the last attempt recorded.
+        }
+      }
+    }
+  }
+
+  /// Waits a retry delay on the outbox's clock, or until the worker pauses or ends.
+  private func waitOrPause(_ delay: Duration) async {
+    let clock = outbox.clock
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { try? await clock.sleep(for: delay) }
+      group.addTask {
+        while !Task.isCancelled {
+          let halted = self.state.withLock(announcingTo: self) { $0.paused || $0.ending }
+          if halted { return }
+          try? await Task.sleep(for: .milliseconds(20))
+        }
+      }
+      await group.next()
+      group.cancelAll()
+    }
+  }
+
+  /// Removes a delivered message if the lease still holds (and renews it); otherwise leaves it
+  /// for the line's new holder.
+  private func acknowledge(_ claimed: ClaimedMessage, fence: Int64) async -> Stop? {
+    var paused: Bool?
+    var removed = false
+    var failures = 0
+    while true {
+      // A lease given up locally is not used: the database may already have given it away.
+      guard isLive(claimed.line, fence: fence) else {
+        return refused(claimed, fence: fence)
+      }
+      do {
+        let rows = try await client.query(
+          """
+          WITH held AS (
+            UPDATE orderly_outbox_lease
+            SET expires_at = now() + interval '1 millisecond' * \(settings.leaseMilliseconds)
+            WHERE line = \(claimed.line) AND owner = \(id) AND fence = \(fence)
+              AND expires_at > now()
+            RETURNING paused
+          ), gone AS (
+            DELETE FROM orderly_outbox_message
+            WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
+              AND EXISTS (SELECT 1 FROM held)
+            RETURNING sequence
+          )
+          SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone)
+          """,
+          logger: logger
+        )
+        for try await (isPaused, count) in rows.decode((Bool?, Int64).self) {
+          paused = isPaused
+          removed = count > 0
+        }
+        break
+      } catch {
+        // Not known whether it committed: try again while the lease holds (deleting twice is
+        // harmless); if it does not, the next holder delivers the message again.
+        failures += 1
+        logger.warning(
+          "could not acknowledge a delivery; trying again",
+          metadata: [
+            "worker": "\(id)", "partition": "\(claimed.line)",
+            "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+        try? await Task.sleep(for: min(.milliseconds(50 * failures), settings.tick))
+      }
+    }
+    guard let paused else { return refused(claimed, fence: fence) }
+    if removed {
+      outbox.hub.emit(.delivered(id: claimed.id, sequence: claimed.sequence))
+    }
+    return paused ? .paused : nil
+  }
+
+  private func refused(_ claimed: ClaimedMessage, fence: Int64) -> Stop {
+    lose(claimed.line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
+    return .lost
+  }
+
+  /// Moves a message to the dead letters, under the fence.
+  private func kill(_ claimed: ClaimedMessage, fence: Int64, attempts: Int, reason: String) async
+    -> Stop?
+  {
+    guard isLive(claimed.line, fence: fence) else { return refused(claimed, fence: fence) }
+    var moved = false
+    do {
+      let rows = try await client.query(
+        """
+        WITH held AS (
+          SELECT 1 FROM orderly_outbox_lease
+          WHERE line = \(claimed.line) AND owner = \(id) AND fence = \(fence)
+            AND expires_at > now()
+          FOR UPDATE
+        ), moved AS (
+          DELETE FROM orderly_outbox_message
+          WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
+            AND EXISTS (SELECT 1 FROM held)
+          RETURNING *
+        )
+        INSERT INTO orderly_outbox_dead_letter
+          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
+           failed_at, reason)
+        SELECT line, sequence, id, partition, entity, payload, \(attempts), appended_at, headers,
+          now(), \(reason)
+        FROM moved
+        RETURNING sequence
+        """,
+        logger: logger
+      )
+      for try await _ in rows.decode(Int64.self) { moved = true }
+    } catch {
+      logger.warning(
+        "could not move a message to the dead letters; it is delivered again",
+        metadata: [
+          "worker": "\(id)", "partition": "\(claimed.line)",
+          "error": "\(outboxError(error, database: outbox.database))",
+        ]
+      )
+      return .stopped
+    }
+    guard moved else { return refused(claimed, fence: fence) }
+    let stops = settings.onDeadLetter == .stopLine
+    outbox.hub.emit(
+      .deadLettered(id: claimed.id, sequence: claimed.sequence, reason: reason, lineStopped: stops)
+    )
+    return stops ? .stopped : nil
+  }
+}
+
+/// Wakes a waiting loop early: rung by notifications and freed slots.
+final class Doorbell: Sendable {
+  private struct Bell {
+    var rung = false
+    var waiter: CheckedContinuation<Void, Never>?
+  }
+  private let bell = Mutex(Bell())
+
+  func ring() {
+    let waiter = bell.withLock(announcingTo: self) { bell in
+      guard let waiter = bell.waiter else {
+        bell.rung = true
+        return CheckedContinuation<Void, Never>?.none
+      }
+      bell.waiter = nil
+      return waiter
+    }
+    waiter?.resume()
+  }
+
+  /// Returns when the bell rings (or rang since the last wait), after `timeout`, or when the
+  /// task is cancelled.
+  ///
+  /// One waiter at a time.
+  func wait(upTo timeout: Duration) async {
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { await self.waitForRing() }
+      group.addTask { try? await Task.sleep(for: timeout) }
+      await group.next()
+      group.cancelAll()
+    }
+  }
+
+  private func waitForRing() async {
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let now = bell.withLock(announcingTo: self) { bell -> Bool in
+          if bell.rung || Task.isCancelled {
+            bell.rung = false
+            return true
+          }
+          bell.waiter = continuation
+          return false
+        }
+        if now { continuation.resume() }
+      }
+    } onCancel: {
+      let waiter = bell.withLock(announcingTo: self) { bell in
+        defer { bell.waiter = nil }
+        return bell.waiter
+      }
+      waiter?.resume()
+    }
+  }
+}
+#endif

@@ -1,0 +1,105 @@
+// Compiled with the Postgres trait; see Package.swift.
+#if Postgres
+import Foundation
+public import OrderlyOutbox
+public import PostgresNIO
+
+/// How the outbox names its database in errors: `postgresql://USER@HOST:PORT/DATABASE`, never
+/// the password.
+func describe(_ configuration: PostgresClient.Configuration) -> String {
+  let place: String
+  if let socket = configuration.unixSocketPath {
+    place = socket
+  } else {
+    place = "\(configuration.host ?? "localhost"):\(configuration.port ?? 5432)"
+  }
+  return "postgresql://\(configuration.username)@\(place)/\(configuration.database ?? "")"
+}
+
+/// The innermost error: PostgresNIO wraps a failed transaction's error.
+func unwrap(_ error: any Error) -> any Error {
+  if let error = error as? PostgresTransactionError {
+    if let inner = error.closureError ?? error.beginError ?? error.commitError {
+      return unwrap(inner)
+    }
+  }
+  return error
+}
+
+/// A PostgreSQL error as an outbox error that says what went wrong and what to do.
+///
+/// PostgresNIO's errors print a generic text (so as not to leak data into logs); the server's
+/// message and SQLSTATE are read from them here.
+func outboxError(_ error: any Error, database: String) -> OutboxError {
+  let error = unwrap(error)
+  if let error = error as? OutboxError { return error }
+  if error is CancellationError { return .cancelled }
+  guard let error = error as? PSQLError else {
+    return .storageFailed(path: database, reason: "\(error)")
+  }
+  if error.code == .queryCancelled { return .cancelled }
+  if let info = error.serverInfo {
+    let state = info[.sqlState] ?? ""
+    let message = info[.message] ?? "the server refused the request"
+    let reason = "\(message) (SQLSTATE \(state))"
+    switch state {
+    // invalid_authorization_specification, invalid_password, invalid_catalog_name (no such
+    // database), insufficient_privilege
+    case "28000", "28P01", "3D000", "42501":
+      return .cannotOpen(path: database, reason: reason)
+    // disk_full, out of memory / resources
+    case "53100": return .diskFull(path: database)
+    // serialization failure, deadlock, lock not available, too many connections, admin shutdown
+    case "40001", "40P01", "55P03", "53300", "57P01", "57P02", "57P03":
+      return .busy(path: database, waited: .zero)
+    default:
+      return .storageFailed(path: database, reason: reason)
+    }
+  }
+  switch error.code {
+  case .connectionError, .serverClosedConnection, .uncleanShutdown:
+    let underlying = error.underlying.map { ": \($0)" } ?? ""
+    return .cannotOpen(
+      path: database,
+      reason: "cannot reach the server (\(error.code))\(underlying); check that it runs and "
+        + "accepts connections at that address"
+    )
+  case .poolClosed, .clientClosedConnection:
+    return .closed(path: database)
+  case .authMechanismRequiresPassword, .unsupportedAuthMechanism, .saslError:
+    return .cannotOpen(path: database, reason: "authentication failed (\(error.code))")
+  default:
+    return .storageFailed(path: database, reason: "\(error.code)")
+  }
+}
+
+extension PostgresClient.Configuration {
+  /// A configuration from a URL, as `psql` takes it.
+  ///
+  /// The URL is `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgres://...`). TLS
+  /// is off: for a server on this machine or a
+  /// private network; set ``tls`` on the result for anything else.
+  ///
+  /// - Parameter url: The URL.
+  /// - Throws: ``OutboxError/invalidOption(_:)`` when it is not such a URL.
+  public init(orderlyURL url: String) throws(OutboxError) {
+    guard let parts = URLComponents(string: url),
+      parts.scheme == "postgres" || parts.scheme == "postgresql",
+      let host = parts.host, !host.isEmpty
+    else {
+      throw .invalidOption(
+        "\"\(url)\" is not a PostgreSQL URL: write postgresql://USER@HOST:PORT/DATABASE"
+      )
+    }
+    let database = parts.path.hasPrefix("/") ? String(parts.path.dropFirst()) : parts.path
+    self.init(
+      host: host,
+      port: parts.port ?? 5432,
+      username: parts.user ?? "postgres",
+      password: parts.password,
+      database: database.isEmpty ? nil : database,
+      tls: .disable
+    )
+  }
+}
+#endif

@@ -1,0 +1,598 @@
+// Compiled with the Postgres trait; see Package.swift.
+#if Postgres
+public import Foundation
+public import Logging
+import OrderlyCore
+public import OrderlyOutbox
+public import PostgresNIO
+import Synchronization
+
+/// The outbox on PostgreSQL: messages kept in a database that every worker process of a
+/// service shares, each partition key delivered in order by one worker at a time, and carried
+/// on by another when that worker dies.
+///
+/// It has the API of ``OrderlyOutbox/Outbox`` (append, partitions, retries, dead letters,
+/// pause and resume, merging, events), over a `PostgresClient` you create and run:
+///
+/// ```swift
+/// let client = PostgresClient(configuration: try .init(orderlyURL: url))
+/// async let running: Void = client.run()
+/// let outbox = try await PostgresOutbox<AccountChange>(client: client) { $0.accountID }
+/// try await outbox.append(AccountChange(accountID: "acct-7", amount: 12))
+/// try outbox.start(limit: 16) { envelope in
+///   try await ledger.apply(envelope.message, id: envelope.id)
+/// }
+/// ```
+///
+/// ## Order across processes
+///
+/// Each line (the messages of one partition key, or the default line) is delivered in the order
+/// its appends committed, one message at a time in the whole fleet: a worker takes a line through
+/// a lease and delivers its oldest message, then the next. Two transactions that append to one
+/// line at once are numbered in the order they commit (the second waits for the first's lock
+/// on the line), so no message is ever skipped because a lower number committed late. Lines go
+/// side by side, across workers, up to each worker's `limit`.
+///
+/// ## Leases and fences
+///
+/// A worker holds a line through a lease (owner, expiry, fence), renewed while it delivers. A
+/// worker that dies or loses its connection loses its lines when their leases expire; another
+/// worker takes each line, with a higher fence, and delivers the same head message first. The
+/// old holder cannot acknowledge: an acknowledgement checks the fence and the expiry in the
+/// database, and the worker cancels its handler once it can no longer be sure of its lease.
+/// ``stop()`` releases every lease at once, so other workers take the lines without waiting.
+///
+/// Delivery is at least once: a receiver that remembers ``Envelope/id`` (or the highest
+/// ``Envelope/fence`` it saw per key) applies each message once.
+public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
+  /// The client the outbox runs its queries on.
+  ///
+  /// You run it (`client.run()`), and end it after
+  /// the outbox stopped.
+  public let client: PostgresClient
+  /// The database, as errors name it: `postgresql://USER@HOST:PORT/DATABASE`.
+  public let database: String
+  /// This outbox's name in the lease table while it delivers: unique for each ``start(limit:retry:onDeadLetter:lease:pollInterval:deliver:)``.
+  public var workerID: String { state.withLock(announcingTo: self) { $0.workerID } }
+
+  let clock: any Clock<Duration>
+  let partitionOfMessage: (@Sendable (Message) -> String?)?
+  let coalescing: Coalescing<Message>?
+  let logger: Logger
+  let hub = OutboxEventHub()
+  let state: Mutex<PostgresOutboxState<Message>>
+
+  /// Opens the outbox in the database `client` connects to, creating its tables if the database
+  /// has none of them.
+  ///
+  /// The tables (`orderly_outbox_line`, `orderly_outbox_lease`, `orderly_outbox_message`,
+  /// `orderly_outbox_dead_letter`, `orderly_outbox_schema`) go to the first schema on the
+  /// connection's `search_path`.
+  ///
+  /// - Parameters:
+  ///   - client: A client for the database; it must be running (`client.run()` in a task).
+  ///   - clock: The clock retry waits are measured on. Leases and polling use real time.
+  ///   - logger: Where the outbox logs leases taken, lost and released (`debug`, `warning`),
+  ///     and failed queries of its delivery loop (`warning`).
+  ///   - coalescing: How new messages are folded into pending ones; `nil` never merges.
+  ///   - partition: The line a message joins when an append names none; `nil` puts every
+  ///     such message in the default line.
+  /// - Throws: ``OutboxError/cannotOpen(path:reason:)`` when the server cannot be reached or
+  ///   refuses the credentials or the database; ``OutboxError/notAnOutbox(path:reason:)`` when
+  ///   the database holds tables named like the outbox's that Orderly did not create, or ones
+  ///   written by a newer version; ``OutboxError/storageFailed(path:reason:)`` otherwise.
+  ///   Nothing in the database was changed then.
+  public init(
+    client: PostgresClient,
+    clock: any Clock<Duration> = ContinuousClock(),
+    logger: Logger = Logger(label: "orderly.outbox.postgres"),
+    coalescing: Coalescing<Message>? = nil,
+    partition: (@Sendable (Message) -> String?)? = nil
+  ) async throws(OutboxError) {
+    self.client = client
+    self.clock = clock
+    self.logger = logger
+    self.coalescing = coalescing
+    self.partitionOfMessage = partition
+    self.state = Mutex(PostgresOutboxState())
+    // The client's configuration is not public; the database is named by its first connection.
+    var name = "the PostgreSQL database"
+    do {
+      let rows = try await client.query(
+        "SELECT current_user::text, current_database()::text, coalesce(inet_server_addr()::text, 'local'), coalesce(inet_server_port(), 0)",
+        logger: logger
+      )
+      for try await (user, db, host, port) in rows.decode((String, String, String, Int).self) {
+        let shownHost = host.split(separator: "/").first.map(String.init) ?? host
+        name = "postgresql://\(user)@\(shownHost):\(port)/\(db)"
+      }
+    } catch {
+      throw outboxError(error, database: name)
+    }
+    self.database = name
+    let problem: String?
+    do {
+      problem = try await PostgresSchema.prepare(client, logger: logger)
+    } catch {
+      throw outboxError(error, database: name)
+    }
+    if let problem { throw .notAnOutbox(path: name, reason: problem) }
+  }
+
+  deinit {
+    hub.finish()
+  }
+
+  // MARK: - Appending
+
+  /// Appends a message at the end of its line, and returns once it is committed.
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
+  ///     default line.
+  ///   - headers: Strings stored with the message and handed back in ``Envelope/headers``.
+  /// - Returns: The message's identifier (the pending message's, if it was merged).
+  /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/cancelled``, or the
+  ///   database's error as an ``OutboxError``; nothing was stored.
+  @discardableResult
+  public func append(
+    _ message: Message,
+    partition: String? = nil,
+    headers: [String: String] = [:]
+  ) async throws(OutboxError) -> UUID {
+    try await append(contentsOf: [message], partition: partition, headers: headers)[0]
+  }
+
+  /// Appends messages in one transaction: all are committed once it returns, or none is.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with each of them.
+  /// - Returns: Their identifiers, in order.
+  /// - Throws: As ``append(_:partition:headers:)``; nothing was stored.
+  @discardableResult
+  public func append(
+    contentsOf messages: [Message],
+    partition: String? = nil,
+    headers: [String: String] = [:]
+  ) async throws(OutboxError) -> [UUID] {
+    guard !messages.isEmpty else { return [] }
+    let prepared = try prepare(messages, partition: partition, headers: headers)
+    let written: Written
+    do {
+      written = try await client.withTransaction(logger: logger) { connection in
+        try await self.write(prepared, on: connection)
+      }
+    } catch {
+      throw outboxError(error, database: database)
+    }
+    for event in written.events { hub.emit(event) }
+    return written.ids
+  }
+
+  /// Appends a message inside a transaction you opened on the outbox's database: it is stored
+  /// exactly when your transaction commits, with the rows you wrote in it (the transactional
+  /// outbox).
+  ///
+  /// ```swift
+  /// try await client.withTransaction(logger: logger) { connection in
+  ///   try await connection.query("UPDATE account SET balance = balance - 12 WHERE id = 7", logger: logger)
+  ///   try await outbox.append(AccountChange(accountID: "7", amount: -12), on: connection)
+  /// }
+  /// ```
+  ///
+  /// The line's lock is held until your transaction ends: other appends to the same line wait
+  /// for it (that is how lines keep commit order), so keep such transactions short.
+  /// ``OutboxEvent/appended(id:sequence:partition:)`` is emitted at once, before the commit.
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
+  ///   - headers: Strings stored with the message.
+  ///   - connection: A connection inside a transaction (`BEGIN` ran) on the outbox's database.
+  /// - Returns: The message's identifier.
+  /// - Throws: ``OutboxError/cannotEncode(reason:)``, or the database's error (roll back).
+  @discardableResult
+  public func append(
+    _ message: Message,
+    partition: String? = nil,
+    headers: [String: String] = [:],
+    on connection: PostgresConnection
+  ) async throws -> UUID {
+    let prepared = try prepare([message], partition: partition, headers: headers)
+    let written = try await write(prepared, on: connection)
+    for event in written.events { hub.emit(event) }
+    return written.ids[0]
+  }
+
+  /// A message ready to be written: encoded, with its line and entity.
+  struct Prepared: Sendable {
+    let message: Message
+    let payload: Data
+    let partition: String?
+    let entity: String?
+    let headers: String?
+  }
+
+  /// What a write did.
+  struct Written: Sendable {
+    var ids: [UUID] = []
+    var events: [OutboxEvent] = []
+  }
+
+  private func prepare(
+    _ messages: [Message],
+    partition: String?,
+    headers: [String: String]
+  ) throws(OutboxError) -> [Prepared] {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    let stored = OutboxStore.encodeHeaders(headers)
+    var prepared: [Prepared] = []
+    prepared.reserveCapacity(messages.count)
+    for message in messages {
+      let payload: Data
+      do {
+        payload = try encoder.encode(message)
+      } catch {
+        throw .cannotEncode(reason: "\(error)")
+      }
+      prepared.append(
+        Prepared(
+          message: message,
+          payload: payload,
+          partition: partition ?? partitionOfMessage?(message),
+          entity: coalescing?.entity(message),
+          headers: stored
+        )
+      )
+    }
+    return prepared
+  }
+
+  /// Writes messages on a connection inside a transaction.
+  ///
+  /// Each line's row is updated first, lines in sorted order (so two batches never wait for
+  /// each other in a cycle), reserving as many numbers as the batch has messages for that line;
+  /// the row stays locked until the transaction ends.
+  private func write(_ batch: [Prepared], on connection: PostgresConnection) async throws
+    -> Written
+  {
+    var needed: [String: Int64] = [:]
+    for prepared in batch { needed[Line.key(prepared.partition), default: 0] += 1 }
+    var next: [String: Int64] = [:]
+    for line in needed.keys.sorted() {
+      let count = needed[line] ?? 0
+      let rows = try await connection.query(
+        """
+        INSERT INTO orderly_outbox_line (line, last_sequence) VALUES (\(line), \(count))
+        ON CONFLICT (line) DO UPDATE
+          SET last_sequence = orderly_outbox_line.last_sequence + \(count)
+        RETURNING last_sequence
+        """,
+        logger: logger
+      )
+      for try await last in rows.decode(Int64.self) { next[line] = last - count + 1 }
+    }
+    var written = Written()
+    for prepared in batch {
+      let line = Line.key(prepared.partition)
+      let sequence = next[line] ?? 1
+      next[line] = sequence + 1
+      if let merged = try await merge(prepared, line: line, on: connection) {
+        written.ids.append(merged.id)
+        written.events.append(
+          .merged(into: merged.id, sequence: merged.sequence, partition: prepared.partition)
+        )
+        continue
+      }
+      let id = UUID()
+      try await connection.query(
+        """
+        INSERT INTO orderly_outbox_message
+          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers)
+        VALUES (\(line), \(sequence), \(id), \(prepared.partition), \(prepared.entity),
+          \(prepared.payload), 0, \(Date()), \(prepared.headers))
+        """,
+        logger: logger
+      )
+      written.ids.append(id)
+      written.events.append(.appended(id: id, sequence: sequence, partition: prepared.partition))
+    }
+    // Delivered to listeners when the transaction commits; dropped if it rolls back.
+    try await connection.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+    return written
+  }
+
+  /// Folds the message into the newest pending one for its entity in its line, if the merge
+  /// closure says so and no delivery of that message ever began.
+  ///
+  /// The update checks `attempts = 0` again on the row's latest version, so a worker that took
+  /// the message a moment ago (and counted its attempt) wins, and the new message is appended.
+  private func merge(_ prepared: Prepared, line: String, on connection: PostgresConnection)
+    async throws -> (id: UUID, sequence: Int64)?
+  {
+    guard let coalescing, let entity = prepared.entity else { return nil }
+    var pending: (sequence: Int64, id: UUID, payload: Data, attempts: Int)?
+    let rows = try await connection.query(
+      """
+      SELECT sequence, id, payload, attempts FROM orderly_outbox_message
+      WHERE line = \(line) AND entity = \(entity) ORDER BY sequence DESC LIMIT 1
+      """,
+      logger: logger
+    )
+    for try await row in rows.decode((Int64, UUID, Data, Int).self) { pending = row }
+    guard let pending, pending.attempts == 0,
+      let old = try? JSONDecoder().decode(Message.self, from: pending.payload),
+      let merged = coalescing.merge(old, prepared.message)
+    else { return nil }
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = .sortedKeys
+    guard let payload = try? encoder.encode(merged) else { return nil }
+    var updated = false
+    for try await _ in try await connection.query(
+      """
+      UPDATE orderly_outbox_message SET payload = \(payload)
+      WHERE line = \(line) AND sequence = \(pending.sequence) AND attempts = 0
+      RETURNING sequence
+      """,
+      logger: logger
+    ).decode(Int64.self) {
+      updated = true
+    }
+    return updated ? (pending.id, pending.sequence) : nil
+  }
+
+  // MARK: - Counts and events
+
+  /// How many messages wait for delivery in the whole database, those being delivered
+  /// included; dead letters are not counted.
+  ///
+  /// - Throws: The database's error as an ``OutboxError``.
+  public func pendingCount() async throws(OutboxError) -> Int {
+    try await count("SELECT count(*)::bigint FROM orderly_outbox_message")
+  }
+
+  /// How many dead letters the database keeps.
+  ///
+  /// - Throws: The database's error as an ``OutboxError``.
+  public func deadLetterCount() async throws(OutboxError) -> Int {
+    try await count("SELECT count(*)::bigint FROM orderly_outbox_dead_letter")
+  }
+
+  private func count(_ query: PostgresQuery) async throws(OutboxError) -> Int {
+    do {
+      var total = 0
+      for try await value in try await client.query(query, logger: logger).decode(Int64.self) {
+        total = Int(value)
+      }
+      return total
+    } catch {
+      throw outboxError(error, database: database)
+    }
+  }
+
+  /// What happens to messages this outbox appends and delivers.
+  ///
+  /// Appended, merged, delivering, delivered, retrying, dead-lettered. Other workers' deliveries are not reported here.
+  ///
+  /// Each access returns a new sequence that receives every event from then on; it ends when
+  /// the outbox is released.
+  public var events: AsyncStream<OutboxEvent> { hub.subscribe() }
+
+  // MARK: - Pausing one line
+
+  /// Stops every worker from delivering a line, until ``resume(partition:)``: the line's
+  /// current delivery finishes, and no worker takes its next message.
+  ///
+  /// - Parameter partition: The line; `nil` for the default line.
+  /// - Throws: The database's error as an ``OutboxError``.
+  public func pause(partition: String?) async throws(OutboxError) {
+    try await setPaused(true, partition: partition)
+  }
+
+  /// Lets workers deliver a line that ``pause(partition:)`` stopped.
+  ///
+  /// - Parameter partition: The line; `nil` for the default line.
+  /// - Throws: The database's error as an ``OutboxError``.
+  public func resume(partition: String?) async throws(OutboxError) {
+    try await setPaused(false, partition: partition)
+  }
+
+  private func setPaused(_ paused: Bool, partition: String?) async throws(OutboxError) {
+    let line = Line.key(partition)
+    do {
+      try await client.query(
+        """
+        INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
+        VALUES (\(line), NULL, now(), 0, \(paused))
+        ON CONFLICT (line) DO UPDATE SET paused = \(paused)
+        """,
+        logger: logger
+      )
+      if !paused {
+        try await client.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+      }
+    } catch {
+      throw outboxError(error, database: database)
+    }
+  }
+
+  /// The lines that are paused with ``pause(partition:)``.
+  ///
+  /// - Throws: The database's error as an ``OutboxError``.
+  public func pausedPartitions() async throws(OutboxError) -> [String?] {
+    do {
+      var lines: [String?] = []
+      for try await line in try await client.query(
+        "SELECT line FROM orderly_outbox_lease WHERE paused ORDER BY line",
+        logger: logger
+      ).decode(String.self) {
+        lines.append(Line.partition(line))
+      }
+      return lines
+    } catch {
+      throw outboxError(error, database: database)
+    }
+  }
+
+  // MARK: - Dead letters
+
+  /// Every dead letter, by line and place.
+  ///
+  /// - Returns: The dead letters, each with its message (or `nil` if it no longer decodes) and
+  ///   the reason it failed.
+  /// - Throws: The database's error as an ``OutboxError``.
+  public func deadLetters() async throws(OutboxError) -> [DeadLetter<Message>] {
+    do {
+      let decoder = JSONDecoder()
+      var letters: [DeadLetter<Message>] = []
+      let rows = try await client.query(
+        """
+        SELECT id, sequence, partition, payload, attempts, appended_at, failed_at, reason
+        FROM orderly_outbox_dead_letter ORDER BY failed_at, line, sequence
+        """,
+        logger: logger
+      )
+      for try await (id, sequence, partition, payload, attempts, appendedAt, failedAt, reason)
+        in rows.decode((UUID, Int64, String?, Data, Int, Date, Date, String).self)
+      {
+        letters.append(
+          DeadLetter(
+            id: id,
+            sequence: sequence,
+            partition: partition,
+            message: try? decoder.decode(Message.self, from: payload),
+            payload: payload,
+            attempts: attempts,
+            appendedAt: appendedAt,
+            failedAt: failedAt,
+            reason: reason
+          )
+        )
+      }
+      return letters
+    } catch {
+      throw outboxError(error, database: database)
+    }
+  }
+
+  /// Puts a dead letter back at its place in its line, to be delivered again before the
+  /// messages that came after it.
+  ///
+  /// - Parameter id: The dead letter's identifier.
+  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``, or the database's error.
+  public func retryDeadLetter(id: UUID) async throws(OutboxError) {
+    try await settleDeadLetter(
+      id: id,
+      query: """
+        WITH gone AS (DELETE FROM orderly_outbox_dead_letter WHERE id = \(id) RETURNING *)
+        INSERT INTO orderly_outbox_message
+          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers)
+        SELECT line, sequence, id, partition, entity, payload, 0, appended_at, headers FROM gone
+        RETURNING sequence
+        """
+    )
+  }
+
+  /// Removes a dead letter for good; its line, if it waited for it, goes on.
+  ///
+  /// - Parameter id: The dead letter's identifier.
+  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``, or the database's error.
+  public func dropDeadLetter(id: UUID) async throws(OutboxError) {
+    try await settleDeadLetter(
+      id: id,
+      query: "DELETE FROM orderly_outbox_dead_letter WHERE id = \(id) RETURNING sequence"
+    )
+  }
+
+  private func settleDeadLetter(id: UUID, query: PostgresQuery) async throws(OutboxError) {
+    var found = false
+    do {
+      try await client.withTransaction(logger: logger) { connection in
+        for try await _ in try await connection.query(query, logger: self.logger)
+          .decode(Int64.self)
+        {
+          found = true
+        }
+        try await connection.query(
+          "SELECT pg_notify(\(PostgresSchema.channel), '')",
+          logger: self.logger
+        )
+      }
+    } catch {
+      throw outboxError(error, database: database)
+    }
+    guard found else { throw .noSuchDeadLetter(id) }
+  }
+
+  // MARK: - Waiting
+
+  /// Waits until no message is pending in the database: every worker's deliveries count.
+  ///
+  /// It looks every 50 milliseconds (and at once after each of this outbox's deliveries).
+  ///
+  /// - Throws: ``OutboxError/lineStopped(partition:deadLetter:)`` when a line waits at a dead
+  ///   letter with messages behind it (while this outbox delivers with
+  ///   ``DeadLetterPolicy/stopLine``, or is not started); ``OutboxError/cancelled`` if the
+  ///   calling task is cancelled; the database's error as an ``OutboxError``.
+  public func waitUntilDelivered() async throws(OutboxError) {
+    while true {
+      let policy = state.withLock(announcingTo: self) { $0.worker?.settings.onDeadLetter }
+      do {
+        var pending: Int64 = 0
+        var stopped: (String, UUID)?
+        let rows = try await client.query(
+          """
+          SELECT (SELECT count(*)::bigint FROM orderly_outbox_message),
+            (SELECT d.line FROM orderly_outbox_dead_letter d
+              WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
+              ORDER BY d.line, d.sequence LIMIT 1),
+            (SELECT d.id FROM orderly_outbox_dead_letter d
+              WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
+              ORDER BY d.line, d.sequence LIMIT 1)
+          """,
+          logger: logger
+        )
+        for try await (count, line, id) in rows.decode((Int64, String?, UUID?).self) {
+          pending = count
+          if let line, let id { stopped = (line, id) }
+        }
+        if pending == 0 { return }
+        if policy != .continueLine, let stopped {
+          throw OutboxError.lineStopped(partition: Line.partition(stopped.0), deadLetter: stopped.1)
+        }
+        try await Task.sleep(for: .milliseconds(50))
+      } catch {
+        throw outboxError(error, database: database)
+      }
+    }
+  }
+}
+
+/// What a PostgreSQL outbox keeps in memory, behind its lock.
+struct PostgresOutboxState<Message: Codable & Sendable>: Sendable {
+  /// The delivering worker, between `start` and `stop`.
+  var worker: FleetWorker<Message>?
+  /// Whether `stop` is under way.
+  var stopping = false
+  /// Whether delivery is paused with `pause()`.
+  var paused = false
+  /// The current (or last) worker's name.
+  var workerID = ""
+}
+
+/// A line's key in the tables: the partition key behind a prefix, or the empty string for the
+/// default line, so that no partition key can be mistaken for the default line.
+enum Line {
+  static func key(_ partition: String?) -> String {
+    partition.map { "p:" + $0 } ?? ""
+  }
+
+  static func partition(_ key: String) -> String? {
+    key.hasPrefix("p:") ? String(key.dropFirst(2)) : nil
+  }
+}
+#endif

@@ -1,0 +1,149 @@
+// Compiled with the Postgres trait; see Package.swift.
+#if Postgres
+import Logging
+import OrderlyOutbox
+import PostgresNIO
+
+/// The outbox's tables on PostgreSQL, and the check that a database holds them (or nothing of
+/// theirs) before the outbox uses it.
+///
+/// - `orderly_outbox_line`: one row per line (partition key) that ever had a message, with the
+///   last sequence number handed out. An append updates its line's row, so the row's lock
+///   orders the appenders of one line: the second waits for the first to commit, and then takes
+///   the next number. Numbers of one line therefore commit in order, and a worker that reads a
+///   line's lowest number never skips a message that a slower transaction commits later.
+/// - `orderly_outbox_lease`: who delivers each line (owner, expiry, fence) and whether the line
+///   is paused. A separate row from the line's, so that a long transaction that appends never
+///   holds up a worker that renews its lease.
+/// - `orderly_outbox_message`: the pending messages, keyed by line and sequence.
+/// - `orderly_outbox_dead_letter`: messages whose delivery failed for good, with the reason.
+/// - `orderly_outbox_schema`: the schema's version, so a newer layout is refused, not misread.
+enum PostgresSchema {
+  static let version = 1
+  static let schemaTable = "orderly_outbox_schema"
+  static let lineTable = "orderly_outbox_line"
+  static let leaseTable = "orderly_outbox_lease"
+  static let messageTable = "orderly_outbox_message"
+  static let deadLetterTable = "orderly_outbox_dead_letter"
+  static let tables = [schemaTable, lineTable, leaseTable, messageTable, deadLetterTable]
+  /// The channel appends notify, so idle workers look at once.
+  static let channel = "orderly_outbox"
+
+  static let create: [PostgresQuery] = [
+    """
+    CREATE TABLE orderly_outbox_schema (
+      version integer NOT NULL,
+      created_at timestamptz NOT NULL DEFAULT now()
+    )
+    """,
+    """
+    CREATE TABLE orderly_outbox_line (
+      line text PRIMARY KEY,
+      last_sequence bigint NOT NULL
+    )
+    """,
+    """
+    CREATE TABLE orderly_outbox_lease (
+      line text PRIMARY KEY,
+      owner text,
+      expires_at timestamptz NOT NULL,
+      fence bigint NOT NULL,
+      paused boolean NOT NULL DEFAULT false
+    )
+    """,
+    """
+    CREATE TABLE orderly_outbox_message (
+      line text NOT NULL,
+      sequence bigint NOT NULL,
+      id uuid NOT NULL,
+      partition text,
+      entity text,
+      payload bytea NOT NULL,
+      attempts integer NOT NULL DEFAULT 0,
+      appended_at timestamptz NOT NULL,
+      headers text,
+      PRIMARY KEY (line, sequence)
+    )
+    """,
+    """
+    CREATE INDEX orderly_outbox_message_entity ON orderly_outbox_message (line, entity, sequence)
+      WHERE entity IS NOT NULL
+    """,
+    """
+    CREATE TABLE orderly_outbox_dead_letter (
+      line text NOT NULL,
+      sequence bigint NOT NULL,
+      id uuid NOT NULL UNIQUE,
+      partition text,
+      entity text,
+      payload bytea NOT NULL,
+      attempts integer NOT NULL,
+      appended_at timestamptz NOT NULL,
+      headers text,
+      failed_at timestamptz NOT NULL,
+      reason text NOT NULL,
+      PRIMARY KEY (line, sequence)
+    )
+    """,
+  ]
+
+  /// Creates the tables in an empty database (in the schema first on its `search_path`), or
+  /// checks the ones there.
+  ///
+  /// Runs in one transaction under an advisory lock, so that workers starting together create
+  /// the tables once.
+  ///
+  /// - Returns: Why the database cannot be used, or `nil` if it can.
+  static func prepare(_ client: PostgresClient, logger: Logger) async throws -> String? {
+    try await client.withTransaction(logger: logger) { connection -> String? in
+      try await connection.query(
+        "SELECT pg_advisory_xact_lock(hashtext('orderly_outbox_schema'))",
+        logger: logger
+      )
+      let names = tables
+      var present: [String] = []
+      let rows = try await connection.query(
+        """
+        SELECT table_name::text FROM information_schema.tables
+        WHERE table_schema = current_schema() AND table_name = ANY(\(names))
+        """,
+        logger: logger
+      )
+      for try await name in rows.decode(String.self) { present.append(name) }
+      if present.isEmpty {
+        for statement in create { try await connection.query(statement, logger: logger) }
+        try await connection.query(
+          "INSERT INTO orderly_outbox_schema (version) VALUES (\(version))",
+          logger: logger
+        )
+        return nil
+      }
+      guard present.contains(schemaTable) else {
+        let others = present.sorted().joined(separator: ", ")
+        return "it has tables named like the outbox's (\(others)) that Orderly did not create "
+          + "(there is no \(schemaTable) table): give the outbox a database or schema of its own"
+      }
+      var found: Int?
+      for try await value in try await connection.query(
+        "SELECT max(version) FROM orderly_outbox_schema",
+        logger: logger
+      ).decode(Int?.self) {
+        found = value
+      }
+      guard let found else {
+        return "its \(schemaTable) table is empty: it was not created by Orderly, or was emptied"
+      }
+      if found > version {
+        return "its outbox tables were written by a newer version of Orderly (schema version "
+          + "\(found); this version knows \(version)): upgrade Orderly on this worker"
+      }
+      let missing = tables.filter { !present.contains($0) }
+      if !missing.isEmpty {
+        return "its outbox tables are incomplete (missing \(missing.joined(separator: ", "))): "
+          + "restore them, or use a new database"
+      }
+      return nil
+    }
+  }
+}
+#endif

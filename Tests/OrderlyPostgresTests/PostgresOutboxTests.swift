@@ -1,0 +1,423 @@
+// Built with the Postgres trait only; see Package.swift.
+#if Postgres
+import Foundation
+import OrderlyOutbox
+import OrderlyPostgres
+import PostgresNIO
+import Testing
+
+/// Thrown by test deliveries that fail on purpose.
+struct Refused: Error, CustomStringConvertible {
+  var description: String { "refused" }
+}
+
+@Suite("PostgresOutbox in one process", .serialized, .timeLimit(.minutes(3)))
+struct PostgresOutboxTests {
+  @Test("lines deliver in append order, side by side; the default line too")
+  func order() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    for n in 0..<20 {
+      try await outbox.append("a\(n)", partition: "a")
+      try await outbox.append("b\(n)", partition: "b")
+      try await outbox.append("d\(n)")
+    }
+    #expect(try await outbox.pendingCount() == 60)
+    let seen = Recorder<Envelope<String>>()
+    try outbox.start(limit: 3, pollInterval: .milliseconds(100)) { seen.record($0) }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    let all = seen.all
+    #expect(all.count == 60)
+    for (partition, prefix) in [("a", "a"), ("b", "b")] {
+      let line = all.filter { $0.partition == partition }.map(\.message)
+      #expect(line == (0..<20).map { "\(prefix)\($0)" })
+    }
+    #expect(all.filter { $0.partition == nil }.map(\.message) == (0..<20).map { "d\($0)" })
+    #expect(all.allSatisfy { $0.attempt == 1 && $0.fence != nil })
+    #expect(try await outbox.pendingCount() == 0)
+  }
+
+  @Test("append(contentsOf:) is one transaction; messages keep their order and ids")
+  func batch() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self) { String($0.prefix(1)) }
+    let ids = try await outbox.append(contentsOf: ["x1", "y1", "x2", "y2", "x3"])
+    #expect(ids.count == 5 && Set(ids).count == 5)
+    let seen = Recorder<Envelope<String>>()
+    try outbox.start(pollInterval: .milliseconds(100)) { seen.record($0) }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all.filter { $0.partition == "x" }.map(\.message) == ["x1", "x2", "x3"])
+    #expect(seen.all.filter { $0.partition == "y" }.map(\.message) == ["y1", "y2"])
+    #expect(Set(seen.all.map(\.id)) == Set(ids))
+  }
+
+  @Test("an append inside the app's transaction is stored exactly when it commits")
+  func transactional() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let client = try database.client()
+    let outbox = try await database.outbox(of: String.self, client: client)
+    try await database.execute("CREATE TABLE account (id int PRIMARY KEY, balance int)")
+    try await database.execute("INSERT INTO account VALUES (7, 100)")
+    struct Abort: Error {}
+    await #expect(throws: (any Error).self) {
+      try await client.withTransaction(logger: TestServer.logger) { connection in
+        try await connection.query(
+          "UPDATE account SET balance = balance - 12 WHERE id = 7",
+          logger: TestServer.logger
+        )
+        try await outbox.append("rolled back", partition: "7", on: connection)
+        throw Abort()
+      }
+    }
+    #expect(try await outbox.pendingCount() == 0)
+    try await client.withTransaction(logger: TestServer.logger) { connection in
+      try await connection.query(
+        "UPDATE account SET balance = balance - 12 WHERE id = 7",
+        logger: TestServer.logger
+      )
+      try await outbox.append("committed", partition: "7", on: connection)
+    }
+    #expect(try await outbox.pendingCount() == 1)
+    let seen = Recorder<String>()
+    try outbox.start(pollInterval: .milliseconds(100)) { seen.record($0.message) }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all == ["committed"])
+  }
+
+  @Test("two transactions appending to one key: delivered in commit order, none skipped")
+  func commitOrder() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let client = try database.client()
+    let outbox = try await database.outbox(of: String.self, client: client)
+    let seen = Recorder<String>()
+    try outbox.start(pollInterval: .milliseconds(50)) { seen.record($0.message) }
+    // The first transaction appends and stays open; the second appends to the same key and
+    // must wait for it, so it is numbered after it; the worker sees neither until they commit.
+    let firstAppended = AsyncGate()
+    let releaseFirst = AsyncGate()
+    let first = Task {
+      try await client.withTransaction(logger: TestServer.logger) { connection in
+        try await outbox.append("first", partition: "k", on: connection)
+        await firstAppended.open()
+        await releaseFirst.wait()
+      }
+    }
+    await firstAppended.wait()
+    let second = Task { try await outbox.append("second", partition: "k") }
+    // The second append is blocked on the line's lock: it has not returned.
+    let waiting = try await database.countWaitingOnLocks()
+    #expect(waiting >= 1)
+    #expect(seen.all.isEmpty)
+    await releaseFirst.open()
+    try await first.value
+    _ = try await second.value
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all == ["first", "second"])
+  }
+
+  @Test("a retried delivery comes before the rest of its line; attempts are counted")
+  func retries() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    try await outbox.append(contentsOf: ["flaky", "after"], partition: "k")
+    let seen = Recorder<String>()
+    let retry = try RetryPolicy(
+      initialDelay: .milliseconds(1),
+      maximumDelay: .milliseconds(2),
+      maximumAttempts: 5
+    )
+    try outbox.start(retry: retry, pollInterval: .milliseconds(50)) { envelope in
+      seen.record("\(envelope.message)#\(envelope.attempt)")
+      if envelope.message == "flaky" && envelope.attempt < 3 { throw Refused() }
+    }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all == ["flaky#1", "flaky#2", "flaky#3", "after#1"])
+  }
+
+  @Test("a poison message stops its line (others flow); retrying the dead letter goes on")
+  func poisonStopsLine() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    try await outbox.append(contentsOf: ["p1", "poison", "p2"], partition: "p")
+    try await outbox.append(contentsOf: ["q1", "q2"], partition: "q")
+    let seen = Recorder<String>()
+    let cured = Mutex(false)
+    try outbox.start(pollInterval: .milliseconds(50)) { envelope in
+      if envelope.message == "poison" && !cured.withLock({ $0 }) {
+        throw PermanentDeliveryFailure("cannot apply")
+      }
+      seen.record(envelope.message)
+    }
+    #expect(await seen.wait { $0.contains("q2") && $0.contains("p1") })
+    await #expect(throws: OutboxError.self) { try await outbox.waitUntilDelivered() }
+    let letters = try await outbox.deadLetters()
+    #expect(letters.map(\.message) == ["poison"])
+    #expect(letters.first?.reason == "cannot apply")
+    #expect(try await outbox.pendingCount() == 1)
+    #expect(!seen.all.contains("p2"))
+    cured.withLock { $0 = true }
+    try await outbox.retryDeadLetter(id: try #require(letters.first?.id))
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all.filter { $0.hasPrefix("p") } == ["p1", "poison", "p2"])
+    #expect(try await outbox.deadLetterCount() == 0)
+    await #expect(throws: OutboxError.noSuchDeadLetter(letters[0].id)) {
+      try await outbox.dropDeadLetter(id: letters[0].id)
+    }
+  }
+
+  @Test("with goOn, a poison message is set aside and its line goes on")
+  func poisonGoesOn() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    try await outbox.append(contentsOf: ["p1", "poison", "p2"], partition: "p")
+    let seen = Recorder<String>()
+    try outbox.start(onDeadLetter: .continueLine, pollInterval: .milliseconds(50)) { envelope in
+      if envelope.message == "poison" { throw PermanentDeliveryFailure("cannot apply") }
+      seen.record(envelope.message)
+    }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all == ["p1", "p2"])
+    #expect(try await outbox.deadLetterCount() == 1)
+    try await outbox.dropDeadLetter(id: try await outbox.deadLetters()[0].id)
+    #expect(try await outbox.deadLetterCount() == 0)
+  }
+
+  @Test("a paused key waits while the others flow; resumed, it delivers in order")
+  func pausedKey() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    try await outbox.pause(partition: "held")
+    #expect(try await outbox.pausedPartitions() == ["held"])
+    try await outbox.append(contentsOf: ["h1", "h2"], partition: "held")
+    try await outbox.append(contentsOf: ["f1", "f2"], partition: "free")
+    let seen = Recorder<String>()
+    try outbox.start(pollInterval: .milliseconds(50)) { seen.record($0.message) }
+    #expect(await seen.wait { $0.contains("f2") })
+    #expect(await eventually { try await outbox.pendingCount() == 2 })
+    #expect(!seen.all.contains("h1"))
+    try await outbox.resume(partition: "held")
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all.filter { $0.hasPrefix("h") } == ["h1", "h2"])
+  }
+
+  @Test("merging folds a new message into a pending one, never into one being delivered")
+  func merging() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let coalescing = Coalescing<String>(
+      entity: { String($0.prefix(1)) },
+      merge: { pending, new in pending + "+" + new }
+    )
+    let outbox = try await database.outbox(of: String.self, coalescing: coalescing)
+    let first = try await outbox.append("a1")
+    let merged = try await outbox.append("a2")
+    #expect(merged == first)
+    #expect(try await outbox.pendingCount() == 1)
+    let inDelivery = AsyncGate()
+    let finish = AsyncGate()
+    let seen = Recorder<String>()
+    try outbox.start(pollInterval: .milliseconds(50)) { envelope in
+      seen.record(envelope.message)
+      if seen.all.count == 1 {
+        await inDelivery.open()
+        await finish.wait()
+      }
+    }
+    await inDelivery.wait()
+    // The pending message is being delivered: this one is appended, not merged.
+    let third = try await outbox.append("a3")
+    #expect(third != first)
+    await finish.open()
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all == ["a1+a2", "a3"])
+  }
+
+  @Test(
+    "stop releases the worker's lines at once: another worker takes them long before the lease ends"
+  )
+  func stopHandsOver() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let first = try await database.outbox(of: String.self)
+    let second = try await database.outbox(of: String.self)
+    try await first.append(contentsOf: (1...6).map { "m\($0)" }, partition: "k")
+    let started = AsyncGate()
+    let seen = Recorder<String>()
+    try first.start(lease: .seconds(120), pollInterval: .milliseconds(50)) { envelope in
+      seen.record("first:\(envelope.message)")
+      await started.open()
+      // Held until stop() cancels it: its message stays for the next holder.
+      try await Task.sleep(for: .seconds(600))
+    }
+    await started.wait()
+    let took = ContinuousClock.now
+    try second.start(lease: .seconds(120), pollInterval: .milliseconds(100)) { envelope in
+      seen.record("second:\(envelope.message)")
+    }
+    await first.stop()
+    try await second.waitUntilDelivered()
+    let waited = ContinuousClock.now - took
+    await second.stop()
+    #expect(seen.all == ["first:m1"] + (1...6).map { "second:m\($0)" })
+    // Far below the 120-second lease: the stopped worker released the line.
+    #expect(waited < .seconds(60))
+  }
+
+  @Test(
+    "a worker that loses its connection loses its line; the next holder delivers the same message first, with a higher fence"
+  )
+  func lostConnection() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let role = "w_" + database.schema
+    try await database.execute("CREATE ROLE \(role) LOGIN")
+    try await database.execute("GRANT ALL ON SCHEMA \(database.schema) TO \(role)")
+    let setup = try await database.outbox(of: String.self)
+    try await database.execute("GRANT ALL ON ALL TABLES IN SCHEMA \(database.schema) TO \(role)")
+    try await setup.append(contentsOf: ["m1", "m2"], partition: "k")
+    let cut = try await database.outbox(
+      of: String.self,
+      client: try database.client(username: role, applicationName: "cut-worker")
+    )
+    let inDelivery = AsyncGate()
+    let seen = Recorder<String>()
+    let cancelled = Recorder<Bool>()
+    try cut.start(lease: .milliseconds(1200), pollInterval: .milliseconds(100)) { envelope in
+      seen.record("cut:\(envelope.message):\(envelope.fence ?? 0)")
+      await inDelivery.open()
+      do {
+        try await Task.sleep(for: .seconds(600))
+      } catch {
+        cancelled.record(true)
+        throw error
+      }
+    }
+    await inDelivery.wait()
+    // The worker's connections are cut, and it cannot connect again.
+    try await database.execute("ALTER ROLE \(role) NOLOGIN")
+    try await database.execute(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)'"
+    )
+    // Its handler is cancelled before the lease ends in the database.
+    #expect(await cancelled.wait { !$0.isEmpty })
+    let other = try await database.outbox(of: String.self)
+    try other.start(lease: .seconds(30), pollInterval: .milliseconds(100)) { envelope in
+      seen.record("other:\(envelope.message):\(envelope.fence ?? 0)")
+    }
+    try await other.waitUntilDelivered()
+    await other.stop()
+    try await database.execute("ALTER ROLE \(role) LOGIN")
+    await cut.stop()
+    #expect(seen.all == ["cut:m1:1", "other:m1:2", "other:m2:2"])
+  }
+
+  @Test("pause() releases this worker's lines and starts nothing until resume()")
+  func pauseWorker() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    outbox.pause()
+    #expect(outbox.isPaused)
+    try await outbox.append(contentsOf: ["a", "b"], partition: "k")
+    let seen = Recorder<String>()
+    try outbox.start(pollInterval: .milliseconds(20)) { seen.record($0.message) }
+    // Several poll intervals pass: nothing is delivered while paused.
+    for _ in 0..<10 { try await Task.sleep(for: .milliseconds(20)) }
+    #expect(seen.all.isEmpty)
+    outbox.resume()
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all == ["a", "b"])
+  }
+
+  @Test("bad options are refused with what to do; a second start is refused")
+  func badOptions() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    #expect(throws: OutboxError.self) { try outbox.start(limit: 0) { _ in } }
+    #expect(throws: OutboxError.self) { try outbox.start(lease: .milliseconds(10)) { _ in } }
+    #expect(throws: OutboxError.self) { try outbox.start(pollInterval: .zero) { _ in } }
+    try outbox.start { _ in }
+    #expect(throws: OutboxError.alreadyStarted) { try outbox.start { _ in } }
+    await outbox.stop()
+    #expect(throws: OutboxError.self) {
+      try PostgresClient.Configuration(orderlyURL: "mysql://localhost/x")
+    }
+  }
+}
+
+/// A gate a test opens once; every waiter, before or after, passes.
+final class AsyncGate: Sendable {
+  private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>(
+    (false, [])
+  )
+
+  func open() async {
+    let waiters = state.withLock { state in
+      state.open = true
+      defer { state.waiters = [] }
+      return state.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+
+  func wait() async {
+    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+      let open = state.withLock { state in
+        if !state.open { state.waiters.append(continuation) }
+        return state.open
+      }
+      if open { continuation.resume() }
+    }
+  }
+}
+
+/// Whether `condition` holds, looking every 10 ms for up to a minute: for state another task or
+/// process reaches (a count in the database), never for a duration.
+func eventually(_ condition: () async throws -> Bool) async -> Bool {
+  let deadline = ContinuousClock.now + .seconds(60)
+  while ContinuousClock.now < deadline {
+    if (try? await condition()) == true { return true }
+    try? await Task.sleep(for: .milliseconds(10))
+  }
+  return false
+}
+
+extension TestDatabase {
+  /// How many of this schema's sessions wait on a lock, once at least one does (up to a
+  /// minute).
+  func countWaitingOnLocks() async throws -> Int {
+    let deadline = ContinuousClock.now + .seconds(60)
+    while true {
+      var waiting = 0
+      let rows = try await admin.query(
+        "SELECT count(*)::bigint FROM pg_stat_activity WHERE wait_event_type = 'Lock'",
+        logger: TestServer.logger
+      )
+      for try await count in rows.decode(Int64.self) { waiting = Int(count) }
+      if waiting > 0 || ContinuousClock.now > deadline { return waiting }
+      try await Task.sleep(for: .milliseconds(10))
+    }
+  }
+}
+
+import Synchronization
+#endif
