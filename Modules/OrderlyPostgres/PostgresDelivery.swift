@@ -196,7 +196,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       return (state.loops, state.held.values.compactMap(\.task))
     }
     for loop in loops { loop.cancel() }
-    for line in lines { line.cancel() }
+    // Line tasks are not cancelled: they see `ending` at their next step, and their last
+    // queries (the acknowledgement of a delivery that returned anyway, the release) must run.
     for line in lines { await line.value }
     for loop in loops { await loop.value }
     // Lines end by releasing their leases; this catches any a failed query left behind.
@@ -240,16 +241,26 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let stopLine = settings.onDeadLetter == .stopLine
     do {
       var candidates: [String] = []
+      // The lines with messages, found by one index probe per line (not a scan of every
+      // message), those free to take, oldest head first.
       let rows = try await client.query(
         """
-        SELECT m.line FROM (
-          SELECT line, min(appended_at) AS oldest FROM orderly_outbox_message GROUP BY line
-        ) m
-        LEFT JOIN orderly_outbox_lease l ON l.line = m.line
-        WHERE (l.line IS NULL OR (NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())))
+        WITH RECURSIVE lines(line) AS (
+          (SELECT line FROM orderly_outbox_message ORDER BY line LIMIT 1)
+          UNION ALL
+          SELECT (SELECT m.line FROM orderly_outbox_message m WHERE m.line > lines.line
+                  ORDER BY m.line LIMIT 1)
+          FROM lines WHERE lines.line IS NOT NULL
+        )
+        SELECT lines.line FROM lines
+        LEFT JOIN orderly_outbox_lease l ON l.line = lines.line
+        WHERE lines.line IS NOT NULL
+          AND (l.line IS NULL OR (NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())))
           AND (NOT \(stopLine) OR NOT EXISTS (
-            SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = m.line))
-        ORDER BY m.oldest LIMIT \(free * 4 + 8)
+            SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = lines.line))
+        ORDER BY (SELECT h.appended_at FROM orderly_outbox_message h WHERE h.line = lines.line
+                  ORDER BY h.sequence LIMIT 1)
+        LIMIT \(free * 4 + 8)
         """,
         logger: logger
       )
@@ -478,25 +489,48 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   }
 
   private func deliverMessages(_ line: String, fence: Int64) async -> Stop {
+    // The message the last acknowledgement took, if it took one.
+    var taken: ClaimedMessage?
     while true {
       if let stop = checkpoint(line, fence: fence) { return stop }
-      let claimed: ClaimedMessage?
-      do {
-        claimed = try await claimHead(line)
-      } catch {
-        logger.warning(
-          "could not read a line's next message",
-          metadata: [
-            "worker": "\(id)", "partition": "\(line)",
-            "error": "\(outboxError(error, database: outbox.database))",
-          ]
-        )
-        return .stopped
+      let claimed: ClaimedMessage
+      if let next = taken {
+        claimed = next
+        taken = nil
+      } else {
+        do {
+          guard let head = try await claimHead(line) else { return .empty }
+          claimed = head
+        } catch {
+          logger.warning(
+            "could not read a line's next message",
+            metadata: [
+              "worker": "\(id)", "partition": "\(line)",
+              "error": "\(outboxError(error, database: outbox.database))",
+            ]
+          )
+          return .stopped
+        }
       }
-      guard let claimed else { return .empty }
-      let stop = await deliver(claimed, fence: fence)
-      if let stop { return stop }
+      switch await deliver(claimed, fence: fence) {
+      case .stop(let stop): return stop
+      case .next(let next): taken = next
+      case .empty: return .empty
+      case .again: continue
+      }
     }
+  }
+
+  /// What a line does after a message.
+  private enum Step {
+    /// Stop delivering the line.
+    case stop(Stop)
+    /// Deliver this message, taken with the last acknowledgement.
+    case next(ClaimedMessage)
+    /// The line has no more messages.
+    case empty
+    /// Look again (take the head, or stop at the checkpoint).
+    case again
   }
 
   /// Whether the line's task must stop before it takes its next message, and why.
@@ -540,8 +574,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
 
   /// Delivers a claimed message with its retries, and acknowledges it under the fence.
   ///
-  /// - Returns: Why the line must stop, or `nil` to take the next message.
-  private func deliver(_ claimed: ClaimedMessage, fence: Int64) async -> Stop? {
+  /// - Returns: What the line does next.
+  private func deliver(_ claimed: ClaimedMessage, fence: Int64) async -> Step {
     let hub = outbox.hub
     let message: Message
     do {
@@ -583,7 +617,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       case .success:
         return await acknowledge(claimed, fence: fence)
       case .failure(let error):
-        if let stop = checkpoint(claimed.line, fence: fence) { return stop }
+        if let stop = checkpoint(claimed.line, fence: fence) { return .stop(stop) }
         let retryable = settings.retry.isRetryable(error)
         let exhausted = settings.retry.maximumAttempts.map { attempt >= $0 } ?? false
         if !retryable || exhausted {
@@ -601,7 +635,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         )
         // Ended early by stop (the line's task is cancelled) and by pause (the bell).
         await waitOrPause(delay)
-        if let stop = checkpoint(claimed.line, fence: fence) { return stop }
+        if let stop = checkpoint(claimed.line, fence: fence) { return .stop(stop) }
         attempt += 1
         do {
           try await client.query(
@@ -635,45 +669,85 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// Removes a delivered message if the lease still holds (and renews it); otherwise leaves it
-  /// for the line's new holder.
-  private func acknowledge(_ claimed: ClaimedMessage, fence: Int64) async -> Stop? {
+  /// Removes a delivered message if the lease still holds (and renews it), and takes the line's
+  /// next message, in one statement; if the lease does not hold, leaves the message for the
+  /// line's new holder.
+  private func acknowledge(_ claimed: ClaimedMessage, fence: Int64) async -> Step {
     var paused: Bool?
     var removed = false
+    var next: ClaimedMessage?
     var failures = 0
     while true {
       // A lease given up locally is not used: the database may already have given it away.
       guard isLive(claimed.line, fence: fence) else {
-        return refused(claimed, fence: fence)
+        return .stop(refused(claimed, fence: fence))
       }
+      let takeNext = checkpoint(claimed.line, fence: fence) == nil
+      let line = claimed.line
       do {
         let rows = try await client.query(
           """
           WITH held AS (
             UPDATE orderly_outbox_lease
             SET expires_at = now() + interval '1 millisecond' * \(settings.leaseMilliseconds)
-            WHERE line = \(claimed.line) AND owner = \(id) AND fence = \(fence)
-              AND expires_at > now()
+            WHERE line = \(line) AND owner = \(id) AND fence = \(fence) AND expires_at > now()
             RETURNING paused
           ), gone AS (
             DELETE FROM orderly_outbox_message
-            WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
+            WHERE line = \(line) AND sequence = \(claimed.sequence)
               AND EXISTS (SELECT 1 FROM held)
             RETURNING sequence
+          ), next AS (
+            UPDATE orderly_outbox_message SET attempts = attempts + 1
+            WHERE \(takeNext) AND line = \(line)
+              AND sequence = (
+                SELECT min(sequence) FROM orderly_outbox_message
+                WHERE line = \(line) AND sequence <> \(claimed.sequence))
+              AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
+            RETURNING sequence, id, partition, payload, attempts, appended_at, headers
           )
-          SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone)
+          SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone),
+            next.sequence, next.id, next.partition, next.payload, next.attempts,
+            next.appended_at, next.headers
+          FROM (SELECT 1) one LEFT JOIN next ON true
           """,
           logger: logger
         )
-        for try await (isPaused, count) in rows.decode((Bool?, Int64).self) {
-          paused = isPaused
-          removed = count > 0
+        for try await row in rows.decode(
+          (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
+        ) {
+          paused = row.0
+          removed = row.1 > 0
+          if let sequence = row.2, let id = row.3, let payload = row.5, let attempts = row.6,
+            let appendedAt = row.7
+          {
+            next = ClaimedMessage(
+              line: line,
+              sequence: sequence,
+              id: id,
+              partition: row.4,
+              payload: payload,
+              attempts: attempts,
+              appendedAt: appendedAt,
+              headers: row.8
+            )
+          }
+        }
+        if takeNext, paused == false, next == nil {
+          // Taken nothing: the line is empty (its release looks again for late appends).
+          if removed { outbox.hub.emit(.delivered(id: claimed.id, sequence: claimed.sequence)) }
+          return .empty
         }
         break
       } catch {
         // Not known whether it committed: try again while the lease holds (deleting twice is
-        // harmless); if it does not, the next holder delivers the message again.
+        // harmless, and a next message taken twice only counts one more attempt); if the lease
+        // does not hold, or the worker is stopping, the next holder delivers the message
+        // again.
         failures += 1
+        if Task.isCancelled || state.withLock(announcingTo: self, { $0.ending }) {
+          return .stop(.ending)
+        }
         logger.warning(
           "could not acknowledge a delivery; trying again",
           metadata: [
@@ -684,11 +758,12 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         try? await Task.sleep(for: min(.milliseconds(50 * failures), settings.tick))
       }
     }
-    guard let paused else { return refused(claimed, fence: fence) }
+    guard let paused else { return .stop(refused(claimed, fence: fence)) }
     if removed {
       outbox.hub.emit(.delivered(id: claimed.id, sequence: claimed.sequence))
     }
-    return paused ? .paused : nil
+    if paused { return .stop(.paused) }
+    return next.map(Step.next) ?? .again
   }
 
   private func refused(_ claimed: ClaimedMessage, fence: Int64) -> Stop {
@@ -698,9 +773,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
 
   /// Moves a message to the dead letters, under the fence.
   private func kill(_ claimed: ClaimedMessage, fence: Int64, attempts: Int, reason: String) async
-    -> Stop?
+    -> Step
   {
-    guard isLive(claimed.line, fence: fence) else { return refused(claimed, fence: fence) }
+    guard isLive(claimed.line, fence: fence) else { return .stop(refused(claimed, fence: fence)) }
     var moved = false
     do {
       let rows = try await client.query(
@@ -735,14 +810,14 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           "error": "\(outboxError(error, database: outbox.database))",
         ]
       )
-      return .stopped
+      return .stop(.stopped)
     }
-    guard moved else { return refused(claimed, fence: fence) }
+    guard moved else { return .stop(refused(claimed, fence: fence)) }
     let stops = settings.onDeadLetter == .stopLine
     outbox.hub.emit(
       .deadLettered(id: claimed.id, sequence: claimed.sequence, reason: reason, lineStopped: stops)
     )
-    return stops ? .stopped : nil
+    return stops ? .stop(.stopped) : .again
   }
 }
 

@@ -35,6 +35,16 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
   if let error = error as? OutboxError { return error }
   if error is CancellationError { return .cancelled }
   guard let error = error as? PSQLError else {
+    // The pool's error type lives in a module PostgresNIO does not make public API; its name
+    // is all there is to tell. It comes after about a minute of refused connections.
+    if "\(error)".contains("connectionCreationCircuitBreakerTripped") {
+      return .cannotOpen(
+        path: database,
+        reason: "no connection could be made for about a minute: check that the server runs "
+          + "at that address, and the user name, password and database (open the outbox with "
+          + "PostgresOutbox(url:) to have the server's own message at once)"
+      )
+    }
     return .storageFailed(path: database, reason: "\(error)")
   }
   if error.code == .queryCancelled { return .cancelled }

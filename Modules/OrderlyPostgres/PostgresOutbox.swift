@@ -61,6 +61,8 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   let logger: Logger
   let hub = OutboxEventHub()
   let state: Mutex<PostgresOutboxState<Message>>
+  /// The task that runs `client`, when the outbox made the client itself (``init(url:clock:logger:coalescing:partition:)``).
+  let clientRun: Task<Void, Never>?
 
   /// Opens the outbox in the database `client` connects to, creating its tables if the database
   /// has none of them.
@@ -82,14 +84,94 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///   the database holds tables named like the outbox's that Orderly did not create, or ones
   ///   written by a newer version; ``OutboxError/storageFailed(path:reason:)`` otherwise.
   ///   Nothing in the database was changed then.
-  public init(
+  public convenience init(
     client: PostgresClient,
     clock: any Clock<Duration> = ContinuousClock(),
     logger: Logger = Logger(label: "orderly.outbox.postgres"),
     coalescing: Coalescing<Message>? = nil,
     partition: (@Sendable (Message) -> String?)? = nil
   ) async throws(OutboxError) {
+    try await self.init(
+      client: client,
+      clientRun: nil,
+      clock: clock,
+      logger: logger,
+      coalescing: coalescing,
+      partition: partition
+    )
+  }
+
+  /// Opens the outbox in the database a URL names, with a client of its own, after one
+  /// connection proved the server, the credentials and the database.
+  ///
+  /// A client's pool retries a refused connection for about a minute before it fails with no
+  /// detail; this initializer connects once first, so a wrong password, a missing database or a
+  /// server that is not there is reported at once, in the server's words. Call ``close()`` to
+  /// end the client.
+  ///
+  /// - Parameters:
+  ///   - url: `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE`, without TLS (see
+  ///     `PostgresClient.Configuration.init(orderlyURL:)`).
+  ///   - clock: The clock retry waits are measured on.
+  ///   - logger: Where the outbox logs.
+  ///   - coalescing: How new messages are folded into pending ones; `nil` never merges.
+  ///   - partition: The line a message joins when an append names none.
+  /// - Throws: ``OutboxError/invalidOption(_:)`` for a URL that is not one;
+  ///   ``OutboxError/cannotOpen(path:reason:)`` when the server cannot be reached or refuses
+  ///   the credentials or the database; otherwise as ``init(client:clock:logger:coalescing:partition:)``.
+  public convenience init(
+    url: String,
+    clock: any Clock<Duration> = ContinuousClock(),
+    logger: Logger = Logger(label: "orderly.outbox.postgres"),
+    coalescing: Coalescing<Message>? = nil,
+    partition: (@Sendable (Message) -> String?)? = nil
+  ) async throws(OutboxError) {
+    let configuration = try PostgresClient.Configuration(orderlyURL: url)
+    let shown = describe(configuration)
+    do {
+      let connection = try await PostgresConnection.connect(
+        configuration: PostgresConnection.Configuration(
+          host: configuration.host ?? "localhost",
+          port: configuration.port ?? 5432,
+          username: configuration.username,
+          password: configuration.password,
+          database: configuration.database,
+          tls: .disable
+        ),
+        id: 0,
+        logger: logger
+      )
+      try? await connection.close()
+    } catch {
+      throw outboxError(error, database: shown)
+    }
+    let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+    let run = Task { await client.run() }
+    do {
+      try await self.init(
+        client: client,
+        clientRun: run,
+        clock: clock,
+        logger: logger,
+        coalescing: coalescing,
+        partition: partition
+      )
+    } catch {
+      run.cancel()
+      throw error
+    }
+  }
+
+  private init(
+    client: PostgresClient,
+    clientRun: Task<Void, Never>?,
+    clock: any Clock<Duration>,
+    logger: Logger,
+    coalescing: Coalescing<Message>?,
+    partition: (@Sendable (Message) -> String?)?
+  ) async throws(OutboxError) {
     self.client = client
+    self.clientRun = clientRun
     self.clock = clock
     self.logger = logger
     self.coalescing = coalescing
@@ -121,6 +203,15 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
 
   deinit {
     hub.finish()
+    clientRun?.cancel()
+  }
+
+  /// Stops delivering (as ``stop()``), ends the events, and ends the client if the outbox made
+  /// it (``init(url:clock:logger:coalescing:partition:)``). A client you passed in stays yours.
+  public func close() async {
+    await stop()
+    hub.finish()
+    clientRun?.cancel()
   }
 
   // MARK: - Appending
@@ -260,6 +351,9 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   private func write(_ batch: [Prepared], on connection: PostgresConnection) async throws
     -> Written
   {
+    if batch.count == 1, coalescing == nil || batch[0].entity == nil {
+      return try await writeOne(batch[0], on: connection)
+    }
     var needed: [String: Int64] = [:]
     for prepared in batch { needed[Line.key(prepared.partition), default: 0] += 1 }
     var next: [String: Int64] = [:]
@@ -303,6 +397,42 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     }
     // Delivered to listeners when the transaction commits; dropped if it rolls back.
     try await connection.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+    return written
+  }
+
+  /// Writes one message that cannot be merged in a single statement: the line's number, the
+  /// row and the notification in one round trip.
+  private func writeOne(_ prepared: Prepared, on connection: PostgresConnection) async throws
+    -> Written
+  {
+    let line = Line.key(prepared.partition)
+    let id = UUID()
+    var sequence: Int64?
+    let rows = try await connection.query(
+      """
+      WITH numbered AS (
+        INSERT INTO orderly_outbox_line (line, last_sequence) VALUES (\(line), 1)
+        ON CONFLICT (line) DO UPDATE SET last_sequence = orderly_outbox_line.last_sequence + 1
+        RETURNING last_sequence
+      ), written AS (
+        INSERT INTO orderly_outbox_message
+          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers)
+        SELECT \(line), last_sequence, \(id), \(prepared.partition), \(prepared.entity),
+          \(prepared.payload), 0, \(Date()), \(prepared.headers)
+        FROM numbered
+        RETURNING sequence
+      )
+      SELECT sequence FROM written, LATERAL (SELECT pg_notify(\(PostgresSchema.channel), '')) n
+      """,
+      logger: logger
+    )
+    for try await value in rows.decode(Int64.self) { sequence = value }
+    guard let sequence else {
+      throw OutboxError.storageFailed(path: database, reason: "the append stored no row")
+    }
+    var written = Written()
+    written.ids = [id]
+    written.events = [.appended(id: id, sequence: sequence, partition: prepared.partition)]
     return written
   }
 

@@ -390,13 +390,17 @@ final class AsyncGate: Sendable {
   }
 }
 
-/// Whether `condition` holds, looking every 10 ms for up to a minute: for state another task or
+/// Whether `condition` holds, looking every `interval` (10 ms) for up to `limit` (a minute): for state another task or
 /// process reaches (a count in the database), never for a duration.
-func eventually(_ condition: () async throws -> Bool) async -> Bool {
-  let deadline = ContinuousClock.now + .seconds(60)
+func eventually(
+  upTo limit: Duration = .seconds(60),
+  every interval: Duration = .milliseconds(10),
+  _ condition: () async throws -> Bool
+) async -> Bool {
+  let deadline = ContinuousClock.now + limit
   while ContinuousClock.now < deadline {
     if (try? await condition()) == true { return true }
-    try? await Task.sleep(for: .milliseconds(10))
+    try? await Task.sleep(for: interval)
   }
   return false
 }

@@ -72,6 +72,10 @@ consumer sqlite-notes OrderlySQLite "" swift-collections GRDB.swift
 consumer server OrderlyServer 'traits: ["Server"]' \
   swift-collections GRDB.swift swift-service-lifecycle swift-log swift-metrics \
   swift-distributed-tracing swift-async-algorithms
+consumer postgres OrderlyPostgres 'traits: ["Postgres"]' \
+  swift-collections GRDB.swift postgres-nio swift-asn1 swift-async-algorithms swift-atomics \
+  swift-crypto swift-log swift-metrics swift-nio swift-nio-ssl swift-nio-transport-services \
+  swift-service-lifecycle swift-system
 
 if [ "$build" = 1 ] && [ "$failures" = 0 ]; then
   if (cd "$scratch/core" && swift build >"$scratch/core/build.log" 2>&1); then

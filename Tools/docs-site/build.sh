@@ -20,15 +20,16 @@ out=${SITE_OUTPUT:-.build-site/site}
 base=${SITE_BASE:-}
 base=${base#/}
 base=${base%/}
-modules=(OrderlyCore OrderlyTestSupport OrderlyRepository OrderlySQLite OrderlyOutbox OrderlyServer OrderlyLaunch OrderlyTaskStore)
+modules=(OrderlyCore OrderlyTestSupport OrderlyRepository OrderlySQLite OrderlyOutbox OrderlyServer OrderlyPostgres OrderlyLaunch OrderlyTaskStore)
 
 rm -rf "$out"
 mkdir -p "$out"
 
 for module in "${modules[@]}"; do
   echo "==> DocC: $module"
-  # The Server trait is on, so that OrderlyServer is documented as its users build it.
-  swift package --traits Server --disable-sandbox --allow-writing-to-directory "$out" \
+  # The Server and Postgres traits are on, so that OrderlyServer and OrderlyPostgres are
+  # documented as their users build them.
+  swift package --traits Server,Postgres --disable-sandbox --allow-writing-to-directory "$out" \
     generate-documentation --target "$module" \
     --analyze --warnings-as-errors \
     --transform-for-static-hosting \

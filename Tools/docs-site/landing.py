@@ -18,6 +18,8 @@ SUMMARIES = {
     "OrderlyOutbox": "ordered work that survives the process: an outbox on SQLite",
     "OrderlyServer": "a server process: the outbox as a ServiceLifecycle service, logs, "
     "metrics and traces (Server trait)",
+    "OrderlyPostgres": "the outbox on PostgreSQL: per-key order across a fleet of workers, "
+    "with fenced leases and failover (Postgres trait)",
     "OrderlyLaunch": "launch steps, one modal at a time",
     "OrderlyTaskStore": "keyed tasks, with a policy for a key already running",
 }

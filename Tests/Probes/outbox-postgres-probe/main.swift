@@ -1,8 +1,8 @@
 // One worker of a PostgreSQL outbox fleet, for OrderlyPostgresTests. Built with the Postgres
 // trait only.
 //
-//   outbox-postgres-probe work URL LIMIT LEASE_MS POLL_MS POLICY
-//     Delivers the outbox's FleetMessages (POLICY: `stop` or `go` at a dead letter). Each
+//   outbox-postgres-probe work URL SCHEMA LIMIT LEASE_MS POLL_MS POLICY
+//     Delivers the FleetMessages of the outbox in SCHEMA (POLICY: `stop` or `go` at a dead letter). Each
 //     delivery that returns records a row in fleet_delivery (worker, key, n, id, fence, start
 //     and end, from this machine's clock), in its own transaction; a message whose `poison`
 //     is set throws a permanent failure; one with `holdMs` waits that long first (cancellable).
@@ -38,15 +38,16 @@ func fail(_ text: String) -> Never {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count == 7, arguments[1] == "work", let limit = Int(arguments[3]),
-  let leaseMs = Int(arguments[4]), let pollMs = Int(arguments[5]),
-  ["stop", "go"].contains(arguments[6])
+guard arguments.count == 8, arguments[1] == "work", let limit = Int(arguments[4]),
+  let leaseMs = Int(arguments[5]), let pollMs = Int(arguments[6]),
+  ["stop", "go"].contains(arguments[7])
 else {
-  fail("usage: outbox-postgres-probe work URL LIMIT LEASE_MS POLL_MS stop|go")
+  fail("usage: outbox-postgres-probe work URL SCHEMA LIMIT LEASE_MS POLL_MS stop|go")
 }
 
 var logger = Logger(label: "probe")
-logger.logLevel = .warning
+logger.logLevel =
+  ProcessInfo.processInfo.environment["ORDERLY_PROBE_DEBUG"] == nil ? .warning : .debug
 LoggingSystem.bootstrap(StreamLogHandler.standardError)
 
 signal(SIGTERM, SIG_IGN)
@@ -55,12 +56,13 @@ let signalSource = DispatchSource.makeSignalSource(signal: SIGTERM)
 signalSource.setEventHandler { termination.yield() }
 signalSource.resume()
 
-let configuration: PostgresClient.Configuration
+var configuration: PostgresClient.Configuration
 do {
   configuration = try PostgresClient.Configuration(orderlyURL: arguments[2])
 } catch {
   fail("\(error)")
 }
+configuration.options.additionalStartupParameters = [("search_path", arguments[3])]
 let client = PostgresClient(configuration: configuration)
 let running = Task { await client.run() }
 
@@ -70,7 +72,7 @@ do {
     logger: logger,
     partition: { $0.key }
   )
-  let policy: DeadLetterPolicy = arguments[6] == "stop" ? .stopLine : .continueLine
+  let policy: DeadLetterPolicy = arguments[7] == "stop" ? .stopLine : .continueLine
   try outbox.start(
     limit: limit,
     retry: .standard,

@@ -1,0 +1,144 @@
+// Built with the Postgres trait only; see Package.swift.
+#if Postgres
+import Foundation
+import OrderlyOutbox
+import OrderlyPostgres
+import PostgresNIO
+import Testing
+
+@Suite(
+  "PostgresOutbox refuses what it cannot use, and loses nothing",
+  .serialized,
+  .timeLimit(.minutes(3))
+)
+struct BadInputTests {
+  @Test(
+    "tables named like the outbox's that Orderly did not create: notAnOutbox, left as they were"
+  )
+  func foreignTables() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    try await database.execute("CREATE TABLE orderly_outbox_message (id int, note text)")
+    try await database.execute("INSERT INTO orderly_outbox_message VALUES (1, 'theirs')")
+    await #expect {
+      _ = try await database.outbox(of: String.self)
+    } throws: { error in
+      guard case .notAnOutbox(_, let reason) = error as? OutboxError else { return false }
+      return reason.contains("did not create") && reason.contains("orderly_outbox_message")
+    }
+    // Nothing was created or changed.
+    let tables = try await database.fleetCount(
+      """
+      SELECT count(*)::bigint FROM information_schema.tables
+      WHERE table_schema = '\(database.schema)'
+      """
+    )
+    #expect(tables == 1)
+    #expect(
+      try await database.fleetCount("SELECT count(*)::bigint FROM orderly_outbox_message") == 1
+    )
+  }
+
+  @Test("tables written by a newer version: notAnOutbox, saying to upgrade; its messages are kept")
+  func newerSchema() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    try await outbox.append("kept")
+    try await database.execute("INSERT INTO orderly_outbox_schema (version) VALUES (99)")
+    await #expect {
+      _ = try await database.outbox(of: String.self)
+    } throws: { error in
+      guard case .notAnOutbox(_, let reason) = error as? OutboxError else { return false }
+      return reason.contains("newer version") && reason.contains("99")
+    }
+    #expect(
+      try await database.fleetCount("SELECT count(*)::bigint FROM orderly_outbox_message") == 1
+    )
+  }
+
+  @Test(
+    "a role, a database or a server that does not exist: cannotOpen at once, in the server's words"
+  )
+  func wrongCredentials() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    var parts = try #require(URLComponents(string: database.url))
+    parts.user = "nobody_\(database.schema)"
+    await #expect {
+      _ = try await PostgresOutbox<String>(
+        url: try #require(parts.string),
+        logger: TestServer.logger
+      )
+    } throws: { error in
+      guard case .cannotOpen(_, let reason) = error as? OutboxError else { return false }
+      return reason.contains("nobody_") && reason.contains("28000")
+    }
+    parts = try #require(URLComponents(string: database.url))
+    parts.path = "/no_such_database_\(database.schema)"
+    await #expect {
+      _ = try await PostgresOutbox<String>(
+        url: try #require(parts.string),
+        logger: TestServer.logger
+      )
+    } throws: { error in
+      guard case .cannotOpen(_, let reason) = error as? OutboxError else { return false }
+      return reason.contains("no_such_database") && reason.contains("3D000")
+    }
+    // A port nothing listens on (the server's own port, plus one, is free in the tests'
+    // cluster; if it is not, the server there refuses the role anyway).
+    parts = try #require(URLComponents(string: database.url))
+    parts.port = (parts.port ?? 5432) + 1
+    parts.user = "nobody_\(database.schema)"
+    await #expect {
+      _ = try await PostgresOutbox<String>(
+        url: try #require(parts.string),
+        logger: TestServer.logger
+      )
+    } throws: { error in
+      guard case .cannotOpen = error as? OutboxError else { return false }
+      return true
+    }
+    // A good URL opens (in the database's public schema, emptied after), appends and closes.
+    let outbox = try await PostgresOutbox<String>(url: database.url, logger: TestServer.logger)
+    try await outbox.append("hello")
+    #expect(try await outbox.pendingCount() >= 1)
+    await outbox.close()
+    try await database.execute(
+      """
+      DROP TABLE IF EXISTS public.orderly_outbox_schema, public.orderly_outbox_line,
+        public.orderly_outbox_lease, public.orderly_outbox_message, public.orderly_outbox_dead_letter
+      """
+    )
+  }
+
+  @Test("connections cut while a worker delivers: it reconnects, and nothing is lost or reordered")
+  func connectionsCut() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let application = "cut-\(database.schema)"
+    let outbox = try await database.outbox(
+      of: String.self,
+      client: try database.client(applicationName: application)
+    )
+    let writer = try await database.outbox(of: String.self)
+    let seen = Recorder<String>()
+    try outbox.start(lease: .seconds(3), pollInterval: .milliseconds(100)) { envelope in
+      seen.record(envelope.message)
+    }
+    for round in 0..<5 {
+      try await writer.append(contentsOf: (0..<20).map { "r\(round)-\($0)" }, partition: "k")
+      try await database.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(application)'"
+      )
+    }
+    #expect(await eventually { try await writer.pendingCount() == 0 })
+    await outbox.stop()
+    // At least once: a message whose acknowledgement was cut may come twice, one after the
+    // other; none is missing and none is out of order.
+    var distinct: [String] = []
+    for message in seen.all where distinct.last != message { distinct.append(message) }
+    #expect(distinct == (0..<5).flatMap { round in (0..<20).map { "r\(round)-\($0)" } })
+  }
+}
+#endif

@@ -1,0 +1,383 @@
+// Built with the Postgres trait only; see Package.swift.
+#if Postgres
+import BuiltProducts
+import Foundation
+import OrderlyOutbox
+import OrderlyPostgres
+import PostgresNIO
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What the fleet's workers (`outbox-postgres-probe`) deliver.
+struct FleetMessage: Codable, Sendable {
+  let key: String
+  let n: Int
+  var poison = false
+  var holdMs = 0
+}
+
+/// One delivery a worker recorded (in `fleet_delivery`).
+struct Delivery: Sendable {
+  let worker: String
+  let key: String
+  let n: Int
+  let id: UUID
+  let fence: Int64
+  let started: Date
+  let ended: Date
+}
+
+/// Worker processes delivering one test's outbox.
+final class Fleet: Sendable {
+  let database: TestDatabase
+  let lease: Int
+  let poll: Int
+  let limit: Int
+  private let workers = Mutex<[BuiltProducts.Running]>([])
+
+  init(_ database: TestDatabase, lease: Int, poll: Int, limit: Int) {
+    self.database = database
+    self.lease = lease
+    self.poll = poll
+    self.limit = limit
+  }
+
+  /// Starts a worker and waits until it delivers.
+  @discardableResult
+  func start() async throws -> Int {
+    let worker = try BuiltProducts.Running(
+      "outbox-postgres-probe",
+      arguments: [
+        "work", database.url, database.schema, "\(limit)", "\(lease)", "\(poll)", "stop",
+      ]
+    )
+    let ready = await worker.readLines(1)
+    guard ready.first?.hasPrefix("ready ") == true else {
+      let ended = await worker.finish()
+      throw FleetFailure(description: "a worker did not start: \(ended.stderr)")
+    }
+    return workers.withLock { workers in
+      workers.append(worker)
+      return workers.count - 1
+    }
+  }
+
+  var count: Int { workers.withLock { $0.count } }
+
+  /// Kills a worker with SIGKILL and starts another in its place.
+  func killAndReplace(_ index: Int) async throws {
+    let victim = workers.withLock { $0[index] }
+    victim.send(SIGKILL)
+    _ = await victim.finish()
+    let worker = try BuiltProducts.Running(
+      "outbox-postgres-probe",
+      arguments: [
+        "work", database.url, database.schema, "\(limit)", "\(lease)", "\(poll)", "stop",
+      ]
+    )
+    _ = await worker.readLines(1)
+    workers.withLock { $0[index] = worker }
+  }
+
+  /// Stops a worker with SIGTERM (a graceful stop), and returns what it printed.
+  func terminate(_ index: Int) async -> String {
+    let worker = workers.withLock { $0[index] }
+    worker.send(SIGTERM)
+    let ended = await worker.finish()
+    return ended.stdout + ended.stderr
+  }
+
+  func terminateAll() async {
+    for index in 0..<count { _ = await terminate(index) }
+  }
+}
+
+struct FleetFailure: Error, CustomStringConvertible {
+  let description: String
+}
+
+extension TestDatabase {
+  /// The fleet's tables: what workers delivered, and the app's per-key counter.
+  func createFleetTables() async throws {
+    try await execute(
+      """
+      CREATE TABLE fleet_delivery (
+        worker text NOT NULL, key text NOT NULL, n integer NOT NULL, id uuid NOT NULL,
+        fence bigint NOT NULL, attempt integer NOT NULL,
+        started_at timestamptz NOT NULL, ended_at timestamptz NOT NULL
+      )
+      """
+    )
+    try await execute("CREATE TABLE fleet_counter (key text PRIMARY KEY, n integer NOT NULL)")
+  }
+
+  /// Appends `total` messages over `keys` keys from `appenders` tasks at once. Each
+  /// transaction takes 25 keys (in key order), and for each one numbers the message with the
+  /// app's counter for that key and appends it, in the same transaction: the counter's order is
+  /// the order the transactions commit, which the outbox must deliver in.
+  func appendFleet(
+    _ outbox: PostgresOutbox<FleetMessage>,
+    client: PostgresClient,
+    total: Int,
+    keys: Int,
+    appenders: Int
+  ) async throws {
+    let perTransaction = 25
+    let transactions = total / perTransaction
+    try await withThrowingTaskGroup(of: Void.self) { group in
+      for appender in 0..<appenders {
+        group.addTask {
+          var generator = SystemRandomNumberGenerator()
+          for _ in stride(from: appender, to: transactions, by: appenders) {
+            var chosen = Set<Int>()
+            while chosen.count < perTransaction {
+              chosen.insert(Int.random(in: 0..<keys, using: &generator))
+            }
+            let names = chosen.map { String(format: "key-%04d", $0) }.sorted()
+            try await client.withTransaction(logger: TestServer.logger) { connection in
+              for key in names {
+                var n = 0
+                let rows = try await connection.query(
+                  """
+                  INSERT INTO fleet_counter (key, n) VALUES (\(key), 1)
+                  ON CONFLICT (key) DO UPDATE SET n = fleet_counter.n + 1 RETURNING n
+                  """,
+                  logger: TestServer.logger
+                )
+                for try await value in rows.decode(Int.self) { n = value }
+                try await outbox.append(FleetMessage(key: key, n: n), on: connection)
+              }
+            }
+          }
+        }
+      }
+      try await group.waitForAll()
+    }
+  }
+
+  func deliveries() async throws -> [Delivery] {
+    var all: [Delivery] = []
+    try await admin.withConnection { connection in
+      try await connection.query(
+        PostgresQuery(unsafeSQL: "SET search_path TO \(self.schema)"),
+        logger: TestServer.logger
+      )
+      let rows = try await connection.query(
+        "SELECT worker, key, n, id, fence, started_at, ended_at FROM fleet_delivery",
+        logger: TestServer.logger
+      )
+      for try await (worker, key, n, id, fence, started, ended) in rows.decode(
+        (String, String, Int, UUID, Int64, Date, Date).self
+      ) {
+        all.append(
+          Delivery(
+            worker: worker,
+            key: key,
+            n: n,
+            id: id,
+            fence: fence,
+            started: started,
+            ended: ended
+          )
+        )
+      }
+    }
+    return all
+  }
+
+  func fleetCount(_ sql: String) async throws -> Int {
+    var count = 0
+    try await admin.withConnection { connection in
+      try await connection.query(
+        PostgresQuery(unsafeSQL: "SET search_path TO \(self.schema)"),
+        logger: TestServer.logger
+      )
+      for try await value in try await connection.query(
+        PostgresQuery(unsafeSQL: sql),
+        logger: TestServer.logger
+      ).decode(Int64.self) {
+        count = Int(value)
+      }
+    }
+    return count
+  }
+}
+
+/// Per key: deliveries in the order they began.
+func byKey(_ deliveries: [Delivery]) -> [String: [Delivery]] {
+  Dictionary(grouping: deliveries, by: \.key).mapValues { line in
+    line.sorted { ($0.started, $0.ended) < ($1.started, $1.ended) }
+  }
+}
+
+/// What is wrong with one key's deliveries, or `nil`: numbers must go 1, 2, 3... (a number
+/// may repeat right after itself: delivered again after a kill), end at `last`, fences must
+/// never go down, and no delivery may begin before the one before it ended.
+func problem(in line: [Delivery], last: Int) -> String? {
+  var expected = 1
+  for (index, delivery) in line.enumerated() {
+    if index > 0 {
+      let before = line[index - 1]
+      if delivery.n == before.n {
+        // A delivery again of the same message.
+      } else if delivery.n != expected {
+        return "\(delivery.key): #\(delivery.n) after #\(before.n)"
+      }
+      if delivery.fence < before.fence {
+        return "\(delivery.key): fence \(delivery.fence) after \(before.fence)"
+      }
+      if delivery.started < before.ended {
+        return "\(delivery.key): #\(delivery.n) (\(delivery.worker), fence \(delivery.fence)) "
+          + "began before #\(before.n) (\(before.worker), fence \(before.fence)) ended"
+      }
+    } else if delivery.n != 1 {
+      return "\(delivery.key): begins at #\(delivery.n)"
+    }
+    if delivery.n == expected { expected += 1 }
+  }
+  return expected - 1 == last
+    ? nil : "\(line.first?.key ?? "?"): ends at #\(expected - 1), not #\(last)"
+}
+
+@Suite("PostgresOutbox across worker processes", .serialized, .timeLimit(.minutes(10)))
+struct FleetTests {
+  @Test("4 workers deliver 50,000 messages over 1,000 keys: per key in commit order, each once")
+  func fleet() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    try await database.createFleetTables()
+    let client = try database.client(maximumConnections: 12)
+    let outbox = try await database.outbox(of: FleetMessage.self, client: client) { $0.key }
+    let fleet = Fleet(database, lease: 5000, poll: 200, limit: 8)
+    for _ in 0..<4 { try await fleet.start() }
+    try await database.appendFleet(outbox, client: client, total: 50_000, keys: 1_000, appenders: 8)
+    #expect(
+      await eventually(upTo: .seconds(400), every: .milliseconds(250)) {
+        let recorded = try await database.fleetCount("SELECT count(*)::bigint FROM fleet_delivery")
+        let pending = try await outbox.pendingCount()
+        return recorded >= 50_000 && pending == 0
+      }
+    )
+    await fleet.terminateAll()
+    let deliveries = try await database.deliveries()
+    #expect(deliveries.count == 50_000)
+    #expect(Set(deliveries.map(\.id)).count == 50_000)
+    #expect(Set(deliveries.map(\.worker)).count == 4)
+    let lasts = try await database.counters()
+    var problems: [String] = []
+    for (key, line) in byKey(deliveries) {
+      if let problem = problem(in: line, last: lasts[key] ?? -1) { problems.append(problem) }
+    }
+    #expect(problems.isEmpty, "\(problems.prefix(5))")
+    #expect(byKey(deliveries).count == lasts.count)
+  }
+
+  @Test("20 workers killed with SIGKILL and restarted: nothing lost, order per key, no overlap")
+  func kills() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    try await database.createFleetTables()
+    let client = try database.client(maximumConnections: 12)
+    let outbox = try await database.outbox(of: FleetMessage.self, client: client) { $0.key }
+    let fleet = Fleet(database, lease: 3000, poll: 200, limit: 8)
+    for _ in 0..<4 { try await fleet.start() }
+    let appending = Task {
+      try await database.appendFleet(
+        outbox,
+        client: client,
+        total: 50_000,
+        keys: 1_000,
+        appenders: 8
+      )
+    }
+    var kills = 0
+    while kills < 20 {
+      // Paced, not asserted: kills spread over the run.
+      try await Task.sleep(for: .milliseconds(600))
+      try await fleet.killAndReplace(Int.random(in: 0..<fleet.count))
+      kills += 1
+    }
+    try await appending.value
+    #expect(
+      await eventually(upTo: .seconds(400), every: .milliseconds(250)) {
+        try await outbox.pendingCount() == 0
+      }
+    )
+    await fleet.terminateAll()
+    let deliveries = try await database.deliveries()
+    #expect(Set(deliveries.map(\.id)).count == 50_000)
+    #expect(try await outbox.deadLetterCount() == 0)
+    let lasts = try await database.counters()
+    var problems: [String] = []
+    for (key, line) in byKey(deliveries) {
+      if let problem = problem(in: line, last: lasts[key] ?? -1) { problems.append(problem) }
+    }
+    #expect(problems.isEmpty, "\(problems.prefix(5))")
+  }
+
+  @Test("a worker stopped with SIGTERM hands its keys over at once, not after its lease")
+  func gracefulHandOver() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    try await database.createFleetTables()
+    let client = try database.client()
+    let outbox = try await database.outbox(of: FleetMessage.self, client: client) { $0.key }
+    // A 120-second lease: a hand-over that waited for it would take two minutes.
+    let fleet = Fleet(database, lease: 120_000, poll: 200, limit: 8)
+    try await fleet.start()
+    var messages: [FleetMessage] = []
+    for key in 0..<16 {
+      for n in 1...10 { messages.append(FleetMessage(key: "key-\(key)", n: n, holdMs: 20)) }
+    }
+    try await outbox.append(contentsOf: messages)
+    #expect(
+      await eventually {
+        try await database.fleetCount("SELECT count(*)::bigint FROM fleet_delivery") >= 8
+      }
+    )
+    try await fleet.start()
+    let stoppedAt = ContinuousClock.now
+    let said = await fleet.terminate(0)
+    #expect(said.contains("stopped"), "\(said.suffix(2_000))")
+    #expect(
+      await eventually(upTo: .seconds(100), every: .milliseconds(100)) {
+        try await outbox.pendingCount() == 0
+      }
+    )
+    #expect(ContinuousClock.now - stoppedAt < .seconds(60))
+    await fleet.terminateAll()
+    let deliveries = try await database.deliveries()
+    #expect(Set(deliveries.map(\.id)).count == 160)
+    var problems: [String] = []
+    for (key, line) in byKey(deliveries) {
+      if let problem = problem(in: line, last: 10) { problems.append(problem) }
+      _ = key
+    }
+    #expect(problems.isEmpty, "\(problems.prefix(5))")
+  }
+}
+
+extension TestDatabase {
+  /// The app's counter per key: the last number each key's messages carry.
+  func counters() async throws -> [String: Int] {
+    var counters: [String: Int] = [:]
+    try await admin.withConnection { connection in
+      try await connection.query(
+        PostgresQuery(unsafeSQL: "SET search_path TO \(self.schema)"),
+        logger: TestServer.logger
+      )
+      for try await (key, n) in try await connection.query(
+        "SELECT key, n FROM fleet_counter",
+        logger: TestServer.logger
+      ).decode((String, Int).self) {
+        counters[key] = n
+      }
+    }
+    return counters
+  }
+}
+#endif
