@@ -206,8 +206,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     clientRun?.cancel()
   }
 
-  /// Stops delivering (as ``stop()``), ends the events, and ends the client if the outbox made
-  /// it (``init(url:clock:logger:coalescing:partition:)``). A client you passed in stays yours.
+  /// Stops delivering (as ``stop()``), ends the events, and ends the client it made.
+  ///
+  /// The client is ended only if the outbox made it
+  /// (``init(url:clock:logger:coalescing:partition:)``); a client you passed in stays yours.
   public func close() async {
     await stop()
     hub.finish()

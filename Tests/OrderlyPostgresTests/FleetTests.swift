@@ -115,8 +115,9 @@ extension TestDatabase {
     try await execute("CREATE TABLE fleet_counter (key text PRIMARY KEY, n integer NOT NULL)")
   }
 
-  /// Appends `total` messages over `keys` keys from `appenders` tasks at once. Each
-  /// transaction takes 25 keys (in key order), and for each one numbers the message with the
+  /// Appends `total` messages over `keys` keys from `appenders` tasks at once.
+  ///
+  /// Each transaction takes 25 keys (in key order), and for each one numbers the message with the
   /// app's counter for that key and appends it, in the same transaction: the counter's order is
   /// the order the transactions commit, which the outbox must deliver in.
   func appendFleet(
@@ -214,8 +215,9 @@ func byKey(_ deliveries: [Delivery]) -> [String: [Delivery]] {
   }
 }
 
-/// What is wrong with one key's deliveries, or `nil`: numbers must go 1, 2, 3... (a number
-/// may repeat right after itself: delivered again after a kill), end at `last`, fences must
+/// What is wrong with one key's deliveries, or `nil`.
+///
+/// Numbers must go 1, 2, 3... (a number may repeat right after itself: delivered again after a kill), end at `last`, fences must
 /// never go down, and no delivery may begin before the one before it ended.
 func problem(in line: [Delivery], last: Int) -> String? {
   var expected = 1
