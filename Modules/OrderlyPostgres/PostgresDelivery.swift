@@ -877,3 +877,7 @@ final class Doorbell: Sendable {
   }
 }
 #endif
+
+#if Postgres
+extension PostgresOutbox: DurableOutbox {}
+#endif

@@ -347,6 +347,33 @@ struct PostgresOutboxTests {
     #expect(seen.all == ["a", "b"])
   }
 
+  @Test("code written against DurableOutbox runs the same on SQLite and on PostgreSQL")
+  func oneAPI() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    /// Appends, poisons one message, and settles the dead letter: through the protocol only.
+    func exercise(_ outbox: some DurableOutbox<String>) async throws -> [String] {
+      let events = outbox.events
+      try await outbox.append(contentsOf: ["one", "two"], partition: "k", headers: [:])
+      try await outbox.append("three", partition: "k", headers: ["trace": "t"])
+      var seen: [String] = []
+      for await event in events {
+        seen.append(String(describing: event))
+        if seen.count == 3 { break }
+      }
+      #expect(try await outbox.deadLetters().isEmpty)
+      await outbox.stop()
+      try await outbox.close()
+      return seen
+    }
+    let sqlite = try Outbox<String>()
+    let postgres = try await database.outbox(of: String.self)
+    let fromSQLite = try await exercise(sqlite)
+    let fromPostgres = try await exercise(postgres)
+    #expect(fromSQLite == ["appended #1 [k]", "appended #2 [k]", "appended #3 [k]"])
+    #expect(fromPostgres == fromSQLite)
+  }
+
   @Test("bad options are refused with what to do; a second start is refused")
   func badOptions() async throws {
     guard let database = try await TestDatabase.make() else { return }

@@ -1,0 +1,89 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
+public import Foundation
+
+/// What every outbox offers, whichever store keeps it: ``Outbox`` on SQLite, and
+/// `PostgresOutbox` (module `OrderlyPostgres`) on PostgreSQL.
+///
+/// Code that appends, watches and manages dead letters through this protocol works against
+/// either store; the store is chosen where the outbox is created. Starting delivery differs
+/// (a file has one deliverer; a PostgreSQL fleet has leases), so `start` is each type's own.
+///
+/// ```swift
+/// func record(_ change: NoteChange, in outbox: some DurableOutbox<NoteChange>) async throws {
+///   try await outbox.append(change, partition: "note-\(change.noteID)", headers: [:])
+/// }
+/// ```
+public protocol DurableOutbox<Message>: AnyObject, Sendable {
+  /// What the outbox carries.
+  associatedtype Message: Codable & Sendable
+
+  /// Appends a message at the end of its line, and returns once it is stored for good.
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
+  ///     default line.
+  ///   - headers: Strings stored with the message, handed back in ``Envelope/headers``.
+  /// - Returns: The message's identifier (the pending message's, if it was merged).
+  /// - Throws: An ``OutboxError``; nothing was stored.
+  @discardableResult
+  func append(_ message: Message, partition: String?, headers: [String: String])
+    async throws(OutboxError) -> UUID
+
+  /// Appends messages in one transaction: all are stored once it returns, or none is.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with each of them.
+  /// - Returns: Their identifiers, in order.
+  /// - Throws: An ``OutboxError``; nothing was stored.
+  @discardableResult
+  func append(contentsOf messages: [Message], partition: String?, headers: [String: String])
+    async throws(OutboxError) -> [UUID]
+
+  /// What happens to messages from now on, as this outbox sees it.
+  var events: AsyncStream<OutboxEvent> { get }
+
+  /// Every dead letter.
+  ///
+  /// - Returns: The dead letters, with their messages (when they still decode) and reasons.
+  /// - Throws: An ``OutboxError``.
+  func deadLetters() async throws(OutboxError) -> [DeadLetter<Message>]
+
+  /// Puts a dead letter back at its place in its line.
+  ///
+  /// - Parameter id: The dead letter's identifier.
+  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``, or another ``OutboxError``.
+  func retryDeadLetter(id: UUID) async throws(OutboxError)
+
+  /// Removes a dead letter for good.
+  ///
+  /// - Parameter id: The dead letter's identifier.
+  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``, or another ``OutboxError``.
+  func dropDeadLetter(id: UUID) async throws(OutboxError)
+
+  /// Waits until no message is pending.
+  ///
+  /// - Throws: ``OutboxError/lineStopped(partition:deadLetter:)`` when a line waits at a dead
+  ///   letter with messages behind it; ``OutboxError/cancelled``; another ``OutboxError``.
+  func waitUntilDelivered() async throws(OutboxError)
+
+  /// Stops starting deliveries until ``resume()``; appends go on.
+  func pause()
+
+  /// Delivers again after ``pause()``.
+  func resume()
+
+  /// Stops delivering and waits until no delivery of this outbox runs; messages stay stored.
+  func stop() async
+
+  /// Stops delivering and lets go of the store.
+  ///
+  /// - Throws: An ``OutboxError`` if the store could not be closed cleanly.
+  func close() async throws(OutboxError)
+}
+
+extension Outbox: DurableOutbox {}
+#endif
