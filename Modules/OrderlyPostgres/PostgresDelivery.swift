@@ -31,8 +31,8 @@ extension PostgresOutbox {
   ///   - pollInterval: How often the worker looks for lines to take when no notification came;
   ///     1 second by default. No line waits longer than this for a lost notification.
   ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
-  /// - Throws: ``OutboxError/alreadyStarted`` if the outbox is delivering;
-  ///   ``OutboxError/invalidOption(_:)`` for a limit below 1, a lease shorter than 400
+  /// - Throws: `OutboxError.alreadyStarted` if the outbox is delivering;
+  ///   `OutboxError.invalidOption(_:)` for a limit below 1, a lease shorter than 400
   ///   milliseconds, or a poll interval that is not positive.
   public func start(
     limit: Int = 4,

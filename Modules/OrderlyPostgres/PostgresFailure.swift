@@ -88,10 +88,10 @@ extension PostgresClient.Configuration {
   ///
   /// The URL is `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgres://...`). TLS
   /// is off: for a server on this machine or a
-  /// private network; set ``tls`` on the result for anything else.
+  /// private network; set `tls` on the result for anything else.
   ///
   /// - Parameter url: The URL.
-  /// - Throws: ``OutboxError/invalidOption(_:)`` when it is not such a URL.
+  /// - Throws: `OutboxError.invalidOption(_:)` when it is not such a URL.
   public init(orderlyURL url: String) throws(OutboxError) {
     guard let parts = URLComponents(string: url),
       parts.scheme == "postgres" || parts.scheme == "postgresql",

@@ -11,7 +11,7 @@ import Synchronization
 /// service shares, each partition key delivered in order by one worker at a time, and carried
 /// on by another when that worker dies.
 ///
-/// It has the API of ``OrderlyOutbox/Outbox`` (append, partitions, retries, dead letters,
+/// It has the API of `Outbox` (append, partitions, retries, dead letters,
 /// pause and resume, merging, events), over a `PostgresClient` you create and run:
 ///
 /// ```swift
@@ -42,8 +42,8 @@ import Synchronization
 /// database, and the worker cancels its handler once it can no longer be sure of its lease.
 /// ``stop()`` releases every lease at once, so other workers take the lines without waiting.
 ///
-/// Delivery is at least once: a receiver that remembers ``Envelope/id`` (or the highest
-/// ``Envelope/fence`` it saw per key) applies each message once.
+/// Delivery is at least once: a receiver that remembers `Envelope.id` (or the highest
+/// `Envelope.fence` it saw per key) applies each message once.
 public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// The client the outbox runs its queries on.
   ///
@@ -79,10 +79,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///   - coalescing: How new messages are folded into pending ones; `nil` never merges.
   ///   - partition: The line a message joins when an append names none; `nil` puts every
   ///     such message in the default line.
-  /// - Throws: ``OutboxError/cannotOpen(path:reason:)`` when the server cannot be reached or
-  ///   refuses the credentials or the database; ``OutboxError/notAnOutbox(path:reason:)`` when
+  /// - Throws: `OutboxError.cannotOpen(path:reason:)` when the server cannot be reached or
+  ///   refuses the credentials or the database; `OutboxError.notAnOutbox(path:reason:)` when
   ///   the database holds tables named like the outbox's that Orderly did not create, or ones
-  ///   written by a newer version; ``OutboxError/storageFailed(path:reason:)`` otherwise.
+  ///   written by a newer version; `OutboxError.storageFailed(path:reason:)` otherwise.
   ///   Nothing in the database was changed then.
   public convenience init(
     client: PostgresClient,
@@ -116,8 +116,8 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///   - logger: Where the outbox logs.
   ///   - coalescing: How new messages are folded into pending ones; `nil` never merges.
   ///   - partition: The line a message joins when an append names none.
-  /// - Throws: ``OutboxError/invalidOption(_:)`` for a URL that is not one;
-  ///   ``OutboxError/cannotOpen(path:reason:)`` when the server cannot be reached or refuses
+  /// - Throws: `OutboxError.invalidOption(_:)` for a URL that is not one;
+  ///   `OutboxError.cannotOpen(path:reason:)` when the server cannot be reached or refuses
   ///   the credentials or the database; otherwise as ``init(client:clock:logger:coalescing:partition:)``.
   public convenience init(
     url: String,
@@ -224,10 +224,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///   - message: The message.
   ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
   ///     default line.
-  ///   - headers: Strings stored with the message and handed back in ``Envelope/headers``.
+  ///   - headers: Strings stored with the message and handed back in `Envelope.headers`.
   /// - Returns: The message's identifier (the pending message's, if it was merged).
-  /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/cancelled``, or the
-  ///   database's error as an ``OutboxError``; nothing was stored.
+  /// - Throws: `OutboxError.cannotEncode(reason:)`, `OutboxError.cancelled`, or the
+  ///   database's error as an `OutboxError`; nothing was stored.
   @discardableResult
   public func append(
     _ message: Message,
@@ -278,7 +278,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///
   /// The line's lock is held until your transaction ends: other appends to the same line wait
   /// for it (that is how lines keep commit order), so keep such transactions short.
-  /// ``OutboxEvent/appended(id:sequence:partition:)`` is emitted at once, before the commit.
+  /// `OutboxEvent.appended(id:sequence:partition:)` is emitted at once, before the commit.
   ///
   /// - Parameters:
   ///   - message: The message.
@@ -286,7 +286,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///   - headers: Strings stored with the message.
   ///   - connection: A connection inside a transaction (`BEGIN` ran) on the outbox's database.
   /// - Returns: The message's identifier.
-  /// - Throws: ``OutboxError/cannotEncode(reason:)``, or the database's error (roll back).
+  /// - Throws: `OutboxError.cannotEncode(reason:)`, or the database's error (roll back).
   @discardableResult
   public func append(
     _ message: Message,
@@ -482,14 +482,14 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// How many messages wait for delivery in the whole database, those being delivered
   /// included; dead letters are not counted.
   ///
-  /// - Throws: The database's error as an ``OutboxError``.
+  /// - Throws: The database's error as an `OutboxError`.
   public func pendingCount() async throws(OutboxError) -> Int {
     try await count("SELECT count(*)::bigint FROM orderly_outbox_message")
   }
 
   /// How many dead letters the database keeps.
   ///
-  /// - Throws: The database's error as an ``OutboxError``.
+  /// - Throws: The database's error as an `OutboxError`.
   public func deadLetterCount() async throws(OutboxError) -> Int {
     try await count("SELECT count(*)::bigint FROM orderly_outbox_dead_letter")
   }
@@ -520,7 +520,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// current delivery finishes, and no worker takes its next message.
   ///
   /// - Parameter partition: The line; `nil` for the default line.
-  /// - Throws: The database's error as an ``OutboxError``.
+  /// - Throws: The database's error as an `OutboxError`.
   public func pause(partition: String?) async throws(OutboxError) {
     try await setPaused(true, partition: partition)
   }
@@ -528,7 +528,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// Lets workers deliver a line that ``pause(partition:)`` stopped.
   ///
   /// - Parameter partition: The line; `nil` for the default line.
-  /// - Throws: The database's error as an ``OutboxError``.
+  /// - Throws: The database's error as an `OutboxError`.
   public func resume(partition: String?) async throws(OutboxError) {
     try await setPaused(false, partition: partition)
   }
@@ -554,7 +554,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
 
   /// The lines that are paused with ``pause(partition:)``.
   ///
-  /// - Throws: The database's error as an ``OutboxError``.
+  /// - Throws: The database's error as an `OutboxError`.
   public func pausedPartitions() async throws(OutboxError) -> [String?] {
     do {
       var lines: [String?] = []
@@ -576,7 +576,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///
   /// - Returns: The dead letters, each with its message (or `nil` if it no longer decodes) and
   ///   the reason it failed.
-  /// - Throws: The database's error as an ``OutboxError``.
+  /// - Throws: The database's error as an `OutboxError`.
   public func deadLetters() async throws(OutboxError) -> [DeadLetter<Message>] {
     do {
       let decoder = JSONDecoder()
@@ -615,7 +615,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// messages that came after it.
   ///
   /// - Parameter id: The dead letter's identifier.
-  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``, or the database's error.
+  /// - Throws: `OutboxError.noSuchDeadLetter(_:)`, or the database's error.
   public func retryDeadLetter(id: UUID) async throws(OutboxError) {
     try await settleDeadLetter(
       id: id,
@@ -632,7 +632,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// Removes a dead letter for good; its line, if it waited for it, goes on.
   ///
   /// - Parameter id: The dead letter's identifier.
-  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``, or the database's error.
+  /// - Throws: `OutboxError.noSuchDeadLetter(_:)`, or the database's error.
   public func dropDeadLetter(id: UUID) async throws(OutboxError) {
     try await settleDeadLetter(
       id: id,
@@ -666,10 +666,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///
   /// It looks every 50 milliseconds (and at once after each of this outbox's deliveries).
   ///
-  /// - Throws: ``OutboxError/lineStopped(partition:deadLetter:)`` when a line waits at a dead
+  /// - Throws: `OutboxError.lineStopped(partition:deadLetter:)` when a line waits at a dead
   ///   letter with messages behind it (while this outbox delivers with
-  ///   ``DeadLetterPolicy/stopLine``, or is not started); ``OutboxError/cancelled`` if the
-  ///   calling task is cancelled; the database's error as an ``OutboxError``.
+  ///   `DeadLetterPolicy.stopLine`, or is not started); `OutboxError.cancelled` if the
+  ///   calling task is cancelled; the database's error as an `OutboxError`.
   public func waitUntilDelivered() async throws(OutboxError) {
     while true {
       let policy = state.withLock(announcingTo: self) { $0.worker?.settings.onDeadLetter }
