@@ -69,13 +69,15 @@ final class TestDatabase: Sendable {
     )
   }
 
-  /// A running client whose `search_path` is this test's schema.
+  /// A running client whose `search_path` is this test's schema, on the test server or, given
+  /// `url`, on another address (a ``ServerSwitch``'s).
   func client(
+    url: String? = nil,
     username: String? = nil,
     applicationName: String = "orderly-tests",
     maximumConnections: Int = 20
   ) throws -> PostgresClient {
-    var configuration = try PostgresClient.Configuration(orderlyURL: url)
+    var configuration = try PostgresClient.Configuration(orderlyURL: url ?? self.url)
     if let username { configuration.username = username }
     configuration.options.additionalStartupParameters = [
       ("search_path", schema), ("application_name", applicationName),
