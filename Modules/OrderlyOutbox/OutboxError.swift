@@ -48,9 +48,14 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
   /// What went wrong and what to do about it, on one line.
   public var description: String {
     switch self {
+    case .cannotOpen(let path, let reason) where Self.isServer(path):
+      "cannot open the outbox at \(Self.escaped(path)): \(Self.escaped(reason))."
     case .cannotOpen(let path, let reason):
       "cannot open the outbox at \(Self.escaped(path)): \(Self.escaped(reason)). Check that its "
         + "folder exists and is writable, or choose another path."
+    case .notAnOutbox(let path, let reason) where Self.isServer(path):
+      "\(Self.escaped(path)) is not an Orderly outbox: \(Self.escaped(reason)). Its tables were "
+        + "left untouched."
     case .notAnOutbox(let path, let reason):
       "\(Self.escaped(path)) is not an Orderly outbox: \(Self.escaped(reason)). The file was left "
         + "untouched; choose another path."
@@ -67,12 +72,18 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     case .deliveredElsewhere(let path):
       "another outbox (in this process or another) is delivering \(Self.escaped(path)); stop "
         + "it, or start with whenDeliveredElsewhere: .wait to take over when it stops."
+    case .diskFull(let path) where Self.isServer(path):
+      "the database server of the outbox at \(Self.escaped(path)) is out of disk space or "
+        + "memory; nothing was stored. Free some, then try again."
     case .diskFull(let path):
       "the disk holding the outbox at \(Self.escaped(path)) is full; nothing was stored. Free "
         + "some space and try again."
     case .damaged(let path, let reason):
       "the outbox at \(Self.escaped(path)) is damaged: \(Self.escaped(reason)). Restore it "
         + "from a backup, or move it away and start a new one."
+    case .storageFailed(let path, let reason) where Self.isServer(path):
+      "reading or writing the outbox at \(Self.escaped(path)) failed: \(Self.escaped(reason)). "
+        + "Check the server's log, then try again."
     case .storageFailed(let path, let reason):
       "reading or writing the outbox at \(Self.escaped(path)) failed: \(Self.escaped(reason)). "
         + "Check the disk, then try again."
@@ -97,6 +108,12 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     case .damaged(let path, let reason): self = .damaged(path: path, reason: reason)
     case .busy(let path, let waited): self = .busy(path: path, waited: waited)
     }
+  }
+
+  /// Whether `path` names a database server (the outbox on PostgreSQL), not a file: the advice
+  /// differs.
+  static func isServer(_ path: String) -> Bool {
+    path.hasPrefix("postgresql://") || path.hasPrefix("postgres://")
   }
 
   /// The text with control characters escaped, so a message stays on one line.

@@ -41,8 +41,8 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
       return .cannotOpen(
         path: database,
         reason: "no connection could be made for about a minute: check that the server runs "
-          + "at that address, and the user name, password and database (open the outbox with "
-          + "PostgresOutbox(url:) to have the server's own message at once)"
+          + "and accepts connections at that address, and the user name, password and database "
+          + "(open the outbox with PostgresOutbox(url:) to have the server's own message at once)"
       )
     }
     return .storageFailed(path: database, reason: "\(error)")

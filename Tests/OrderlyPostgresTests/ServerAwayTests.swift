@@ -83,7 +83,7 @@ struct ServerAwayTests {
   }
 
   @Test(
-    "a server that stays away: an append fails with cannotOpen, saying what to check, and stores nothing"
+    "a server that stays away: an append fails with cannotOpen, saying what to check (or at once with cancelled, if its task is cancelled), and stores nothing"
   )
   func staysAway() async throws {
     guard let database = try await TestDatabase.make() else { return }
@@ -95,12 +95,28 @@ struct ServerAwayTests {
     )
     try await outbox.append("kept")
     relay.down()
-    // The client's pool tries to connect for about a minute before it gives up.
+    // An append whose task is cancelled stops waiting for the server: cancelled (or, sent on
+    // a connection the relay just cut, cannotOpen).
+    let cancelled = Task { try await outbox.append("cancelled") }
+    cancelled.cancel()
     await #expect {
-      try await outbox.append("refused")
+      try await cancelled.value
     } throws: { error in
-      guard case .cannotOpen(_, let reason) = error as? OutboxError else { return false }
-      return reason.contains("check that the server runs")
+      switch error as? OutboxError {
+      case .cancelled, .cannotOpen: true
+      default: false
+      }
+    }
+    // Sent on a cut connection, an append fails at once; otherwise it waits while the client's
+    // pool tries to connect, about a minute. Either way: cannotOpen, saying what to check.
+    for _ in 0..<2 {
+      await #expect {
+        try await outbox.append("refused")
+      } throws: { error in
+        guard case .cannotOpen(let path, let reason) = error as? OutboxError else { return false }
+        return reason.contains("check that") && reason.contains("accepts connections")
+          && path.hasPrefix("postgresql://") && !"\(error)".contains("folder")
+      }
     }
     #expect(
       try await database.fleetCount("SELECT count(*)::bigint FROM orderly_outbox_message") == 1
