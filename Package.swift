@@ -266,6 +266,8 @@ package.targets += [
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
       .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: server),
       .product(name: "Logging", package: "swift-log", condition: server),
+      .target(name: "OrderlyPostgres", condition: postgres),
+      .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
     ],
     path: "Tests/DocSamples"
   )

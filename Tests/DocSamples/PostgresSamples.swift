@@ -1,0 +1,32 @@
+// The code the OrderlyPostgres documentation shows, compiled by `swift build` with the Postgres
+// trait (.ci/run builds with it); docs-gen copies each sample into its `orderly:sample` region.
+#if Postgres
+import Foundation
+import OrderlyOutbox
+import OrderlyPostgres
+import PostgresNIO
+
+/// A change to one account: the samples' message.
+struct AccountChange: Codable, Sendable {
+  var accountID: String
+  var amount: Int
+}
+
+/// Where the samples deliver to: applies each change once, by its id.
+struct Ledger: Sendable {
+  func apply(_ change: AccountChange, id: UUID, fence: Int64?) async throws {}
+}
+
+func postgresOutbox(ledger: Ledger) async throws {
+  // sample: postgres-outbox
+  let client = PostgresClient(configuration: try .init(orderlyURL: "postgresql://app@db:5432/app"))
+  let running = Task { await client.run() }
+  let outbox = try await PostgresOutbox<AccountChange>(client: client) { $0.accountID }
+  try outbox.start(limit: 16, lease: .seconds(30)) { envelope in
+    try await ledger.apply(envelope.message, id: envelope.id, fence: envelope.fence)
+  }
+  // end sample
+  await outbox.stop()
+  running.cancel()
+}
+#endif
