@@ -53,4 +53,6 @@ let gallery: [GalleryEntry] = [
     summary: "Writes kept on disk and sent in order: a retry with backoff, a dead letter that stops the line.", command: "swift run outbox-basics"),
   GalleryEntry(name: "notes-sync", title: "Notes sync", lesson: 9,
     summary: "Edit offline, get killed, restart, go online: the server catches up in order, each change applied once.", command: "swift run --package-path Examples/notes-sync notes-sync"),
+  GalleryEntry(name: "fleet-outbox", title: "Fleet outbox", lesson: 10,
+    summary: "Three worker processes share one outbox on PostgreSQL; one is killed mid-delivery, and every key goes on in order.", command: "swift run --package-path Examples/fleet-outbox fleet-outbox"),
 ]
