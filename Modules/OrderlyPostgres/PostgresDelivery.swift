@@ -179,6 +179,14 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   private var logger: Logger { outbox.logger }
   private var client: PostgresClient { outbox.client }
 
+  /// Runs a query (and reads its rows) within a lease's time: a query that never ends must not
+  /// hold a line, or this loop, for ever (see ``withDeadline(_:_:)``).
+  private func bounded<T: Sendable>(
+    _ operation: @escaping @Sendable () async throws -> T
+  ) async throws -> T {
+    try await withDeadline(settings.lease, operation)
+  }
+
   func begin() {
     let loops = [
       Task { await self.claimLoop() },
@@ -201,15 +209,18 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     for line in lines { await line.value }
     for loop in loops { await loop.value }
     // Lines end by releasing their leases; this catches any a failed query left behind.
+    let (client, id, logger) = (client, id, logger)
     do {
-      try await client.query(
-        """
-        UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
-        WHERE owner = \(id)
-        """,
-        logger: logger
-      )
-      try await client.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+      try await bounded {
+        try await client.query(
+          """
+          UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+          WHERE owner = \(id)
+          """,
+          logger: logger
+        )
+        try await client.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+      }
     } catch {
       logger.warning(
         "could not release leases; other workers take them when they expire",
@@ -239,32 +250,36 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
     guard free > 0 else { return }
     let stopLine = settings.onDeadLetter == .stopLine
+    let (client, logger) = (client, logger)
     do {
-      var candidates: [String] = []
       // The lines with messages, found by one index probe per line (not a scan of every
       // message), those free to take, oldest head first.
-      let rows = try await client.query(
-        """
-        WITH RECURSIVE lines(line) AS (
-          (SELECT line FROM orderly_outbox_message ORDER BY line LIMIT 1)
-          UNION ALL
-          SELECT (SELECT m.line FROM orderly_outbox_message m WHERE m.line > lines.line
-                  ORDER BY m.line LIMIT 1)
-          FROM lines WHERE lines.line IS NOT NULL
+      var candidates = try await bounded { () -> [String] in
+        var candidates: [String] = []
+        let rows = try await client.query(
+          """
+          WITH RECURSIVE lines(line) AS (
+            (SELECT line FROM orderly_outbox_message ORDER BY line LIMIT 1)
+            UNION ALL
+            SELECT (SELECT m.line FROM orderly_outbox_message m WHERE m.line > lines.line
+                    ORDER BY m.line LIMIT 1)
+            FROM lines WHERE lines.line IS NOT NULL
+          )
+          SELECT lines.line FROM lines
+          LEFT JOIN orderly_outbox_lease l ON l.line = lines.line
+          WHERE lines.line IS NOT NULL
+            AND (l.line IS NULL OR (NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())))
+            AND (NOT \(stopLine) OR NOT EXISTS (
+              SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = lines.line))
+          ORDER BY (SELECT h.appended_at FROM orderly_outbox_message h WHERE h.line = lines.line
+                    ORDER BY h.sequence LIMIT 1)
+          LIMIT \(free * 4 + 8)
+          """,
+          logger: logger
         )
-        SELECT lines.line FROM lines
-        LEFT JOIN orderly_outbox_lease l ON l.line = lines.line
-        WHERE lines.line IS NOT NULL
-          AND (l.line IS NULL OR (NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())))
-          AND (NOT \(stopLine) OR NOT EXISTS (
-            SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = lines.line))
-        ORDER BY (SELECT h.appended_at FROM orderly_outbox_message h WHERE h.line = lines.line
-                  ORDER BY h.sequence LIMIT 1)
-        LIMIT \(free * 4 + 8)
-        """,
-        logger: logger
-      )
-      for try await line in rows.decode(String.self) { candidates.append(line) }
+        for try await line in rows.decode(String.self) { candidates.append(line) }
+        return candidates
+      }
       // Workers that look at once would all try the same oldest lines first.
       candidates.shuffle()
       var taken = 0
@@ -291,19 +306,23 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   /// - Returns: Whether the line was taken.
   private func take(_ line: String) async throws -> Bool {
     let sent = ContinuousClock.now
-    var fence: Int64?
-    let rows = try await client.query(
-      """
-      INSERT INTO orderly_outbox_lease AS l (line, owner, expires_at, fence, paused)
-      VALUES (\(line), \(id), now() + interval '1 millisecond' * \(settings.leaseMilliseconds), 1, false)
-      ON CONFLICT (line) DO UPDATE
-        SET owner = excluded.owner, expires_at = excluded.expires_at, fence = l.fence + 1
-        WHERE NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())
-      RETURNING fence
-      """,
-      logger: logger
-    )
-    for try await value in rows.decode(Int64.self) { fence = value }
+    let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
+    let fence = try await bounded { () -> Int64? in
+      var fence: Int64?
+      let rows = try await client.query(
+        """
+        INSERT INTO orderly_outbox_lease AS l (line, owner, expires_at, fence, paused)
+        VALUES (\(line), \(id), now() + interval '1 millisecond' * \(leaseMilliseconds), 1, false)
+        ON CONFLICT (line) DO UPDATE
+          SET owner = excluded.owner, expires_at = excluded.expires_at, fence = l.fence + 1
+          WHERE NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())
+        RETURNING fence
+        """,
+        logger: logger
+      )
+      for try await value in rows.decode(Int64.self) { fence = value }
+      return fence
+    }
     guard let fence else { return false }
     let started = state.withLock(announcingTo: self) { state -> Bool in
       guard !state.ending else { return false }
@@ -325,13 +344,16 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
 
   /// Gives a line's lease back, if it still is this worker's.
   private func release(_ line: String, fence: Int64) async throws {
-    try await client.query(
-      """
-      UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
-      WHERE line = \(line) AND owner = \(id) AND fence = \(fence)
-      """,
-      logger: logger
-    )
+    let (client, id, logger) = (client, id, logger)
+    try await bounded {
+      _ = try await client.query(
+        """
+        UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+        WHERE line = \(line) AND owner = \(id) AND fence = \(fence)
+        """,
+        logger: logger
+      )
+    }
   }
 
   // MARK: Keeping lines
@@ -353,18 +375,22 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     if !held.isEmpty {
       let lines = Array(held.keys)
       let sent = ContinuousClock.now
+      let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
       do {
-        var renewed: [String: Int64] = [:]
-        let rows = try await client.query(
-          """
-          UPDATE orderly_outbox_lease
-          SET expires_at = now() + interval '1 millisecond' * \(settings.leaseMilliseconds)
-          WHERE owner = \(id) AND line = ANY(\(lines)) AND expires_at > now()
-          RETURNING line, fence
-          """,
-          logger: logger
-        )
-        for try await (line, fence) in rows.decode((String, Int64).self) { renewed[line] = fence }
+        let renewed = try await bounded { () -> [String: Int64] in
+          var renewed: [String: Int64] = [:]
+          let rows = try await client.query(
+            """
+            UPDATE orderly_outbox_lease
+            SET expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds)
+            WHERE owner = \(id) AND line = ANY(\(lines)) AND expires_at > now()
+            RETURNING line, fence
+            """,
+            logger: logger
+          )
+          for try await (line, fence) in rows.decode((String, Int64).self) { renewed[line] = fence }
+          return renewed
+        }
         for (line, fence) in held {
           if renewed[line] == fence {
             state.withLock(announcingTo: self) { state in
@@ -545,31 +571,36 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
 
   /// Reads the line's first message and counts the attempt about to begin.
   private func claimHead(_ line: String) async throws -> ClaimedMessage? {
-    var claimed: ClaimedMessage?
-    let rows = try await client.query(
-      """
-      UPDATE orderly_outbox_message SET attempts = attempts + 1
-      WHERE line = \(line)
-        AND sequence = (SELECT min(sequence) FROM orderly_outbox_message WHERE line = \(line))
-      RETURNING sequence, id, partition, payload, attempts, appended_at, headers
-      """,
-      logger: logger
-    )
-    for try await (sequence, id, partition, payload, attempts, appendedAt, headers) in rows.decode(
-      (Int64, UUID, String?, Data, Int, Date, String?).self
-    ) {
-      claimed = ClaimedMessage(
-        line: line,
-        sequence: sequence,
-        id: id,
-        partition: partition,
-        payload: payload,
-        attempts: attempts,
-        appendedAt: appendedAt,
-        headers: headers
+    let (client, logger) = (client, logger)
+    return try await bounded { () -> ClaimedMessage? in
+      var claimed: ClaimedMessage?
+      let rows = try await client.query(
+        """
+        UPDATE orderly_outbox_message SET attempts = attempts + 1
+        WHERE line = \(line)
+          AND sequence = (SELECT min(sequence) FROM orderly_outbox_message WHERE line = \(line))
+        RETURNING sequence, id, partition, payload, attempts, appended_at, headers
+        """,
+        logger: logger
       )
+      for try await (sequence, id, partition, payload, attempts, appendedAt, headers)
+        in rows.decode(
+          (Int64, UUID, String?, Data, Int, Date, String?).self
+        )
+      {
+        claimed = ClaimedMessage(
+          line: line,
+          sequence: sequence,
+          id: id,
+          partition: partition,
+          payload: payload,
+          attempts: attempts,
+          appendedAt: appendedAt,
+          headers: headers
+        )
+      }
+      return claimed
     }
-    return claimed
   }
 
   /// Delivers a claimed message with its retries, and acknowledges it under the fence.
@@ -637,14 +668,17 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         await waitOrPause(delay)
         if let stop = checkpoint(claimed.line, fence: fence) { return .stop(stop) }
         attempt += 1
+        let (client, logger, recorded) = (client, logger, attempt)
         do {
-          try await client.query(
-            """
-            UPDATE orderly_outbox_message SET attempts = \(attempt)
-            WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
-            """,
-            logger: logger
-          )
+          try await bounded {
+            _ = try await client.query(
+              """
+              UPDATE orderly_outbox_message SET attempts = \(recorded)
+              WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
+              """,
+              logger: logger
+            )
+          }
         } catch {
           // The attempt still runs; a later holder counts from the last attempt recorded.
         }
@@ -684,55 +718,64 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       }
       let takeNext = checkpoint(claimed.line, fence: fence) == nil
       let line = claimed.line
+      let sequence = claimed.sequence
+      let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
       do {
-        let rows = try await client.query(
-          """
-          WITH held AS (
-            UPDATE orderly_outbox_lease
-            SET expires_at = now() + interval '1 millisecond' * \(settings.leaseMilliseconds)
-            WHERE line = \(line) AND owner = \(id) AND fence = \(fence) AND expires_at > now()
-            RETURNING paused
-          ), gone AS (
-            DELETE FROM orderly_outbox_message
-            WHERE line = \(line) AND sequence = \(claimed.sequence)
-              AND EXISTS (SELECT 1 FROM held)
-            RETURNING sequence
-          ), next AS (
-            UPDATE orderly_outbox_message SET attempts = attempts + 1
-            WHERE \(takeNext) AND line = \(line)
-              AND sequence = (
-                SELECT min(sequence) FROM orderly_outbox_message
-                WHERE line = \(line) AND sequence <> \(claimed.sequence))
-              AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
-            RETURNING sequence, id, partition, payload, attempts, appended_at, headers
-          )
-          SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone),
-            next.sequence, next.id, next.partition, next.payload, next.attempts,
-            next.appended_at, next.headers
-          FROM (SELECT 1) one LEFT JOIN next ON true
-          """,
-          logger: logger
-        )
-        for try await row in rows.decode(
-          (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
-        ) {
-          paused = row.0
-          removed = row.1 > 0
-          if let sequence = row.2, let id = row.3, let payload = row.5, let attempts = row.6,
-            let appendedAt = row.7
-          {
-            next = ClaimedMessage(
-              line: line,
-              sequence: sequence,
-              id: id,
-              partition: row.4,
-              payload: payload,
-              attempts: attempts,
-              appendedAt: appendedAt,
-              headers: row.8
+        let answer = try await bounded { () -> (Bool?, Bool, ClaimedMessage?) in
+          var paused: Bool?
+          var removed = false
+          var next: ClaimedMessage?
+          let rows = try await client.query(
+            """
+            WITH held AS (
+              UPDATE orderly_outbox_lease
+              SET expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds)
+              WHERE line = \(line) AND owner = \(id) AND fence = \(fence) AND expires_at > now()
+              RETURNING paused
+            ), gone AS (
+              DELETE FROM orderly_outbox_message
+              WHERE line = \(line) AND sequence = \(sequence)
+                AND EXISTS (SELECT 1 FROM held)
+              RETURNING sequence
+            ), next AS (
+              UPDATE orderly_outbox_message SET attempts = attempts + 1
+              WHERE \(takeNext) AND line = \(line)
+                AND sequence = (
+                  SELECT min(sequence) FROM orderly_outbox_message
+                  WHERE line = \(line) AND sequence <> \(sequence))
+                AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
+              RETURNING sequence, id, partition, payload, attempts, appended_at, headers
             )
+            SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone),
+              next.sequence, next.id, next.partition, next.payload, next.attempts,
+              next.appended_at, next.headers
+            FROM (SELECT 1) one LEFT JOIN next ON true
+            """,
+            logger: logger
+          )
+          for try await row in rows.decode(
+            (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
+          ) {
+            paused = row.0
+            removed = row.1 > 0
+            if let sequence = row.2, let id = row.3, let payload = row.5, let attempts = row.6,
+              let appendedAt = row.7
+            {
+              next = ClaimedMessage(
+                line: line,
+                sequence: sequence,
+                id: id,
+                partition: row.4,
+                payload: payload,
+                attempts: attempts,
+                appendedAt: appendedAt,
+                headers: row.8
+              )
+            }
           }
+          return (paused, removed, next)
         }
+        (paused, removed, next) = answer
         if takeNext, paused == false, next == nil {
           // Taken nothing: the line is empty (its release looks again for late appends).
           if removed { outbox.hub.emit(.delivered(id: claimed.id, sequence: claimed.sequence)) }
@@ -776,32 +819,37 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     -> Step
   {
     guard isLive(claimed.line, fence: fence) else { return .stop(refused(claimed, fence: fence)) }
-    var moved = false
+    let (client, id, logger) = (client, id, logger)
+    let moved: Bool
     do {
-      let rows = try await client.query(
-        """
-        WITH held AS (
-          SELECT 1 FROM orderly_outbox_lease
-          WHERE line = \(claimed.line) AND owner = \(id) AND fence = \(fence)
-            AND expires_at > now()
-          FOR UPDATE
-        ), moved AS (
-          DELETE FROM orderly_outbox_message
-          WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
-            AND EXISTS (SELECT 1 FROM held)
-          RETURNING *
+      moved = try await bounded { () -> Bool in
+        var moved = false
+        let rows = try await client.query(
+          """
+          WITH held AS (
+            SELECT 1 FROM orderly_outbox_lease
+            WHERE line = \(claimed.line) AND owner = \(id) AND fence = \(fence)
+              AND expires_at > now()
+            FOR UPDATE
+          ), moved AS (
+            DELETE FROM orderly_outbox_message
+            WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
+              AND EXISTS (SELECT 1 FROM held)
+            RETURNING *
+          )
+          INSERT INTO orderly_outbox_dead_letter
+            (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
+             failed_at, reason)
+          SELECT line, sequence, id, partition, entity, payload, \(attempts), appended_at, headers,
+            now(), \(reason)
+          FROM moved
+          RETURNING sequence
+          """,
+          logger: logger
         )
-        INSERT INTO orderly_outbox_dead_letter
-          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
-           failed_at, reason)
-        SELECT line, sequence, id, partition, entity, payload, \(attempts), appended_at, headers,
-          now(), \(reason)
-        FROM moved
-        RETURNING sequence
-        """,
-        logger: logger
-      )
-      for try await _ in rows.decode(Int64.self) { moved = true }
+        for try await _ in rows.decode(Int64.self) { moved = true }
+        return moved
+      }
     } catch {
       logger.warning(
         "could not move a message to the dead letters; it is delivered again",

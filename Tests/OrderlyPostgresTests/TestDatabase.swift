@@ -32,9 +32,13 @@ enum TestServer {
     return nil
   }
 
+  /// Errors only; `ORDERLY_TEST_LOG=debug` (or `trace`, `info`, ...) says more, to standard
+  /// error.
   static var logger: Logger {
     var logger = Logger(label: "orderly.tests")
-    logger.logLevel = .error
+    logger.logLevel =
+      ProcessInfo.processInfo.environment["ORDERLY_TEST_LOG"].flatMap { Logger.Level(rawValue: $0) }
+      ?? .error
     return logger
   }
 }
@@ -84,7 +88,7 @@ final class TestDatabase: Sendable {
     ]
     configuration.options.maximumConnections = maximumConnections
     configuration.options.connectTimeout = .seconds(5)
-    let client = PostgresClient(configuration: configuration)
+    let client = PostgresClient(configuration: configuration, backgroundLogger: TestServer.logger)
     clients.add(Task { await client.run() })
     return client
   }
