@@ -7,7 +7,9 @@ let package = Package(
   name: "OrderlyBenchmarks",
   platforms: [.macOS(.v15)],
   dependencies: [
-    .package(name: "Orderly", path: ".."),
+    // The Postgres trait builds OrderlyPostgres for the fleet rows; only `fleet` links it, so
+    // building `ratios` alone compiles no SwiftNIO.
+    .package(name: "Orderly", path: "..", traits: ["Postgres"]),
     .package(
       url: "https://github.com/ordo-one/benchmark",
       from: "1.38.1",
@@ -16,6 +18,9 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.4"),
     // The plain GRDB baseline of the outbox rows.
     .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+    // The fleet rows talk to PostgreSQL directly for their baseline.
+    .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+    .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
   ],
   targets: [
     // Each scenario's Orderly side and its baseline, shared by both harnesses.
@@ -33,6 +38,17 @@ let package = Package(
     ),
     // A B A B ratios in one process: `swift run -c release --package-path Benchmarks ratios`.
     .executableTarget(name: "ratios", dependencies: ["Scenarios"]),
+    // The PostgreSQL outbox against a SKIP LOCKED queue on one server:
+    // `swift run -c release --package-path Benchmarks fleet --url URL`.
+    .executableTarget(
+      name: "fleet",
+      dependencies: [
+        .product(name: "OrderlyOutbox", package: "Orderly"),
+        .product(name: "OrderlyPostgres", package: "Orderly"),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "Logging", package: "swift-log"),
+      ]
+    ),
     // package-benchmark suites: `swift package --package-path Benchmarks benchmark`.
     .executableTarget(
       name: "OrderlyBenchmarks",
