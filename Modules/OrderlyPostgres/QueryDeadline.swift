@@ -34,6 +34,10 @@ func withDeadline<T: Sendable>(
     try await withCheckedThrowingContinuation { continuation in
       outcome.wait(with: continuation)
       let timer = Task {
+        // Real time, not the outbox's injected clock: like the leases it guards (renewed on real
+        // time, expiring on the server's), this bounds a wait for the network, which a test's
+        // clock does not drive. A test that advanced its clock past a lease would otherwise
+        // abandon queries that are merely in flight.
         try await Task.sleep(for: limit)
         work.cancel()
         outcome.finish(.failure(QueryTimedOut(limit: limit)))
