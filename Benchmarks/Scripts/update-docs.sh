@@ -40,8 +40,15 @@ if [ "$run_fleet" = 1 ]; then
     }
     fleet_started=1
   fi
-  fleet_output=$(swift run -c release --package-path Benchmarks fleet --url "$fleet_url" "$@" 2>&1)
-  fleet_status=$?
+  # Built first, so that the build's own output stays out of the page.
+  if swift build -c release --package-path Benchmarks --product fleet >/dev/null 2>&1; then
+    fleet_bin=$(swift build -c release --package-path Benchmarks --show-bin-path)
+    fleet_output=$("$fleet_bin/fleet" --url "$fleet_url" "$@" 2>&1)
+    fleet_status=$?
+  else
+    fleet_output="the fleet benchmark does not build: swift build -c release --package-path Benchmarks --product fleet"
+    fleet_status=1
+  fi
   fleet_server=$(psql "$fleet_url" -Atc 'SHOW server_version' 2>/dev/null || echo "(version not read)")
   [ "$fleet_started" = 1 ] && bash Tools/postgres/cluster.sh stop
 fi
