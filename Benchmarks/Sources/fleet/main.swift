@@ -83,17 +83,26 @@ func fill(_ outbox: PostgresOutbox<Job>, count: Int, keys: Int) async throws {
   }
 }
 
+/// Empties the tables and fills them with `count` messages over `keys` keys, through a client
+/// of its own; returns that client's run task (cancel it when done).
+func filledTable(url: String, schema: String, count: Int, keys: Int) async throws -> Task<
+  Void, Never
+> {
+  let (client, run) = try makeClient(url: url, schema: schema)
+  let filler = try await PostgresOutbox<Job>(client: client, logger: quietLogger)
+  try await reset(client)
+  try await fill(filler, count: count, keys: keys)
+  return run
+}
+
 /// Ordered: `workers` outboxes deliver until every message is gone.
 ///
 /// Returns messages/second.
 func ordered(url: String, schema: String, workers: Int, count: Int, keys: Int) async throws
   -> Double
 {
-  let (client, run) = try makeClient(url: url, schema: schema)
+  let run = try await filledTable(url: url, schema: schema, count: count, keys: keys)
   defer { run.cancel() }
-  let filler = try await PostgresOutbox<Job>(client: client, logger: quietLogger)
-  try await reset(client)
-  try await fill(filler, count: count, keys: keys)
   let delivered = Atomic<Int>(0)
   var outboxes: [PostgresOutbox<Job>] = []
   var runs: [Task<Void, Never>] = []
@@ -123,11 +132,8 @@ func ordered(url: String, schema: String, workers: Int, count: Int, keys: Int) a
 func unordered(url: String, schema: String, workers: Int, count: Int, keys: Int) async throws
   -> Double
 {
-  let (client, run) = try makeClient(url: url, schema: schema)
+  let run = try await filledTable(url: url, schema: schema, count: count, keys: keys)
   defer { run.cancel() }
-  let filler = try await PostgresOutbox<Job>(client: client, logger: quietLogger)
-  try await reset(client)
-  try await fill(filler, count: count, keys: keys)
   var clients: [PostgresClient] = []
   var runs: [Task<Void, Never>] = []
   for _ in 0..<workers {
