@@ -25,9 +25,10 @@ extension PostgresOutbox {
   ///   - onDeadLetter: Whether a line waits at a dead letter (the default) or goes on. Give
   ///     every worker of a fleet the same policy.
   ///   - lease: How long a line stays with this worker without a renewal; 30 seconds by
-  ///     default. A killed worker's lines are taken over after at most this long, plus one poll
-  ///     interval. The worker renews every quarter of it, and cancels a delivery when less than
-  ///     a quarter is left unrenewed.
+  ///     default. A killed worker's lines are taken over when their leases run out, at most
+  ///     this long after the kill, by workers with room for them (a worker with free slots looks
+  ///     again the moment the first lease of another worker ends). The worker renews every
+  ///     quarter of it, and cancels a delivery when less than a quarter is left unrenewed.
   ///   - pollInterval: How often the worker looks for lines to take when no notification came;
   ///     1 second by default. No line waits longer than this for a lost notification.
   ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
@@ -238,24 +239,34 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
 
   private func claimLoop() async {
     while !Task.isCancelled {
-      await claim()
-      await bell.wait(upTo: settings.pollInterval)
+      let soonest = await claim()
+      // A line held by a worker that stopped renewing is free the moment its lease ends: look
+      // then, not up to a poll interval later (a live holder renews long before its lease
+      // ends, so this wakes the loop early only for a line whose holder has died or is cut
+      // off).
+      let wait = soonest.map { min(settings.pollInterval, max($0, .milliseconds(1))) }
+      await bell.wait(upTo: wait ?? settings.pollInterval)
     }
   }
 
   /// Takes lines that have messages and no live lease, up to the free slots.
-  private func claim() async {
+  ///
+  /// - Returns: When the first lease held by another worker on a line with messages ends, if
+  ///   this worker has slots left to take it; `nil` if there is none, or nothing is known.
+  private func claim() async -> Duration? {
     let free = state.withLock(announcingTo: self) { state -> Int in
       state.paused || state.ending ? 0 : settings.limit - state.held.count
     }
-    guard free > 0 else { return }
+    guard free > 0 else { return nil }
     let stopLine = settings.onDeadLetter == .stopLine
-    let (client, logger) = (client, logger)
+    let (client, id, logger) = (client, id, logger)
     do {
       // The lines with messages, found by one index probe per line (not a scan of every
-      // message), those free to take, oldest head first.
-      var candidates = try await bounded { () -> [String] in
-        var candidates: [String] = []
+      // message): those free to take, oldest head first, each with whether it has a lease row
+      // yet; and one more row with how long until the first lease of another worker ends.
+      let (candidates, soonest) = try await bounded { () -> ([Candidate], Duration?) in
+        var candidates: [Candidate] = []
+        var soonest: Duration?
         let rows = try await client.query(
           """
           WITH RECURSIVE lines(line) AS (
@@ -264,31 +275,37 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
             SELECT (SELECT m.line FROM orderly_outbox_message m WHERE m.line > lines.line
                     ORDER BY m.line LIMIT 1)
             FROM lines WHERE lines.line IS NOT NULL
+          ), known AS (
+            SELECT lines.line, l.line IS NULL AS fresh, l.owner, l.expires_at, l.paused
+            FROM lines LEFT JOIN orderly_outbox_lease l ON l.line = lines.line
+            WHERE lines.line IS NOT NULL
+              AND (NOT \(stopLine) OR NOT EXISTS (
+                SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = lines.line))
           )
-          SELECT lines.line FROM lines
-          LEFT JOIN orderly_outbox_lease l ON l.line = lines.line
-          WHERE lines.line IS NOT NULL
-            AND (l.line IS NULL OR (NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())))
-            AND (NOT \(stopLine) OR NOT EXISTS (
-              SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = lines.line))
-          ORDER BY (SELECT h.appended_at FROM orderly_outbox_message h WHERE h.line = lines.line
-                    ORDER BY h.sequence LIMIT 1)
-          LIMIT \(free * 4 + 8)
+          (SELECT line, fresh, NULL::float8 FROM known
+           WHERE fresh OR (NOT paused AND (owner IS NULL OR expires_at <= now()))
+           ORDER BY (SELECT h.appended_at FROM orderly_outbox_message h WHERE h.line = known.line
+                     ORDER BY h.sequence LIMIT 1)
+           LIMIT \(free * 4 + 8))
+          UNION ALL
+          SELECT NULL, NULL, extract(epoch FROM min(expires_at) - now())::float8 FROM known
+          WHERE NOT fresh AND NOT paused AND owner IS NOT NULL AND owner <> \(id)
+            AND expires_at > now()
           """,
           logger: logger
         )
-        for try await line in rows.decode(String.self) { candidates.append(line) }
-        return candidates
+        for try await (line, fresh, seconds) in rows.decode((String?, Bool?, Double?).self) {
+          if let line, let fresh {
+            candidates.append(Candidate(line: line, fresh: fresh))
+          } else if let seconds {
+            soonest = .milliseconds(Int64((seconds * 1000).rounded(.up)) + 2)
+          }
+        }
+        return (candidates, soonest)
       }
-      // Workers that look at once would all try the same oldest lines first.
-      candidates.shuffle()
-      var taken = 0
-      for line in candidates where taken < free {
-        guard !Task.isCancelled else { return }
-        let mine = state.withLock(announcingTo: self) { $0.held[line] != nil }
-        if mine { continue }
-        if try await take(line) { taken += 1 }
-      }
+      let mine = state.withLock(announcingTo: self) { state in Set(state.held.keys) }
+      let taken = try await take(candidates.filter { !mine.contains($0.line) }, upTo: free)
+      return taken < free ? soonest : nil
     } catch {
       if !Task.isCancelled {
         logger.warning(
@@ -298,48 +315,85 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           ]
         )
       }
+      return nil
     }
   }
 
-  /// Takes a line's lease if it is free or expired, and starts delivering it.
+  /// A line found with messages and no live lease.
+  private struct Candidate {
+    let line: String
+    /// Whether the line has no lease row yet (no worker ever held it, and it was never paused).
+    let fresh: Bool
+  }
+
+  /// Takes the leases of up to `limit` of `candidates` (in their order) that are still free or
+  /// expired, in one statement, and starts delivering each line taken.
   ///
-  /// - Returns: Whether the line was taken.
-  private func take(_ line: String) async throws -> Bool {
+  /// Lines another worker is taking at the same moment are skipped, not waited for (`SKIP
+  /// LOCKED`), so workers that look at once share the lines out instead of queueing on them.
+  ///
+  /// - Returns: How many lines were taken.
+  private func take(_ candidates: [Candidate], upTo limit: Int) async throws -> Int {
+    guard !candidates.isEmpty, limit > 0 else { return 0 }
     let sent = ContinuousClock.now
     let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
-    let fence = try await bounded { () -> Int64? in
-      var fence: Int64?
+    let lines = candidates.map(\.line)
+    let fresh = candidates.filter(\.fresh).map(\.line)
+    let fences = try await bounded { () -> [(String, Int64)] in
+      if !fresh.isEmpty {
+        // A line's first lease row, free (fence 0: its first holder gets fence 1).
+        try await client.query(
+          """
+          INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
+          SELECT line, NULL, now(), 0, false FROM unnest(\(fresh)::text[]) AS fresh(line)
+          ON CONFLICT (line) DO NOTHING
+          """,
+          logger: logger
+        )
+      }
+      var fences: [(String, Int64)] = []
       let rows = try await client.query(
         """
-        INSERT INTO orderly_outbox_lease AS l (line, owner, expires_at, fence, paused)
-        VALUES (\(line), \(id), now() + interval '1 millisecond' * \(leaseMilliseconds), 1, false)
-        ON CONFLICT (line) DO UPDATE
-          SET owner = excluded.owner, expires_at = excluded.expires_at, fence = l.fence + 1
-          WHERE NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())
-        RETURNING fence
+        WITH free AS (
+          SELECT line FROM orderly_outbox_lease
+          WHERE line = ANY(\(lines)) AND NOT paused AND (owner IS NULL OR expires_at <= now())
+          ORDER BY array_position(\(lines)::text[], line)
+          LIMIT \(limit)
+          FOR UPDATE SKIP LOCKED
+        )
+        UPDATE orderly_outbox_lease l
+        SET owner = \(id), expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds),
+          fence = l.fence + 1
+        FROM free WHERE l.line = free.line
+        RETURNING l.line, l.fence
         """,
         logger: logger
       )
-      for try await value in rows.decode(Int64.self) { fence = value }
-      return fence
+      for try await (line, fence) in rows.decode((String, Int64).self) {
+        fences.append((line, fence))
+      }
+      return fences
     }
-    guard let fence else { return false }
-    let started = state.withLock(announcingTo: self) { state -> Bool in
-      guard !state.ending else { return false }
-      var held = Held(fence: fence, deadline: sent + settings.lease)
-      held.task = Task { await self.deliverLine(line, fence: fence) }
-      state.held[line] = held
-      return true
+    var refused: [(String, Int64)] = []
+    state.withLock(announcingTo: self) { state in
+      for (line, fence) in fences {
+        guard !state.ending, state.held[line] == nil else {
+          refused.append((line, fence))
+          continue
+        }
+        var held = Held(fence: fence, deadline: sent + settings.lease)
+        held.task = Task { await self.deliverLine(line, fence: fence) }
+        state.held[line] = held
+      }
     }
-    if !started {
-      try await release(line, fence: fence)
-      return false
+    for (line, fence) in refused { try await release(line, fence: fence) }
+    for (line, fence) in fences where !refused.contains(where: { $0 == (line, fence) }) {
+      logger.debug(
+        "took line",
+        metadata: ["worker": "\(id)", "partition": "\(line)", "fence": "\(fence)"]
+      )
     }
-    logger.debug(
-      "took line",
-      metadata: ["worker": "\(id)", "partition": "\(line)", "fence": "\(fence)"]
-    )
-    return true
+    return fences.count - refused.count
   }
 
   /// Gives a line's lease back, if it still is this worker's.

@@ -328,6 +328,54 @@ struct PostgresOutboxTests {
     #expect(seen.all == ["cut:m1:1", "other:m1:2", "other:m2:2"])
   }
 
+  @Test(
+    "a worker with room takes a dead holder's lines when their leases end, not a poll interval later"
+  )
+  func takeoverAtLeaseEnd() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let role = "d_" + database.schema
+    try await database.execute("CREATE ROLE \(role) LOGIN")
+    try await database.execute("GRANT ALL ON SCHEMA \(database.schema) TO \(role)")
+    let setup = try await database.outbox(of: String.self)
+    try await database.execute("GRANT ALL ON ALL TABLES IN SCHEMA \(database.schema) TO \(role)")
+    let lines = (1...3).map { "k\($0)" }
+    for line in lines { try await setup.append("\(line)-1", partition: line) }
+    let dead = try await database.outbox(
+      of: String.self,
+      client: try database.client(username: role, applicationName: "dead-worker")
+    )
+    let holding = Recorder<String>()
+    try dead.start(limit: 3, lease: .milliseconds(1600), pollInterval: .milliseconds(50)) {
+      envelope in
+      holding.record(envelope.message)
+      try await Task.sleep(for: .seconds(600))
+    }
+    #expect(await holding.wait { $0.count == 3 })
+    // The other worker starts while every line is held, and looks only every five minutes: it must
+    // find the lines when the dead holder's leases end.
+    let seen = Recorder<String>()
+    let other = try await database.outbox(of: String.self)
+    try other.start(limit: 3, lease: .seconds(30), pollInterval: .seconds(300)) { envelope in
+      seen.record(envelope.message)
+    }
+    // Give its first look time to see the live leases (a look later would do as well).
+    try await Task.sleep(for: .milliseconds(200))
+    // The holder dies: it can neither renew nor connect again, and nothing notifies.
+    let cut = ContinuousClock.now
+    try await database.execute("ALTER ROLE \(role) NOLOGIN")
+    try await database.execute(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)'"
+    )
+    #expect(await seen.wait { Set($0) == Set(lines.map { "\($0)-1" }) })
+    let waited = ContinuousClock.now - cut
+    await other.stop()
+    try await database.execute("ALTER ROLE \(role) LOGIN")
+    await dead.stop()
+    // The leases were 1.6 seconds long; the next look by polling would have been five minutes in.
+    #expect(waited < .seconds(30), "took \(waited)")
+  }
+
   @Test("pause() releases this worker's lines and starts nothing until resume()")
   func pauseWorker() async throws {
     guard let database = try await TestDatabase.make() else { return }
