@@ -238,8 +238,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   // MARK: Taking lines
 
   private func claimLoop() async {
+    // Where the last look stopped in the lines (by key): the next look goes on from there, so
+    // every line gets its turn, however many there are.
+    var cursor: String?
     while !Task.isCancelled {
-      let soonest = await claim()
+      let soonest = await claim(from: &cursor)
       // A line held by a worker that stopped renewing is free the moment its lease ends: look
       // then, not up to a poll interval later (a live holder renews long before its lease
       // ends, so this wakes the loop early only for a line whose holder has died or is cut
@@ -249,63 +252,34 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// Takes lines that have messages and no live lease, up to the free slots.
+  /// Takes lines that have messages and no live lease, up to the free slots, going round the
+  /// lines from `cursor`.
   ///
-  /// - Returns: When the first lease held by another worker on a line with messages ends, if
-  ///   this worker has slots left to take it; `nil` if there is none, or nothing is known.
-  private func claim() async -> Duration? {
-    let free = state.withLock(announcingTo: self) { state -> Int in
+  /// - Returns: When the first lease held by another worker ends, if this worker still has
+  ///   free slots; `nil` if there is none, or nothing is known.
+  private func claim(from cursor: inout String?) async -> Duration? {
+    var free = state.withLock(announcingTo: self) { state -> Int in
       state.paused || state.ending ? 0 : settings.limit - state.held.count
     }
     guard free > 0 else { return nil }
-    let stopLine = settings.onDeadLetter == .stopLine
-    let (client, id, logger) = (client, id, logger)
     do {
-      // The lines with messages, found by one index probe per line (not a scan of every
-      // message): those free to take, oldest head first, each with whether it has a lease row
-      // yet; and one more row with how long until the first lease of another worker ends.
-      let (candidates, soonest) = try await bounded { () -> ([Candidate], Duration?) in
-        var candidates: [Candidate] = []
-        var soonest: Duration?
-        let rows = try await client.query(
-          """
-          WITH RECURSIVE lines(line) AS (
-            (SELECT line FROM orderly_outbox_message ORDER BY line LIMIT 1)
-            UNION ALL
-            SELECT (SELECT m.line FROM orderly_outbox_message m WHERE m.line > lines.line
-                    ORDER BY m.line LIMIT 1)
-            FROM lines WHERE lines.line IS NOT NULL
-          ), known AS (
-            SELECT lines.line, l.line IS NULL AS fresh, l.owner, l.expires_at, l.paused
-            FROM lines LEFT JOIN orderly_outbox_lease l ON l.line = lines.line
-            WHERE lines.line IS NOT NULL
-              AND (NOT \(stopLine) OR NOT EXISTS (
-                SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = lines.line))
-          )
-          (SELECT line, fresh, NULL::float8 FROM known
-           WHERE fresh OR (NOT paused AND (owner IS NULL OR expires_at <= now()))
-           ORDER BY (SELECT h.appended_at FROM orderly_outbox_message h WHERE h.line = known.line
-                     ORDER BY h.sequence LIMIT 1)
-           LIMIT \(free * 4 + 8))
-          UNION ALL
-          SELECT NULL, NULL, extract(epoch FROM min(expires_at) - now())::float8 FROM known
-          WHERE NOT fresh AND NOT paused AND owner IS NOT NULL AND owner <> \(id)
-            AND expires_at > now()
-          """,
-          logger: logger
-        )
-        for try await (line, fresh, seconds) in rows.decode((String?, Bool?, Double?).self) {
-          if let line, let fresh {
-            candidates.append(Candidate(line: line, fresh: fresh))
-          } else if let seconds {
-            soonest = .milliseconds(Int64((seconds * 1000).rounded(.up)) + 2)
-          }
+      // A few rounds at most: a round whose lines were all taken by other workers at the same
+      // moment goes on past them.
+      for _ in 0..<4 where free > 0 {
+        let wanted = free * 2 + 4
+        var found = try await candidates(after: cursor, through: nil, limit: wanted)
+        var walkedAll = found.count < wanted
+        if walkedAll, let cursor {
+          // The end of the lines: go on from the first, up to where this walk began.
+          found += try await candidates(after: nil, through: cursor, limit: wanted - found.count)
+          walkedAll = found.count < wanted
         }
-        return (candidates, soonest)
+        cursor = walkedAll ? nil : found.last?.line
+        let mine = state.withLock(announcingTo: self) { state in Set(state.held.keys) }
+        free -= try await take(found.filter { !mine.contains($0.line) }, upTo: free)
+        if walkedAll { break }
       }
-      let mine = state.withLock(announcingTo: self) { state in Set(state.held.keys) }
-      let taken = try await take(candidates.filter { !mine.contains($0.line) }, upTo: free)
-      return taken < free ? soonest : nil
+      return free > 0 ? try await soonestLeaseEnd() : nil
     } catch {
       if !Task.isCancelled {
         logger.warning(
@@ -316,6 +290,74 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         )
       }
       return nil
+    }
+  }
+
+  /// Up to `limit` lines with messages and no live lease, in key order: after `after` (from the
+  /// first line if `nil`), and up to `through` if given.
+  ///
+  /// The lines are found by one index probe each (not a scan of every message), and the walk
+  /// stops as soon as `limit` are found: a look costs what it finds, not the number of lines.
+  private func candidates(after: String?, through: String?, limit: Int) async throws
+    -> [Candidate]
+  {
+    let stopLine = settings.onDeadLetter == .stopLine
+    let (client, logger) = (client, logger)
+    return try await bounded { () -> [Candidate] in
+      var candidates: [Candidate] = []
+      // The conditions are subqueries, not joins, so that the walk stays lazy: PostgreSQL
+      // evaluates a recursive WITH only as far as the LIMIT reads it.
+      let rows = try await client.query(
+        """
+        WITH RECURSIVE lines(line) AS (
+          (SELECT line FROM orderly_outbox_message
+           WHERE \(after)::text IS NULL OR line > \(after) ORDER BY line LIMIT 1)
+          UNION ALL
+          SELECT (SELECT m.line FROM orderly_outbox_message m WHERE m.line > lines.line
+                  ORDER BY m.line LIMIT 1)
+          FROM lines
+          WHERE lines.line IS NOT NULL AND (\(through)::text IS NULL OR lines.line < \(through))
+        )
+        SELECT lines.line,
+          NOT EXISTS (SELECT 1 FROM orderly_outbox_lease f WHERE f.line = lines.line)
+        FROM lines
+        WHERE lines.line IS NOT NULL
+          AND (\(through)::text IS NULL OR lines.line <= \(through))
+          AND NOT EXISTS (
+            SELECT 1 FROM orderly_outbox_lease l WHERE l.line = lines.line
+              AND (l.paused OR (l.owner IS NOT NULL AND l.expires_at > now())))
+          AND (NOT \(stopLine) OR NOT EXISTS (
+            SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = lines.line))
+        LIMIT \(limit)
+        """,
+        logger: logger
+      )
+      for try await (line, fresh) in rows.decode((String, Bool).self) {
+        candidates.append(Candidate(line: line, fresh: fresh))
+      }
+      return candidates
+    }
+  }
+
+  /// How long until the first lease held by another worker ends (`nil` if none is held).
+  ///
+  /// A holder that is alive renews long before then; one that died, or cannot reach the
+  /// database, does not, and its line is free from that moment.
+  private func soonestLeaseEnd() async throws -> Duration? {
+    let (client, id, logger) = (client, id, logger)
+    return try await bounded { () -> Duration? in
+      var soonest: Duration?
+      let rows = try await client.query(
+        """
+        SELECT extract(epoch FROM min(expires_at) - now())::float8 FROM orderly_outbox_lease
+        WHERE owner IS NOT NULL AND owner <> \(id) AND expires_at > now() AND NOT paused
+        """,
+        logger: logger
+      )
+      for try await seconds in rows.decode(Double?.self) {
+        if let seconds { soonest = .milliseconds(Int64((seconds * 1000).rounded(.up)) + 2) }
+      }
+      return soonest
     }
   }
 
@@ -757,9 +799,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// Removes a delivered message if the lease still holds (and renews it), and takes the line's
-  /// next message, in one statement; if the lease does not hold, leaves the message for the
-  /// line's new holder.
+  /// Removes a delivered message if the lease still holds, and takes the line's next message,
+  /// in one statement; if the lease does not hold, leaves the message for the line's new holder.
+  ///
+  /// The lease row is locked `FOR SHARE`, not renewed (the renewal loop does that): a worker
+  /// taking the line over waits for this statement, and then finds the message gone.
   private func acknowledge(_ claimed: ClaimedMessage, fence: Int64) async -> Step {
     var paused: Bool?
     var removed = false
@@ -773,7 +817,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       let takeNext = checkpoint(claimed.line, fence: fence) == nil
       let line = claimed.line
       let sequence = claimed.sequence
-      let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
+      let (client, id, logger) = (client, id, logger)
       do {
         let answer = try await bounded { () -> (Bool?, Bool, ClaimedMessage?) in
           var paused: Bool?
@@ -782,10 +826,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           let rows = try await client.query(
             """
             WITH held AS (
-              UPDATE orderly_outbox_lease
-              SET expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds)
+              SELECT paused FROM orderly_outbox_lease
               WHERE line = \(line) AND owner = \(id) AND fence = \(fence) AND expires_at > now()
-              RETURNING paused
+              FOR SHARE
             ), gone AS (
               DELETE FROM orderly_outbox_message
               WHERE line = \(line) AND sequence = \(sequence)
