@@ -253,6 +253,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ) async throws(OutboxError) -> [UUID] {
     guard !messages.isEmpty else { return [] }
     let prepared = try prepare(messages, partition: partition, headers: headers)
+    // A task cancelled already asks for no connection: PostgresNIO's pool can miss a
+    // cancellation that lands just as a request is queued, and such a request then waits for a
+    // connection however long the server stays away.
+    guard !Task.isCancelled else { throw .cancelled }
     let written: Written
     do {
       written = try await client.withTransaction(logger: logger) { connection in
