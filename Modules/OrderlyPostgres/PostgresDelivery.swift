@@ -416,8 +416,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       }
       return fences
     }
-    var refused: [(String, Int64)] = []
-    state.withLock(announcingTo: self) { state in
+    // A line this worker still holds (one it is giving up), or a worker that is ending, does
+    // not start a second task for it: the lease just taken is given back.
+    let (started, refused) = state.withLock(announcingTo: self) { state in
+      var started: [(String, Int64)] = []
+      var refused: [(String, Int64)] = []
       for (line, fence) in fences {
         guard !state.ending, state.held[line] == nil else {
           refused.append((line, fence))
@@ -426,16 +429,18 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         var held = Held(fence: fence, deadline: sent + settings.lease)
         held.task = Task { await self.deliverLine(line, fence: fence) }
         state.held[line] = held
+        started.append((line, fence))
       }
+      return (started, refused)
     }
     for (line, fence) in refused { try await release(line, fence: fence) }
-    for (line, fence) in fences where !refused.contains(where: { $0 == (line, fence) }) {
+    for (line, fence) in started {
       logger.debug(
         "took line",
         metadata: ["worker": "\(id)", "partition": "\(line)", "fence": "\(fence)"]
       )
     }
-    return fences.count - refused.count
+    return started.count
   }
 
   /// Gives a line's lease back, if it still is this worker's.

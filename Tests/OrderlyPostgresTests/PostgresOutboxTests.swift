@@ -286,11 +286,8 @@ struct PostgresOutboxTests {
   func lostConnection() async throws {
     guard let database = try await TestDatabase.make() else { return }
     defer { Task { await database.drop() } }
-    let role = "w_" + database.schema
-    try await database.execute("CREATE ROLE \(role) LOGIN")
-    try await database.execute("GRANT ALL ON SCHEMA \(database.schema) TO \(role)")
+    let role = try await database.workerRole("w_")
     let setup = try await database.outbox(of: String.self)
-    try await database.execute("GRANT ALL ON ALL TABLES IN SCHEMA \(database.schema) TO \(role)")
     try await setup.append(contentsOf: ["m1", "m2"], partition: "k")
     let cut = try await database.outbox(
       of: String.self,
@@ -311,10 +308,7 @@ struct PostgresOutboxTests {
     }
     await inDelivery.wait()
     // The worker's connections are cut, and it cannot connect again.
-    try await database.execute("ALTER ROLE \(role) NOLOGIN")
-    try await database.execute(
-      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)'"
-    )
+    try await database.cutOff(role)
     // Its handler is cancelled before the lease ends in the database.
     #expect(await cancelled.wait { !$0.isEmpty })
     let other = try await database.outbox(of: String.self)
@@ -323,7 +317,7 @@ struct PostgresOutboxTests {
     }
     try await other.waitUntilDelivered()
     await other.stop()
-    try await database.execute("ALTER ROLE \(role) LOGIN")
+    try await database.restore(role)
     await cut.stop()
     #expect(seen.all == ["cut:m1:1", "other:m1:2", "other:m2:2"])
   }
@@ -334,11 +328,8 @@ struct PostgresOutboxTests {
   func takeoverAtLeaseEnd() async throws {
     guard let database = try await TestDatabase.make() else { return }
     defer { Task { await database.drop() } }
-    let role = "d_" + database.schema
-    try await database.execute("CREATE ROLE \(role) LOGIN")
-    try await database.execute("GRANT ALL ON SCHEMA \(database.schema) TO \(role)")
+    let role = try await database.workerRole("d_")
     let setup = try await database.outbox(of: String.self)
-    try await database.execute("GRANT ALL ON ALL TABLES IN SCHEMA \(database.schema) TO \(role)")
     let lines = (1...3).map { "k\($0)" }
     for line in lines { try await setup.append("\(line)-1", partition: line) }
     let dead = try await database.outbox(
@@ -363,14 +354,11 @@ struct PostgresOutboxTests {
     try await Task.sleep(for: .milliseconds(200))
     // The holder dies: it can neither renew nor connect again, and nothing notifies.
     let cut = ContinuousClock.now
-    try await database.execute("ALTER ROLE \(role) NOLOGIN")
-    try await database.execute(
-      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)'"
-    )
+    try await database.cutOff(role)
     #expect(await seen.wait { Set($0) == Set(lines.map { "\($0)-1" }) })
     let waited = ContinuousClock.now - cut
     await other.stop()
-    try await database.execute("ALTER ROLE \(role) LOGIN")
+    try await database.restore(role)
     await dead.stop()
     // The leases were 1.6 seconds long; the next look by polling would have been five minutes in.
     #expect(waited < .seconds(30), "took \(waited)")

@@ -73,6 +73,31 @@ final class TestDatabase: Sendable {
     )
   }
 
+  /// A login role of its own, `prefix` + the schema's name, allowed to use this test's outbox
+  /// tables (created here first): the role of a worker whose connections a test cuts with
+  /// ``cutOff(_:)``.
+  func workerRole(_ prefix: String) async throws -> String {
+    let role = prefix + schema
+    try await execute("CREATE ROLE \(role) LOGIN")
+    try await execute("GRANT ALL ON SCHEMA \(schema) TO \(role)")
+    _ = try await outbox(of: String.self)
+    try await execute("GRANT ALL ON ALL TABLES IN SCHEMA \(schema) TO \(role)")
+    return role
+  }
+
+  /// Cuts every connection of `role` and refuses new ones: a worker that lost its database.
+  func cutOff(_ role: String) async throws {
+    try await execute("ALTER ROLE \(role) NOLOGIN")
+    try await execute(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '\(role)'"
+    )
+  }
+
+  /// Lets `role` connect again after ``cutOff(_:)``.
+  func restore(_ role: String) async throws {
+    try await execute("ALTER ROLE \(role) LOGIN")
+  }
+
   /// A running client whose `search_path` is this test's schema, on the test server or, given
   /// `url`, on another address (a ``ServerSwitch``'s).
   func client(
