@@ -4,7 +4,7 @@ import PackageDescription
 
 let package = Package(
   name: "Orderly",
-  platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+  platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
   products: [
     .library(name: "OrderlyCore", targets: ["OrderlyCore"]),
     .library(name: "OrderlyTestSupport", targets: ["OrderlyTestSupport"]),

@@ -3,7 +3,6 @@ import Foundation
 import OrderlyCore
 import OrderlyRepository
 import OrderlySQLite
-import Synchronization
 
 /// `orderly shell`: an interactive notes shell over `NotesRepository` on SQLite.
 struct ShellCommand: AsyncParsableCommand {

@@ -1,7 +1,6 @@
 import Foundation
 import OrderlyCore
 import OrderlyRepository
-import Synchronization
 
 /// A parsed shell command.
 enum ShellLine: Equatable {
@@ -138,9 +137,9 @@ final class ShellSession: Sendable {
   private let lines = SerialQueue(name: "shell")
   private let interactive = isatty(STDIN_FILENO) == 1
   /// Whether any line failed, to set the exit status.
-  private let failures = Mutex(false)
+  private let failures = OrderlyLock(false)
   /// Accepted commands that have not ended, by line number, as typed.
-  private let unfinished = Mutex<[Int: String]>([:])
+  private let unfinished = OrderlyLock<[Int: String]>([:])
 
   init(repository: NotesRepository) {
     self.repository = repository

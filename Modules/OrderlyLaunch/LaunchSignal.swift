@@ -1,5 +1,4 @@
 internal import OrderlyCore
-import Synchronization
 
 /// A one-shot signal that bridges a delegate or callback into a launch step: the step awaits
 /// ``wait(isolation:)``, the callback calls ``fire(_:)``.
@@ -21,7 +20,7 @@ public final class LaunchSignal<Value: Sendable>: Sendable {
     var lastToken: UInt64 = 0
   }
 
-  private let state = Mutex(State())
+  private let state = OrderlyLock(State())
 
   /// Creates a signal that has not fired.
   public init() {}

@@ -1,7 +1,6 @@
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import OrderlyCore
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -23,10 +22,10 @@ final class DelivererLock: Sendable {
   static func path(for outboxPath: String) -> String { outboxPath + "-deliverer" }
 
   /// The open lock file, or -1 once released.
-  private let descriptor: Mutex<Int32>
+  private let descriptor: OrderlyLock<Int32>
 
   private init(descriptor: Int32) {
-    self.descriptor = Mutex(descriptor)
+    self.descriptor = OrderlyLock(descriptor)
   }
 
   /// Takes the lock if nobody holds it.

@@ -4,7 +4,6 @@ public import Foundation
 public import GRDB
 import OrderlyCore
 import OrderlyDatabaseFile
-import Synchronization
 
 /// Ordered work that survives the process: messages written to an SQLite file, delivered in
 /// the order they were appended, each removed only once its delivery returned.
@@ -66,7 +65,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   let clock: any Clock<Duration>
   let partitionOfMessage: (@Sendable (Message) -> String?)?
   let coalescing: Coalescing<Message>?
-  let state: Mutex<OutboxState<Message>>
+  let state: OrderlyLock<OutboxState<Message>>
   let hub = OutboxEventHub()
 
   /// Opens the outbox at `path`, creating it if there is no file there yet.
@@ -219,7 +218,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     self.clock = clock
     self.partitionOfMessage = partition
     self.coalescing = coalescing
-    self.state = Mutex(OutboxState(pending: counts.pending, deadLetters: counts.deadLetters))
+    self.state = OrderlyLock(OutboxState(pending: counts.pending, deadLetters: counts.deadLetters))
   }
 
   // MARK: - Appending

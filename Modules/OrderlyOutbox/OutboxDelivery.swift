@@ -4,7 +4,6 @@ import Foundation
 import GRDB
 import OrderlyCore
 import OrderlyDatabaseFile
-import Synchronization
 
 /// How a started outbox delivers.
 struct DeliverySettings<Message: Sendable>: Sendable {

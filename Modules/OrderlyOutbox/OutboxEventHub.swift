@@ -1,7 +1,6 @@
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import OrderlyCore
-import Synchronization
 
 /// The listeners of an outbox's ``Outbox/events``.
 ///
@@ -14,7 +13,7 @@ package final class OutboxEventHub: Sendable {
     var finished = false
   }
 
-  private let listeners = Mutex(Listeners())
+  private let listeners = OrderlyLock(Listeners())
 
   /// A new listener that receives every event emitted from now on.
   package init() {}

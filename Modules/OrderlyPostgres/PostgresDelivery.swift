@@ -5,7 +5,6 @@ import Logging
 import OrderlyCore
 public import OrderlyOutbox
 import PostgresNIO
-import Synchronization
 
 extension PostgresOutbox {
   // MARK: - Starting and stopping
@@ -151,7 +150,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   let settings: FleetSettings<Message>
   let id: String
   private let bell = Doorbell()
-  private let state: Mutex<WorkerState>
+  private let state: OrderlyLock<WorkerState>
 
   struct Held: Sendable {
     let fence: Int64
@@ -174,7 +173,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     self.outbox = outbox
     self.settings = settings
     self.id = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UUID().uuidString.prefix(8))"
-    self.state = Mutex(WorkerState(paused: paused))
+    self.state = OrderlyLock(WorkerState(paused: paused))
   }
 
   private var logger: Logger { outbox.logger }
@@ -977,7 +976,7 @@ final class Doorbell: Sendable {
     var rung = false
     var waiter: CheckedContinuation<Void, Never>?
   }
-  private let bell = Mutex(Bell())
+  private let bell = OrderlyLock(Bell())
 
   func ring() {
     let waiter = bell.withLock(announcingTo: self) { bell in

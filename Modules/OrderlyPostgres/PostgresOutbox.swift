@@ -5,7 +5,6 @@ public import Logging
 import OrderlyCore
 public import OrderlyOutbox
 public import PostgresNIO
-import Synchronization
 
 /// The outbox on PostgreSQL: messages kept in a database that every worker process of a
 /// service shares, each partition key delivered in order by one worker at a time, and carried
@@ -60,7 +59,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   let coalescing: Coalescing<Message>?
   let logger: Logger
   let hub = OutboxEventHub()
-  let state: Mutex<PostgresOutboxState<Message>>
+  let state: OrderlyLock<PostgresOutboxState<Message>>
   /// The task that runs `client`, when the outbox made the client itself (``init(url:clock:logger:coalescing:partition:)``).
   let clientRun: Task<Void, Never>?
 
@@ -176,7 +175,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     self.logger = logger
     self.coalescing = coalescing
     self.partitionOfMessage = partition
-    self.state = Mutex(PostgresOutboxState())
+    self.state = OrderlyLock(PostgresOutboxState())
     // The client's configuration is not public; the database is named by its first connection.
     var name = "the PostgreSQL database"
     do {

@@ -1,6 +1,6 @@
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
-import Synchronization
+import OrderlyCore
 
 /// A query that did not end within its deadline: the worker gave up waiting for it.
 struct QueryTimedOut: Error, CustomStringConvertible {
@@ -55,7 +55,7 @@ func withDeadline<T: Sendable>(
 
 /// The first result of a race, handed to the one waiter; later ones are dropped.
 private final class Outcome<T: Sendable>: Sendable {
-  private let waiter = Mutex<CheckedContinuation<T, any Error>?>(nil)
+  private let waiter = OrderlyLock<CheckedContinuation<T, any Error>?>(nil)
 
   func wait(with continuation: CheckedContinuation<T, any Error>) {
     waiter.withLock { $0 = continuation }

@@ -1,5 +1,4 @@
 internal import OrderlyCore
-import Synchronization
 
 /// One line of an ``ActivityLog``: a call started, finished, or failed.
 public struct ActivityEntry: Sendable, Equatable, CustomStringConvertible {
@@ -57,7 +56,7 @@ public final class ActivityLog: Sendable {
     var lastFollower: UInt64 = 0
   }
 
-  private let state = Mutex(State())
+  private let state = OrderlyLock(State())
   private let elapsed: (@Sendable () -> Duration)?
 
   /// Creates an empty log that does not keep time.

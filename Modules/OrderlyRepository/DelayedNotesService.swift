@@ -1,5 +1,4 @@
 internal import OrderlyCore
-import Synchronization
 
 /// A ``NotesService`` that waits a seeded random time before each call to another service: a
 /// local store made to feel like a slow server, to see ordering at work.
@@ -7,7 +6,7 @@ public final class DelayedNotesService: NotesService {
   private let base: any NotesService
   private let latency: ClosedRange<Duration>
   private let clock: any Clock<Duration>
-  private let generator: Mutex<SeededGenerator>
+  private let generator: OrderlyLock<SeededGenerator>
 
   /// Wraps a service.
   ///
@@ -25,7 +24,7 @@ public final class DelayedNotesService: NotesService {
     self.base = base
     self.latency = latency
     self.clock = clock
-    self.generator = Mutex(SeededGenerator(seed: seed))
+    self.generator = OrderlyLock(SeededGenerator(seed: seed))
   }
 
   private func delay() async throws {

@@ -1,6 +1,5 @@
 public import Foundation
 internal import OrderlyCore
-import Synchronization
 
 /// A ``NotesService`` in memory, with latency and failure injection for demos and tests.
 ///
@@ -66,7 +65,7 @@ public final class InMemoryNotesService: NotesService {
     var generator: SeededGenerator
   }
 
-  private let state: Mutex<State>
+  private let state: OrderlyLock<State>
   private let latency: Latency
   private let latencies: [NotesOperation: Latency]
   private let failures: [Failure]
@@ -92,7 +91,7 @@ public final class InMemoryNotesService: NotesService {
     clock: any Clock<Duration> = ContinuousClock(),
     now: @escaping @Sendable () -> Date = { Date() }
   ) {
-    self.state = Mutex(
+    self.state = OrderlyLock(
       State(
         notes: Dictionary(notes.map { ($0.id, $0) }, uniquingKeysWith: { _, last in last }),
         lastID: notes.map(\.id).max() ?? 0,

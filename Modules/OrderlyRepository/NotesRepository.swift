@@ -1,5 +1,4 @@
 public import OrderlyCore
-import Synchronization
 
 /// The notes of the serial task executor article, behind a repository that runs every call through one
 /// `SerialQueue`.
@@ -30,7 +29,7 @@ public final class NotesRepository: Sendable {
 
   private let queue: SerialQueue
   /// The number of the last call made; taken with the call's place in line, under one lock.
-  private let callCount = Mutex(0)
+  private let callCount = OrderlyLock(0)
 
   /// Creates a repository over a service.
   ///

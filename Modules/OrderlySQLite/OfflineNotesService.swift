@@ -5,7 +5,6 @@ import OrderlyCore
 import OrderlyDatabaseFile
 public import OrderlyOutbox
 public import OrderlyRepository
-import Synchronization
 
 /// An offline-first `NotesService`: every change is written to the local SQLite file at once
 /// and, in the same transaction, appended to an outbox as the `NoteMutation` the server must
@@ -128,7 +127,7 @@ public final class OfflineNotesService: NotesService {
 /// The outbox, once it exists: the notes service is opened first (the outbox lives in its
 /// database), and its write hook reaches the outbox through this.
 private final class OutboxSlot: Sendable {
-  private let value = Mutex<Outbox<NoteMutation>?>(nil)
+  private let value = OrderlyLock<Outbox<NoteMutation>?>(nil)
 
   var outbox: Outbox<NoteMutation>? { value.withLock(announcingTo: self) { $0 } }
 

@@ -5,7 +5,6 @@ import GRDB
 import OrderlyCore
 import OrderlyDatabaseFile
 public import OrderlyRepository
-import Synchronization
 
 /// A `NotesService` on an SQLite file (or in memory), through GRDB.
 ///
@@ -36,7 +35,7 @@ public final class SQLiteNotesService: NotesService {
   let database: any DatabaseWriter
   /// Set by ``close()``: a closed GRDB connection reports SQLite's misuse error with the
   /// message "out of memory", so calls check this first.
-  private let isClosed = Mutex(false)
+  private let isClosed = OrderlyLock(false)
   /// Runs inside every write's transaction with the change it made (the offline-first service
   /// appends it to its outbox there).
   let onChange: (@Sendable (NoteMutation, Database) throws -> Void)?

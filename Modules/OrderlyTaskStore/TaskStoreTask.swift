@@ -1,5 +1,4 @@
 internal import OrderlyCore
-import Synchronization
 
 /// A handle to one task of a ``TaskStore``: await its value or outcome, or cancel it.
 ///
@@ -87,7 +86,7 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
   }
 
   let id: UInt64
-  private let state = Mutex(State())
+  private let state = OrderlyLock(State())
 
   init(id: UInt64) {
     self.id = id

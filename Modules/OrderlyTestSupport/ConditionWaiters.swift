@@ -1,5 +1,4 @@
 import OrderlyCore
-import Synchronization
 
 /// A value behind a lock, and the tasks waiting for a condition on it to hold.
 ///
@@ -37,10 +36,10 @@ final class ConditionWaiters<Value>: Sendable {
     }
   }
 
-  private let storage: Mutex<Storage>
+  private let storage: OrderlyLock<Storage>
 
   init(_ value: sending Value) {
-    storage = Mutex(Storage(value: value))
+    storage = OrderlyLock(Storage(value: value))
   }
 
   /// Reads the value.

@@ -1,6 +1,5 @@
 import OrderlyCore
 import OrderlyTestSupport
-import Synchronization
 import Testing
 
 @Suite("KeyedSerialQueue")
@@ -170,7 +169,7 @@ struct KeyedSerialQueueStressTests {
 
 /// How many jobs run per key, to catch two jobs of one key overlapping.
 final class RunningPerKey: Sendable {
-  private let counts = Mutex([Int: Int]())
+  private let counts = OrderlyLock([Int: Int]())
 
   /// Counts a job in and returns how many jobs of the key run now, itself included.
   func enter(_ key: Int) -> Int {

@@ -1,6 +1,5 @@
 import OrderlyCore
 import OrderlyTestSupport
-import Synchronization
 import Testing
 
 /// A low-priority job that runs until its task is escalated to `.high`, then records the
@@ -8,7 +7,7 @@ import Testing
 private final class EscalationProbe: Sendable {
   let started = Gate()
   private let raised = Gate()
-  private let seen = Mutex<TaskPriority?>(nil)
+  private let seen = OrderlyLock<TaskPriority?>(nil)
 
   var priority: TaskPriority? { seen.withLock { $0 } }
 
@@ -28,7 +27,7 @@ private final class EscalationProbe: Sendable {
 
 /// Records the priority a job starts at.
 private final class StartPriority: Sendable {
-  private let seen = Mutex<TaskPriority?>(nil)
+  private let seen = OrderlyLock<TaskPriority?>(nil)
   var priority: TaskPriority? { seen.withLock { $0 } }
   func record() {
     let current = Task.currentPriority

@@ -1,6 +1,5 @@
 import OrderlyCore
 import OrderlyTestSupport
-import Synchronization
 import Testing
 
 /// A type that enqueues work calling its own methods without writing `self.`, as `Task {}`

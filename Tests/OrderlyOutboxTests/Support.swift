@@ -1,7 +1,6 @@
 import Foundation
 import OrderlyCore
 import OrderlyOutbox
-import Synchronization
 
 /// A change to a note, as an app would send it to its server.
 struct Change: Codable, Sendable, Equatable, CustomStringConvertible {
@@ -36,7 +35,7 @@ final class FakeServer: Sendable {
     var attempts: [Int] = []
   }
 
-  private let state = Mutex(State())
+  private let state = OrderlyLock(State())
 
   /// What the server applied, in order.
   var applied: [Change] { state.withLock(announcingTo: self) { $0.applied } }

@@ -2,7 +2,6 @@ import Observation
 import OrderlyCore
 import OrderlyTaskStore
 import OrderlyTestSupport
-import Synchronization
 import Testing
 
 struct Failure: Error, Equatable {}

@@ -1,5 +1,4 @@
 import DequeModule
-import Synchronization
 
 /// A counting semaphore for Swift concurrency: tasks wait for a permit without blocking a thread,
 /// in strict first-come, first-served order.
@@ -35,7 +34,7 @@ public final class AsyncSemaphore: Sendable {
     var tombstones = 0
   }
 
-  private let state: Mutex<State>
+  private let state: OrderlyLock<State>
 
   /// Creates a semaphore with `value` permits.
   ///
@@ -45,7 +44,7 @@ public final class AsyncSemaphore: Sendable {
   ///   for a `signal`.
   public init(value: Int) {
     precondition(value >= 0, "AsyncSemaphore value must be 0 or more; got \(value)")
-    state = Mutex(State(permits: value))
+    state = OrderlyLock(State(permits: value))
   }
 
   /// Permits available now, without waiting.

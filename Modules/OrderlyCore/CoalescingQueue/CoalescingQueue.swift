@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A serial queue that keeps at most one job waiting: a new job replaces the waiting one.
 ///
 /// Jobs run one at a time, each ending before the next starts, as on a ``SerialQueue``. While a
@@ -31,7 +29,7 @@ public final class CoalescingQueue: Sendable {
   /// The waiting job's mark: set when a newer job replaces it.
   private final class Waiting: Sendable {
     let node: TurnNode
-    private let replaced = Atomic(false)
+    private let replaced = OrderlyAtomic(false)
 
     init(node: TurnNode) {
       self.node = node
@@ -47,7 +45,7 @@ public final class CoalescingQueue: Sendable {
 
   let core: JobQueueCore
   /// The job waiting for its turn, if any.
-  private let waiting = Mutex<Waiting?>(nil)
+  private let waiting = OrderlyLock<Waiting?>(nil)
 
   /// Creates an empty, idle queue.
   ///

@@ -42,23 +42,36 @@
 public final class ConcurrentQueue: AssertableQueue {
   let core: JobQueueCore
 
-  /// Creates an empty, idle queue.
+  /// Creates an empty, idle queue whose jobs run on Swift's cooperative pool.
   ///
   /// - Precondition: `limit` is 0 or more. A negative limit is a programming error that stops
   ///   the program with a message saying so.
   /// - Parameters:
   ///   - name: A name for events and error messages.
   ///   - limit: How many jobs may run at once; 1 makes a serial queue, 0 a paused one.
-  ///   - executor: Where the jobs run: `nil` (the default) for Swift's cooperative pool, or a
-  ///     task executor such as ``DedicatedThreadExecutor`` (give it `limit` threads to run
-  ///     blocking jobs side by side); see ``SerialQueue/init(name:executor:)``.
-  public init(
-    name: String = "ConcurrentQueue",
-    limit: Int,
-    executor: (any TaskExecutor)? = nil
-  ) {
+  public init(name: String = "ConcurrentQueue", limit: Int) {
     Self.checkLimit(limit)
-    core = JobQueueCore(name: name, limit: limit, executor: executor)
+    core = JobQueueCore(name: name, limit: limit)
+  }
+
+  /// Creates an empty, idle queue whose jobs run on a task executor.
+  ///
+  /// - Precondition: `limit` is 0 or more. A negative limit is a programming error that stops
+  ///   the program with a message saying so.
+  /// - Parameters:
+  ///   - name: A name for events and error messages.
+  ///   - limit: How many jobs may run at once; 1 makes a serial queue, 0 a paused one.
+  ///   - executor: Where the jobs run: a task executor such as ``DedicatedThreadExecutor`` (give
+  ///     it `limit` threads to run blocking jobs side by side), or `nil` for Swift's cooperative
+  ///     pool; see ``SerialQueue/init(name:executor:)``.
+  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
+  public init(name: String = "ConcurrentQueue", limit: Int, executor: (any TaskExecutor)?) {
+    Self.checkLimit(limit)
+    core = JobQueueCore(
+      name: name,
+      limit: limit,
+      executor: executor.map(TaskExecutorPreference.init)
+    )
   }
 
   /// How many jobs may run at once.

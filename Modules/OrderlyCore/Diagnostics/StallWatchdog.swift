@@ -1,5 +1,3 @@
-import Synchronization
-
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -66,7 +64,7 @@ enum StallWatchdog {
       var poolReportedBlocked = false
     }
 
-    private let state: Mutex<State>
+    private let state: OrderlyLock<State>
     private let descriptor: Int32
     private let stallAfter: UInt64
 
@@ -78,7 +76,7 @@ enum StallWatchdog {
         descriptor = opened >= 0 ? opened : STDERR_FILENO
       }
       stallAfter = UInt64(seconds) * 1_000_000_000
-      state = Mutex(State(heartbeat: Self.now()))
+      state = OrderlyLock(State(heartbeat: Self.now()))
       report("watching queues (stall after \(seconds) s) in process \(getpid())")
       startThread()
       startPoolProbe()
@@ -108,7 +106,7 @@ enum StallWatchdog {
     }
 
     /// Whether the stacks were taken already: once per process is enough, and gdb is slow.
-    private let tookStacks = Atomic<Bool>(false)
+    private let tookStacks = OrderlyAtomic<Bool>(false)
 
     /// Appends every thread's stack to the report file, with gdb, once per process.
     private func reportStacks() {

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// The listeners of a queue's `events`, shared by every line that reports to them.
 ///
 /// A serial or concurrent queue has one hub; a keyed queue's per-key lines all report to the
@@ -11,9 +9,9 @@ final class EventHub: Sendable {
     var lastToken: UInt64 = 0
   }
 
-  private let listeners = Mutex(Listeners())
+  private let listeners = OrderlyLock(Listeners())
   /// Read without the lock, so emitting costs one load when nobody listens.
-  private let listenerCount = Atomic<Int>(0)
+  private let listenerCount = OrderlyAtomic<Int>(0)
 
   /// A new listener that receives every event emitted from now on.
   func subscribe() -> AsyncStream<QueueEvent> {

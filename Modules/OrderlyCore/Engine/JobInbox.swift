@@ -1,5 +1,3 @@
-import Synchronization
-
 /// Where detached jobs wait, without the queue's lock, while the line is busy; and the
 /// counter that numbers every job of the queue.
 ///
@@ -29,12 +27,12 @@ final class JobInbox: Sendable {
   /// to `false` only under the inbox's lock with no job waiting. So under the queue's lock,
   /// `false` means the inbox is empty and no producer is using it, and the queue needs no inbox
   /// lock at all.
-  private let isWatched = Atomic<Bool>(false)
+  private let isWatched = OrderlyAtomic<Bool>(false)
   /// The last number handed out.
   ///
   /// Producers advance it under the inbox's lock; the queue under its own lock, and under the
   /// inbox's lock too while the inbox is watched.
-  private let lastID = Atomic<UInt64>(0)
+  private let lastID = OrderlyAtomic<UInt64>(0)
 
   /// Keeps `job` here if the inbox is watched, numbering it and reporting it with `announce`.
   ///

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// The engine behind every Orderly queue: a ``JobLineState`` under a lock, and the code that
 /// runs its jobs.
 ///
@@ -31,17 +29,17 @@ final class JobQueueCore: Sendable {
   /// Told, with no lock held, when the last job ends (a keyed queue then frees the key's line).
   private let idleHandler: (@Sendable (JobQueueCore) -> Void)?
   /// Where the queue's jobs run, if not on the cooperative pool (see `SerialQueue.init`).
-  let executor: (any TaskExecutor)?
+  let executor: (any ExecutorPreference)?
   /// A copy of ``JobLineState/lowestPriority``, written under the lock, read without it: a
   /// waiter whose priority is not above it has nothing to raise, and takes no lock to find out.
-  private let lowestPriority = Atomic<UInt8>(.max)
+  private let lowestPriority = OrderlyAtomic<UInt8>(.max)
 
   init(
     name: String,
     limit: Int,
     slotRelease: SlotRelease = .atEnd,
     events: EventHub = EventHub(),
-    executor: (any TaskExecutor)? = nil,
+    executor: (any ExecutorPreference)? = nil,
     idleHandler: (@Sendable (JobQueueCore) -> Void)? = nil
   ) {
     self.name = name
@@ -54,7 +52,7 @@ final class JobQueueCore: Sendable {
   }
 
   /// Runner tasks alive, for the stall watchdog (counted only while it runs).
-  private let runners = Atomic<Int>(0)
+  private let runners = OrderlyAtomic<Int>(0)
 
   /// The queue's state now, for the stall watchdog.
   func diagnosticSnapshot() -> QueueSnapshot {
@@ -105,8 +103,7 @@ final class JobQueueCore: Sendable {
     if let executor {
       // Nonisolated work runs on the executor; an operation isolated to an actor still hops to
       // its actor when called.
-      let task = Task(executorPreference: executor, priority: priority) {
-        [self] () async throws -> Success in
+      let task = executor.task(priority: priority) { [self] () async throws -> Success in
         try await runTurn(node, in: nil, parentFrame: nil, operation: operation)
       }
       return QueuedTask(backing: .attached(task, node), owner: self)
@@ -178,7 +175,7 @@ final class JobQueueCore: Sendable {
       priority: Task.currentPriority.rawValue
     )
     if let executor {
-      return try await withTaskExecutorPreference(executor, isolation: isolation) {
+      return try await executor.run(isolation: isolation) {
         try await runTurn(
           node,
           in: RunningTask.current,
@@ -535,7 +532,7 @@ final class JobQueueCore: Sendable {
   /// Starts a runner task for a detached job that has its turn.
   func startRunner(with job: RunnableJob) {
     if let executor {
-      Task.detached(executorPreference: executor, priority: job.priority) { [self] in
+      executor.detached(priority: job.priority) { [self] in
         await drain(startingWith: job)
       }
       return

@@ -1,6 +1,5 @@
 import DequeModule
 import Dispatch
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -34,6 +33,7 @@ import Darwin
 ///   work (detached jobs, `nonisolated` functions the job calls) that runs on these threads.
 ///   Task-local values and priorities are unaffected; the threads do not change their own
 ///   scheduling priority with the task's.
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 public final class DedicatedThreadExecutor: TaskExecutor, Sendable {
   private struct State {
     var jobs = Deque<UnownedJob>()
@@ -45,7 +45,7 @@ public final class DedicatedThreadExecutor: TaskExecutor, Sendable {
   /// How many threads run its jobs.
   public let threadCount: Int
 
-  private let state = Mutex(State())
+  private let state = OrderlyLock(State())
   /// Counts queued jobs (and, on shutdown, one wake-up per thread).
   private let available = DispatchSemaphore(value: 0)
   private let stopped = DispatchSemaphore(value: 0)

@@ -1,5 +1,3 @@
-import Synchronization
-
 /// How a job ended.
 enum JobOutcome: Sendable {
   case succeeded
@@ -136,8 +134,8 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   /// Whether the job's work is a synchronous closure, which ``runSynchronously(in:owner:)``
   /// runs with no async frame.
   let isSynchronous: Bool
-  fileprivate let state = Mutex(ErasedJobState())
-  private let rawID = Atomic<UInt64>(0)
+  fileprivate let state = OrderlyLock(ErasedJobState())
+  private let rawID = OrderlyAtomic<UInt64>(0)
 
   fileprivate init(name: String?, priority: TaskPriority?, isBarrier: Bool, isSynchronous: Bool) {
     self.name = name

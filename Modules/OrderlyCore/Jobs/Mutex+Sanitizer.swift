@@ -1,4 +1,6 @@
 internal import COrderlySanitizer
+
+#if !(canImport(Darwin) || ORDERLY_PORTABLE_LOCKS)
 public import Synchronization
 
 extension Mutex where Value: ~Copyable {
@@ -27,6 +29,8 @@ extension Mutex where Value: ~Copyable {
     }
   }
 }
+
+#endif
 
 @usableFromInline
 func sanitizerAcquire(_ address: UnsafeRawPointer) {

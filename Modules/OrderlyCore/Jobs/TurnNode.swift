@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A place in line for work that runs in a task of its own: an `enqueue` job (its own `Task`),
 /// an `enqueueAndWait` job (the caller's task) or a `waitUntilIdle` waiter.
 ///
@@ -38,7 +36,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   let isGrantedAtAdmission: Bool
   /// The priority the job's task had when it was admitted (`TaskPriority.rawValue`).
   let basePriority: UInt8
-  private let state: Mutex<State>
+  private let state: OrderlyLock<State>
 
   /// Creates a node.
   ///
@@ -64,7 +62,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     self.isBarrier = isBarrier
     self.isGrantedAtAdmission = granted
     self.basePriority = basePriority
-    self.state = Mutex(State(phase: granted ? .granted : .waiting))
+    self.state = OrderlyLock(State(phase: granted ? .granted : .waiting))
   }
 
   /// Whether the node left the line cancelled without ever being granted (a tombstone).

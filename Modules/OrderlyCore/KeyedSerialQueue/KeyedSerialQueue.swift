@@ -1,5 +1,3 @@
-import Synchronization
-
 /// A serial line per key: jobs for one key run one at a time in enqueue order, jobs for
 /// different keys run concurrently, optionally under a global limit.
 ///
@@ -43,28 +41,43 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   private let hub = EventHub()
   private let permits: AsyncSemaphore?
   /// Where every key's jobs run, if not on the cooperative pool.
-  private let executor: (any TaskExecutor)?
+  private let executor: (any ExecutorPreference)?
 
-  /// Creates an empty queue.
+  /// Creates an empty queue whose jobs run on Swift's cooperative pool.
   ///
   /// - Precondition: `limit`, if given, is 1 or more.
   /// - Parameters:
   ///   - name: A name for events and error messages.
   ///   - limit: How many jobs may run at once across all keys; `nil` for no limit.
-  ///   - executor: Where the jobs of every key run: `nil` (the default) for Swift's cooperative
-  ///     pool, or a task executor such as ``DedicatedThreadExecutor``; see
+  public convenience init(name: String = "KeyedSerialQueue", limit: Int? = nil) {
+    self.init(name: name, limit: limit, preference: nil)
+  }
+
+  /// Creates an empty queue whose jobs run on a task executor.
+  ///
+  /// - Precondition: `limit`, if given, is 1 or more.
+  /// - Parameters:
+  ///   - name: A name for events and error messages.
+  ///   - limit: How many jobs may run at once across all keys; `nil` for no limit.
+  ///   - executor: Where the jobs of every key run: a task executor such as
+  ///     ``DedicatedThreadExecutor``, or `nil` for Swift's cooperative pool; see
   ///     ``SerialQueue/init(name:executor:)``.
-  public init(
+  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
+  public convenience init(
     name: String = "KeyedSerialQueue",
     limit: Int? = nil,
-    executor: (any TaskExecutor)? = nil
+    executor: (any TaskExecutor)?
   ) {
+    self.init(name: name, limit: limit, preference: executor.map(TaskExecutorPreference.init))
+  }
+
+  private init(name: String, limit: Int?, preference: (any ExecutorPreference)?) {
     if let limit {
       precondition(limit >= 1, "KeyedSerialQueue limit must be 1 or more, or nil; got \(limit)")
     }
     self.name = name
     self.limit = limit
-    self.executor = executor
+    self.executor = preference
     self.permits = limit.map { AsyncSemaphore(value: $0) }
   }
 

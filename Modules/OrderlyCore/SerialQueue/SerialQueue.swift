@@ -56,17 +56,28 @@
 public final class SerialQueue: AssertableQueue {
   let core: JobQueueCore
 
-  /// Creates an empty, idle queue.
+  /// Creates an empty, idle queue whose jobs run on Swift's cooperative pool.
+  ///
+  /// - Parameter name: A name for events and error messages.
+  public init(name: String = "SerialQueue") {
+    core = JobQueueCore(name: name, limit: 1)
+  }
+
+  /// Creates an empty, idle queue whose jobs run on a task executor.
+  ///
+  /// Task executors need macOS 15, iOS 18, tvOS 18, watchOS 11 or visionOS 2; on earlier
+  /// systems use ``init(name:)``.
   ///
   /// - Parameters:
   ///   - name: A name for events and error messages.
-  ///   - executor: Where the jobs run: `nil` (the default) for Swift's cooperative pool, or a
-  ///     task executor such as ``DedicatedThreadExecutor`` for jobs that block a thread. Detached
-  ///     jobs run on it; `enqueue` jobs and `enqueueAndWait` run with it as their executor
-  ///     preference, so their nonisolated code runs there while code isolated to an actor still
-  ///     runs on the actor. Order, cancellation, task-locals and priority are unchanged.
-  public init(name: String = "SerialQueue", executor: (any TaskExecutor)? = nil) {
-    core = JobQueueCore(name: name, limit: 1, executor: executor)
+  ///   - executor: Where the jobs run: a task executor such as ``DedicatedThreadExecutor`` for
+  ///     jobs that block a thread, or `nil` for Swift's cooperative pool. Detached jobs run on
+  ///     it; `enqueue` jobs and `enqueueAndWait` run with it as their executor preference, so
+  ///     their nonisolated code runs there while code isolated to an actor still runs on the
+  ///     actor. Order, cancellation, task-locals and priority are unchanged.
+  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
+  public init(name: String = "SerialQueue", executor: (any TaskExecutor)?) {
+    core = JobQueueCore(name: name, limit: 1, executor: executor.map(TaskExecutorPreference.init))
   }
 
   // MARK: - Submitting work

@@ -1,0 +1,459 @@
+// The locks and atomics every Orderly module uses, on every platform the package claims.
+//
+// `Synchronization.Mutex` and `Atomic` need macOS 15 / iOS 18 / tvOS 18 / watchOS 11 /
+// visionOS 2, higher than the rest of the package needs (see the package's platform floor).
+// On Linux, which has no such floor, `OrderlyLock` and `OrderlyAtomic` are those types
+// themselves, so nothing changes there. On Apple systems, where the choice cannot be made at
+// run time (a stored property cannot have a type that is only available on newer systems), they
+// are a value and an `os_unfair_lock` in one heap block of their own. Building on Linux with
+// `-Xswiftc -DORDERLY_PORTABLE_LOCKS` selects that second path with a pthread mutex in place of
+// the unfair lock, so CI runs the Apple path's Swift code and its tests, under ThreadSanitizer
+// too.
+
+#if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
+package import COrderlySanitizer
+
+/// The heap block behind an ``OrderlyLock``.
+///
+/// The value is the header, the lock the one element. The lock never moves: it is in this
+/// object's own allocation.
+package final class LockStorage<Value>: ManagedBuffer<Value, corderly_lock_t> {
+  deinit {
+    withUnsafeMutablePointerToElements { lock in
+      corderly_lock_destroy(lock)
+      lock.deinitialize(count: 1)
+    }
+  }
+}
+
+/// A value behind a lock: `Synchronization.Mutex`'s API, on every claimed platform.
+package struct OrderlyLock<Value>: ~Copyable, @unchecked Sendable {
+  // @unchecked Sendable, proved here: `storage` is only reached through `withLock`, which reads
+  // and writes the value only between `corderly_lock_lock` and `corderly_lock_unlock` of the
+  // lock beside it; the lock is initialized once, in `init`, before `self` can be shared, and
+  // destroyed in `LockStorage.deinit`, when no reference is left. So any value it guards may be
+  // shared, as `Mutex` makes it.
+  @usableFromInline let storage: LockStorage<Value>
+
+  /// Creates a lock guarding `initialValue`.
+  @inlinable
+  package init(_ initialValue: consuming sending Value) {
+    let value = initialValue
+    let buffer = LockStorage<Value>.create(minimumCapacity: 1) { _ in value }
+    // `create` is a class method that allocates an instance of the class it is called on, so
+    // the buffer is a `LockStorage<Value>`: the documented way to subclass `ManagedBuffer`.
+    storage = unsafeDowncast(buffer, to: LockStorage<Value>.self)
+    storage.withUnsafeMutablePointerToElements { lock in
+      lock.initialize(to: corderly_lock_t())
+      corderly_lock_init(lock)
+    }
+  }
+
+  /// Runs `body` with the value, under the lock.
+  @inlinable
+  package borrowing func withLock<Result: ~Copyable, E: Error>(
+    _ body: (inout sending Value) throws(E) -> sending Result
+  ) throws(E) -> sending Result {
+    // The two pointers stay valid after the closure returns: they point into `storage`'s own
+    // allocation, which does not move and lives as long as `self`, borrowed for this call.
+    let (value, lock) = storage.withUnsafeMutablePointers { ($0, $1) }
+    corderly_lock_lock(lock)
+    defer { corderly_lock_unlock(lock) }
+    return try body(&value.pointee)
+  }
+
+  /// Runs `body` with the value, under the lock.
+  ///
+  /// The lock here is one ThreadSanitizer sees, so nothing is announced; the parameter keeps
+  /// one API with `Mutex.withLock(announcingTo:_:)`.
+  @inlinable
+  package borrowing func withLock<Result: ~Copyable, E: Error>(
+    announcingTo owner: AnyObject,
+    _ body: (inout sending Value) throws(E) -> sending Result
+  ) throws(E) -> sending Result {
+    try withLock(body)
+  }
+}
+
+/// An atomic value, on every claimed platform.
+///
+/// `Synchronization.Atomic`'s API for the operations Orderly uses. Here it is a value behind
+/// an `OrderlyLock`.
+package struct OrderlyAtomic<Value: Sendable>: ~Copyable, Sendable {
+  @usableFromInline let lock: OrderlyLock<Value>
+
+  /// Creates an atomic value.
+  @inlinable
+  package init(_ initialValue: Value) {
+    lock = OrderlyLock(initialValue)
+  }
+
+  /// The current value.
+  @inlinable
+  package borrowing func load(ordering: OrderlyAtomicOrdering) -> Value {
+    lock.withLock { $0 }
+  }
+
+  /// Replaces the value.
+  @inlinable
+  package borrowing func store(_ desired: Value, ordering: OrderlyAtomicOrdering) {
+    lock.withLock { $0 = desired }
+  }
+
+  /// Replaces the value and returns the one it replaced.
+  @inlinable
+  package borrowing func exchange(_ desired: Value, ordering: OrderlyAtomicOrdering) -> Value {
+    lock.withLock { value in
+      let old = value
+      value = desired
+      return old
+    }
+  }
+}
+
+extension OrderlyAtomic where Value: FixedWidthInteger {
+  /// Adds `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func add(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    lock.withLock { value in
+      let old = value
+      value &+= operand
+      return (old, value)
+    }
+  }
+
+  /// Subtracts `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func subtract(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    lock.withLock { value in
+      let old = value
+      value &-= operand
+      return (old, value)
+    }
+  }
+}
+#else
+package import Synchronization
+
+/// A value behind a lock.
+///
+/// On Linux, a `Synchronization.Mutex`, with every call inlined.
+package struct OrderlyLock<Value: ~Copyable>: ~Copyable, Sendable {
+  @usableFromInline let mutex: Mutex<Value>
+
+  /// Creates a lock guarding `initialValue`.
+  @inlinable
+  package init(_ initialValue: consuming sending Value) {
+    mutex = Mutex(initialValue)
+  }
+
+  /// Runs `body` with the value, under the lock.
+  @inlinable
+  package borrowing func withLock<Result: ~Copyable, E: Error>(
+    _ body: (inout sending Value) throws(E) -> sending Result
+  ) throws(E) -> sending Result {
+    try mutex.withLock(body)
+  }
+
+  /// `withLock`, with the lock's acquire and release edges announced to ThreadSanitizer, which
+  /// cannot see `Mutex`'s own lock on Linux (see `Mutex.withLock(announcingTo:_:)`).
+  @inlinable
+  package borrowing func withLock<Result: ~Copyable, E: Error>(
+    announcingTo owner: AnyObject,
+    _ body: (inout sending Value) throws(E) -> sending Result
+  ) throws(E) -> sending Result {
+    try mutex.withLock(announcingTo: owner, body)
+  }
+}
+
+/// An atomic value.
+///
+/// On Linux, a `Synchronization.Atomic`, with every call inlined.
+package struct OrderlyAtomic<Value: AtomicRepresentable & Sendable>: ~Copyable, Sendable {
+  @usableFromInline let atomic: Atomic<Value>
+
+  /// Creates an atomic value.
+  @inlinable
+  package init(_ initialValue: consuming Value) {
+    atomic = Atomic(initialValue)
+  }
+}
+
+extension OrderlyAtomic where Value == Bool {
+  /// The current value.
+  @inlinable
+  package borrowing func load(ordering: OrderlyAtomicOrdering) -> Value {
+    switch ordering {
+    case .relaxed: atomic.load(ordering: .relaxed)
+    case .acquiring, .acquiringAndReleasing: atomic.load(ordering: .acquiring)
+    case .releasing, .sequentiallyConsistent: atomic.load(ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Replaces the value.
+  @inlinable
+  package borrowing func store(_ desired: Value, ordering: OrderlyAtomicOrdering) {
+    switch ordering {
+    case .relaxed: atomic.store(desired, ordering: .relaxed)
+    case .releasing, .acquiringAndReleasing: atomic.store(desired, ordering: .releasing)
+    case .acquiring, .sequentiallyConsistent:
+      atomic.store(desired, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Replaces the value and returns the one it replaced.
+  @inlinable
+  package borrowing func exchange(
+    _ desired: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> Value {
+    switch ordering {
+    case .relaxed: atomic.exchange(desired, ordering: .relaxed)
+    case .acquiring: atomic.exchange(desired, ordering: .acquiring)
+    case .releasing: atomic.exchange(desired, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.exchange(desired, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent: atomic.exchange(desired, ordering: .sequentiallyConsistent)
+    }
+  }
+}
+
+extension OrderlyAtomic where Value == Int {
+  /// The current value.
+  @inlinable
+  package borrowing func load(ordering: OrderlyAtomicOrdering) -> Value {
+    switch ordering {
+    case .relaxed: atomic.load(ordering: .relaxed)
+    case .acquiring, .acquiringAndReleasing: atomic.load(ordering: .acquiring)
+    case .releasing, .sequentiallyConsistent: atomic.load(ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Replaces the value.
+  @inlinable
+  package borrowing func store(_ desired: Value, ordering: OrderlyAtomicOrdering) {
+    switch ordering {
+    case .relaxed: atomic.store(desired, ordering: .relaxed)
+    case .releasing, .acquiringAndReleasing: atomic.store(desired, ordering: .releasing)
+    case .acquiring, .sequentiallyConsistent:
+      atomic.store(desired, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Replaces the value and returns the one it replaced.
+  @inlinable
+  package borrowing func exchange(
+    _ desired: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> Value {
+    switch ordering {
+    case .relaxed: atomic.exchange(desired, ordering: .relaxed)
+    case .acquiring: atomic.exchange(desired, ordering: .acquiring)
+    case .releasing: atomic.exchange(desired, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.exchange(desired, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent: atomic.exchange(desired, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Adds `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func add(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    switch ordering {
+    case .relaxed: atomic.wrappingAdd(operand, ordering: .relaxed)
+    case .acquiring: atomic.wrappingAdd(operand, ordering: .acquiring)
+    case .releasing: atomic.wrappingAdd(operand, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.wrappingAdd(operand, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent: atomic.wrappingAdd(operand, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Subtracts `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func subtract(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    switch ordering {
+    case .relaxed: atomic.wrappingSubtract(operand, ordering: .relaxed)
+    case .acquiring: atomic.wrappingSubtract(operand, ordering: .acquiring)
+    case .releasing: atomic.wrappingSubtract(operand, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.wrappingSubtract(operand, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent:
+      atomic.wrappingSubtract(operand, ordering: .sequentiallyConsistent)
+    }
+  }
+}
+
+extension OrderlyAtomic where Value == UInt8 {
+  /// The current value.
+  @inlinable
+  package borrowing func load(ordering: OrderlyAtomicOrdering) -> Value {
+    switch ordering {
+    case .relaxed: atomic.load(ordering: .relaxed)
+    case .acquiring, .acquiringAndReleasing: atomic.load(ordering: .acquiring)
+    case .releasing, .sequentiallyConsistent: atomic.load(ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Replaces the value.
+  @inlinable
+  package borrowing func store(_ desired: Value, ordering: OrderlyAtomicOrdering) {
+    switch ordering {
+    case .relaxed: atomic.store(desired, ordering: .relaxed)
+    case .releasing, .acquiringAndReleasing: atomic.store(desired, ordering: .releasing)
+    case .acquiring, .sequentiallyConsistent:
+      atomic.store(desired, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Replaces the value and returns the one it replaced.
+  @inlinable
+  package borrowing func exchange(
+    _ desired: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> Value {
+    switch ordering {
+    case .relaxed: atomic.exchange(desired, ordering: .relaxed)
+    case .acquiring: atomic.exchange(desired, ordering: .acquiring)
+    case .releasing: atomic.exchange(desired, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.exchange(desired, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent: atomic.exchange(desired, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Adds `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func add(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    switch ordering {
+    case .relaxed: atomic.wrappingAdd(operand, ordering: .relaxed)
+    case .acquiring: atomic.wrappingAdd(operand, ordering: .acquiring)
+    case .releasing: atomic.wrappingAdd(operand, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.wrappingAdd(operand, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent: atomic.wrappingAdd(operand, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Subtracts `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func subtract(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    switch ordering {
+    case .relaxed: atomic.wrappingSubtract(operand, ordering: .relaxed)
+    case .acquiring: atomic.wrappingSubtract(operand, ordering: .acquiring)
+    case .releasing: atomic.wrappingSubtract(operand, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.wrappingSubtract(operand, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent:
+      atomic.wrappingSubtract(operand, ordering: .sequentiallyConsistent)
+    }
+  }
+}
+
+extension OrderlyAtomic where Value == UInt64 {
+  /// The current value.
+  @inlinable
+  package borrowing func load(ordering: OrderlyAtomicOrdering) -> Value {
+    switch ordering {
+    case .relaxed: atomic.load(ordering: .relaxed)
+    case .acquiring, .acquiringAndReleasing: atomic.load(ordering: .acquiring)
+    case .releasing, .sequentiallyConsistent: atomic.load(ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Replaces the value.
+  @inlinable
+  package borrowing func store(_ desired: Value, ordering: OrderlyAtomicOrdering) {
+    switch ordering {
+    case .relaxed: atomic.store(desired, ordering: .relaxed)
+    case .releasing, .acquiringAndReleasing: atomic.store(desired, ordering: .releasing)
+    case .acquiring, .sequentiallyConsistent:
+      atomic.store(desired, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Replaces the value and returns the one it replaced.
+  @inlinable
+  package borrowing func exchange(
+    _ desired: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> Value {
+    switch ordering {
+    case .relaxed: atomic.exchange(desired, ordering: .relaxed)
+    case .acquiring: atomic.exchange(desired, ordering: .acquiring)
+    case .releasing: atomic.exchange(desired, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.exchange(desired, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent: atomic.exchange(desired, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Adds `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func add(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    switch ordering {
+    case .relaxed: atomic.wrappingAdd(operand, ordering: .relaxed)
+    case .acquiring: atomic.wrappingAdd(operand, ordering: .acquiring)
+    case .releasing: atomic.wrappingAdd(operand, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.wrappingAdd(operand, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent: atomic.wrappingAdd(operand, ordering: .sequentiallyConsistent)
+    }
+  }
+
+  /// Subtracts `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func subtract(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    switch ordering {
+    case .relaxed: atomic.wrappingSubtract(operand, ordering: .relaxed)
+    case .acquiring: atomic.wrappingSubtract(operand, ordering: .acquiring)
+    case .releasing: atomic.wrappingSubtract(operand, ordering: .releasing)
+    case .acquiringAndReleasing: atomic.wrappingSubtract(operand, ordering: .acquiringAndReleasing)
+    case .sequentiallyConsistent:
+      atomic.wrappingSubtract(operand, ordering: .sequentiallyConsistent)
+    }
+  }
+}
+#endif
+
+/// The memory orderings an `OrderlyAtomic` operation asks for.
+///
+/// They are named as `Synchronization`'s. An ordering a kind of operation does not have (a
+/// releasing load, an acquiring store) is made sequentially consistent. The lock-based
+/// `OrderlyAtomic` makes every operation sequentially consistent, at least as strong as any
+/// ordering asked for.
+package enum OrderlyAtomicOrdering: Sendable {
+  /// No ordering beyond the operation's own atomicity.
+  case relaxed
+  /// An acquiring load or update.
+  case acquiring
+  /// A releasing store or update.
+  case releasing
+  /// An update that acquires and releases.
+  case acquiringAndReleasing
+  /// Sequentially consistent.
+  case sequentiallyConsistent
+}
