@@ -21,3 +21,15 @@ void corderly_tsan_release(const void *address) { __tsan_release((void *)address
 void corderly_tsan_acquire(const void *address) { (void)address; }
 void corderly_tsan_release(const void *address) { (void)address; }
 #endif
+
+// The stripe table (see the header). Zero is an unlocked `os_unfair_lock`; a pthread mutex is
+// initialized here before `main`, so no lock is ever used uninitialized.
+corderly_stripe_t corderly_stripes[CORDERLY_STRIPE_COUNT];
+
+#if !defined(__APPLE__)
+__attribute__((constructor)) static void corderly_stripes_init(void) {
+  for (int index = 0; index < CORDERLY_STRIPE_COUNT; index++) {
+    pthread_mutex_init(&corderly_stripes[index].lock, 0);
+  }
+}
+#endif

@@ -14,6 +14,8 @@ void corderly_tsan_release(const void *address);
 
 #if defined(__APPLE__)
 #include <os/lock.h>
+#include <stdbool.h>
+#include <stdint.h>
 /// An `os_unfair_lock` on Apple systems (macOS 10.12, iOS 10 and later).
 typedef os_unfair_lock corderly_lock_t;
 
@@ -25,6 +27,8 @@ static inline void corderly_lock_lock(corderly_lock_t *lock) { os_unfair_lock_lo
 static inline void corderly_lock_unlock(corderly_lock_t *lock) { os_unfair_lock_unlock(lock); }
 #else
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 /// A default (non-recursive) pthread mutex elsewhere.
 typedef pthread_mutex_t corderly_lock_t;
 
@@ -33,5 +37,67 @@ static inline void corderly_lock_destroy(corderly_lock_t *lock) { pthread_mutex_
 static inline void corderly_lock_lock(corderly_lock_t *lock) { pthread_mutex_lock(lock); }
 static inline void corderly_lock_unlock(corderly_lock_t *lock) { pthread_mutex_unlock(lock); }
 #endif
+
+// MARK: - Striped locks
+
+/// How many locks the stripe table holds.
+#define CORDERLY_STRIPE_COUNT 256
+
+/// One lock of the stripe table, alone on its cache line (128 bytes: Apple silicon's line).
+typedef struct {
+  _Alignas(128) corderly_lock_t lock;
+} corderly_stripe_t;
+
+/// The stripe table: static storage, so every lock in it has one address for the life of the
+/// process. Initialized before `main` (all zero on Apple systems, which is `OS_UNFAIR_LOCK_INIT`;
+/// by `pthread_mutex_init` elsewhere).
+extern corderly_stripe_t corderly_stripes[CORDERLY_STRIPE_COUNT];
+
+/// The lock of the table that guards `object`'s state, chosen by its address.
+///
+/// Objects share a lock when their addresses hash alike, so code holding one must take no other
+/// stripe lock (nor call code that might).
+static inline corderly_lock_t *corderly_stripe_for(const void *object) {
+  uint64_t address = (uint64_t)(uintptr_t)object;
+  // Fibonacci hashing: the top 8 bits of the product spread nearby heap addresses apart.
+  return &corderly_stripes[((address >> 4) * 0x9E3779B97F4A7C15ull) >> 56].lock;
+}
+
+// MARK: - Atomics
+
+// Atomic operations on plain integers, for `OrderlyAtomic` where `Synchronization.Atomic`
+// cannot be used. Compiler built-ins, so ThreadSanitizer sees them.
+#define CORDERLY_ATOMIC(NAME, TYPE)                                                        \
+  static inline TYPE corderly_##NAME##_load(TYPE *value, int order) {                      \
+    return __atomic_load_n(value, order);                                                  \
+  }                                                                                        \
+  static inline void corderly_##NAME##_store(TYPE *value, TYPE desired, int order) {       \
+    __atomic_store_n(value, desired, order);                                               \
+  }                                                                                        \
+  static inline TYPE corderly_##NAME##_exchange(TYPE *value, TYPE desired, int order) {    \
+    return __atomic_exchange_n(value, desired, order);                                     \
+  }
+#define CORDERLY_ATOMIC_ARITHMETIC(NAME, TYPE)                                             \
+  static inline TYPE corderly_##NAME##_fetch_add(TYPE *value, TYPE operand, int order) {   \
+    return __atomic_fetch_add(value, operand, order);                                      \
+  }                                                                                        \
+  static inline TYPE corderly_##NAME##_fetch_sub(TYPE *value, TYPE operand, int order) {   \
+    return __atomic_fetch_sub(value, operand, order);                                      \
+  }
+
+CORDERLY_ATOMIC(bool, bool)
+CORDERLY_ATOMIC(uint8, uint8_t)
+CORDERLY_ATOMIC(uint64, uint64_t)
+CORDERLY_ATOMIC(intptr, intptr_t)
+CORDERLY_ATOMIC_ARITHMETIC(uint8, uint8_t)
+CORDERLY_ATOMIC_ARITHMETIC(uint64, uint64_t)
+CORDERLY_ATOMIC_ARITHMETIC(intptr, intptr_t)
+
+/// The memory orders, as `__atomic` built-ins take them.
+static const int corderly_order_relaxed = __ATOMIC_RELAXED;
+static const int corderly_order_acquire = __ATOMIC_ACQUIRE;
+static const int corderly_order_release = __ATOMIC_RELEASE;
+static const int corderly_order_acq_rel = __ATOMIC_ACQ_REL;
+static const int corderly_order_seq_cst = __ATOMIC_SEQ_CST;
 
 #endif

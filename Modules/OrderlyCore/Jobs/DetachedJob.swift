@@ -123,8 +123,9 @@ struct DetachedJobResultMismatch: Error, CustomStringConvertible {
 /// lock may be held while this job's lock is taken, and nothing is resumed or cancelled under
 /// either.
 // @unchecked Sendable, proved here: a class that is not final cannot be checked by the compiler.
-// Every stored property is a `let` of a Sendable type (`Mutex` and `Atomic` included); the one
-// subclass adds a field that it reads and writes only under `state`'s lock (see its comment).
+// Every stored property is a `let` of a Sendable type (`Mutex` and `Atomic` included), except,
+// on Apple systems, `lockedState` and `rawIDValue` (see their comments); the one subclass adds a
+// field that it reads and writes only under the job's lock (see its comment).
 class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   let name: String?
   let priority: TaskPriority?
@@ -134,8 +135,18 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   /// Whether the job's work is a synchronous closure, which ``runSynchronously(in:owner:)``
   /// runs with no async frame.
   let isSynchronous: Bool
-  fileprivate let state = OrderlyLock(ErasedJobState())
+  #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
+  /// The job's state, in the job's own allocation: read and written only inside
+  /// ``withState(_:)``, under the stripe lock of this job (``withStripeLock(of:_:)``), so the
+  /// lock orders every access; exclusive by that lock, so the run-time check is left out.
+  @exclusivity(unchecked) private final var lockedState = ErasedJobState()
+  /// The job's number: written once by ``assign(id:)`` before the job is shared (under the
+  /// lock that then publishes it), only read afterwards.
+  private final var rawIDValue: UInt64 = 0
+  #else
+  private let state = OrderlyLock(ErasedJobState())
   private let rawID = OrderlyAtomic<UInt64>(0)
+  #endif
 
   fileprivate init(name: String?, priority: TaskPriority?, isBarrier: Bool, isSynchronous: Bool) {
     self.name = name
@@ -146,10 +157,29 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   }
 
   /// The job's identifier, assigned once under the queue's lock before the job is shared.
-  final var id: JobID { JobID(rawValue: rawID.load(ordering: .relaxed)) }
+  final var id: JobID {
+    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
+    JobID(rawValue: rawIDValue)
+    #else
+    JobID(rawValue: rawID.load(ordering: .relaxed))
+    #endif
+  }
+
+  /// Runs `body` on the job's state, under the job's lock: a `Mutex` in the job on Linux, the
+  /// job's stripe lock on Apple systems (where `Mutex` needs macOS 15 / iOS 18).
+  @inline(__always)
+  fileprivate final func withState<Result>(
+    _ body: (inout sending ErasedJobState) -> sending Result
+  ) -> sending Result {
+    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
+    withStripeLock(of: self) { body(&lockedState) }
+    #else
+    state.withLock(announcingTo: self, body)
+    #endif
+  }
 
   final var runningJob: (owner: any JobOwner, id: JobID)? {
-    state.withLock(announcingTo: self) { state in state.owner.map { ($0, id) } }
+    withState { state in state.owner.map { ($0, id) } }
   }
 
   /// A detached job runs in the queue's runner task, never inside another job.
@@ -160,25 +190,29 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   /// Called once, under the queue's lock, before the job is put in line; the
   /// lock's release publishes the value to every thread that later finds the job there.
   final func assign(id: JobID) {
+    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
+    rawIDValue = id.rawValue
+    #else
     rawID.store(id.rawValue, ordering: .relaxed)
+    #endif
   }
 
   final var isCancelledWhileWaiting: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .cancelled }
+    withState { $0.phase == .cancelled }
   }
 
   /// Whether the job is over: it ran and ended, or it was cancelled before it ran.
   final var isOver: Bool {
-    state.withLock(announcingTo: self) { $0.result != nil }
+    withState { $0.result != nil }
   }
 
   /// Whether the job was cancelled: before it ran, or by a request while it ran.
   final var isCancelled: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.pins.cancelRequested }
+    withState { $0.phase == .cancelled || $0.pins.cancelRequested }
   }
 
   final func grant(into wakeups: inout Wakeups) -> Bool {
-    state.withLock(announcingTo: self) { state in
+    withState { state in
       guard state.phase == .waiting else { return false }
       state.phase = .granted
       return true
@@ -186,20 +220,23 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   }
 
   final func cancelWaiting(into wakeups: inout Wakeups) -> Bool {
-    let cancelled = state.withLock(announcingTo: self) { state in
+    let cancelled = withState { state in
       guard state.phase == .waiting else { return false }
       state.phase = .cancelled
-      dropWork()
       state.result = .failure(CancellationError())
       return true
     }
-    if cancelled { wakeups.append(.cancelAwaiters(self)) }
+    if cancelled {
+      // After the lock: releasing the work may run any deinitializer the closure captured.
+      dropWork()
+      wakeups.append(.cancelAwaiters(self))
+    }
     return cancelled
   }
 
   /// Resumes whoever awaits the job with its cancellation; called with no lock held.
   final func resumeAwaitersCancelled() {
-    let awaiters = state.withLock(announcingTo: self) { state in
+    let awaiters = withState { state in
       defer { state.awaiters = [] }
       return state.awaiters
     }
@@ -207,7 +244,7 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   }
 
   final func withPins<Result: Sendable>(_ body: (JobPhase, inout PinState) -> Result) -> Result {
-    state.withLock(announcingTo: self) { body($0.phase, &$0.pins) }
+    withState { body($0.phase, &$0.pins) }
   }
 
   /// Runs the granted job in the current task, bound as the current frame of `owner`, and
@@ -231,7 +268,7 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
     end(with: .failure(DetachedJobResultMismatch()))
   }
 
-  /// Drops the job's work; called under `state`'s lock when the job is cancelled before it ran.
+  /// Drops the job's work; called once the job was cancelled before it ran, with no lock held.
   fileprivate func dropWork() {}
 
   /// Marks a granted job running in `task` for `owner`, calling `takeWork` under the job's lock;
@@ -243,7 +280,7 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
     takeWork: () -> Work?
   ) -> Work? {
     var escalation: UInt8 = 0
-    let work = state.withLock(announcingTo: self) { state -> Work? in
+    let work = withState { state -> Work? in
       guard state.phase == .granted, !state.pins.cancelRequested else { return nil }
       state.phase = .running
       state.owner = owner
@@ -258,7 +295,7 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   /// Stores the job's result, resumes its awaiters and reports how it ended.
   @inline(__always)
   fileprivate final func end(with result: ErasedJobState.Outcome) -> (RunReport, pinned: Bool) {
-    let (awaiters, pinned, cancelRequested) = state.withLock(announcingTo: self) { state in
+    let (awaiters, pinned, cancelRequested) = withState { state in
       state.phase = .finished
       state.result = result
       state.owner = nil
@@ -276,7 +313,7 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   /// Not cancellable, like `Task.value`.
   fileprivate final func erasedResult() async -> ErasedJobState.Outcome {
     await withUnsafeContinuation { continuation in
-      let ready = state.withLock(announcingTo: self) { state -> ErasedJobState.Outcome? in
+      let ready = withState { state -> ErasedJobState.Outcome? in
         if let result = state.result { return result }
         state.awaiters.append(continuation)
         return nil
@@ -302,13 +339,14 @@ final class DetachedJob<Success: Sendable>: RunnableJob, @unchecked Sendable {
 
   /// The job's work, until it runs or is cancelled.
   ///
-  /// It lives outside the `Mutex` value because its type is generic over `Success`; wrapping it
+  /// It lives outside the locked state because its type is generic over `Success`; wrapping it
   /// to erase the type would cost an allocation per job (measured: 161 -> 241 bytes per pending
   /// job).
-  // Safe: written once in `init`, before the job is shared, and afterwards only read or cleared
-  // inside `state.withLock` (in `dropWork()`, called by `cancelWaiting(into:)`, and in the
-  // `takeWork` closure of `begin(in:owner:takeWork:)`), so the lock orders every access exactly
-  // as it would for a field of the `Mutex` value.
+  // Safe: written once in `init`, before the job is shared; afterwards taken only inside the
+  // job's lock, by the `takeWork` closure of `begin(in:owner:takeWork:)`, which runs only while
+  // the job is `.granted`, or cleared by `dropWork()`, which `cancelWaiting(into:)` calls only
+  // after it moved the job from `.waiting` to `.cancelled` under that lock, so no `takeWork` can
+  // follow. The lock orders every access as it would for a field of the locked state.
   nonisolated(unsafe) private var operation: Work?
 
   @_specialize(where Success == Void)

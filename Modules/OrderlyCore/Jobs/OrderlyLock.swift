@@ -75,43 +75,130 @@ package struct OrderlyLock<Value>: ~Copyable, @unchecked Sendable {
   }
 }
 
+/// Runs `body` under the lock of the stripe table that guards `object`'s state.
+///
+/// The per-job state on Apple systems: a job's state is a stored property of the job, guarded by
+/// a lock of a fixed table picked by the job's address, so a job costs no lock allocation of its
+/// own. Objects can share a stripe: `body` must take no other stripe lock, and release nothing
+/// whose deinitializer might (user code), which is why jobs drop their work after unlocking.
+@inline(__always)
+func withStripeLock<Result: ~Copyable, E: Error>(
+  of object: AnyObject,
+  _ body: () throws(E) -> Result
+) throws(E) -> Result {
+  let lock = corderly_stripe_for(UnsafeRawPointer(Unmanaged.passUnretained(object).toOpaque()))
+  corderly_lock_lock(lock)
+  defer { corderly_lock_unlock(lock) }
+  return try body()
+}
+
+/// The heap block behind an ``OrderlyAtomic``: the value as the one element, at an address that
+/// never moves, changed only by the C `__atomic` built-ins.
+package final class AtomicStorage<Value>: ManagedBuffer<Void, Value> {
+  deinit {
+    _ = withUnsafeMutablePointerToElements { $0.deinitialize(count: 1) }
+  }
+}
+
 /// An atomic value, on every claimed platform.
 ///
-/// `Synchronization.Atomic`'s API for the operations Orderly uses. Here it is a value behind
-/// an `OrderlyLock`.
-package struct OrderlyAtomic<Value: Sendable>: ~Copyable, Sendable {
-  @usableFromInline let lock: OrderlyLock<Value>
+/// `Synchronization.Atomic`'s API for the operations Orderly uses. Here it is a value in a heap
+/// block of its own, changed with the compiler's atomic built-ins.
+package struct OrderlyAtomic<Value: Sendable>: ~Copyable, @unchecked Sendable {
+  // @unchecked Sendable, proved here: the value is read and written only through the atomic
+  // built-ins (see the extensions below), at an address that does not move.
+  @usableFromInline let storage: AtomicStorage<Value>
 
   /// Creates an atomic value.
   @inlinable
   package init(_ initialValue: Value) {
-    lock = OrderlyLock(initialValue)
+    let buffer = AtomicStorage<Value>.create(minimumCapacity: 1) { _ in () }
+    // `create` allocates an instance of the class it is called on (see `OrderlyLock.init`).
+    storage = unsafeDowncast(buffer, to: AtomicStorage<Value>.self)
+    storage.withUnsafeMutablePointerToElements { $0.initialize(to: initialValue) }
   }
 
+  /// The value's address: stable, as it is in `storage`'s own allocation, which lives as long
+  /// as `self`.
+  @inlinable
+  var address: UnsafeMutablePointer<Value> {
+    storage.withUnsafeMutablePointerToElements { $0 }
+  }
+}
+
+extension OrderlyAtomicOrdering {
+  /// The order, as the C built-ins take it.
+  @inlinable
+  var cOrder: Int32 {
+    switch self {
+    case .relaxed: corderly_order_relaxed
+    case .acquiring: corderly_order_acquire
+    case .releasing: corderly_order_release
+    case .acquiringAndReleasing: corderly_order_acq_rel
+    case .sequentiallyConsistent: corderly_order_seq_cst
+    }
+  }
+
+  /// The order for a load: one a load can have.
+  @inlinable
+  var cLoadOrder: Int32 {
+    switch self {
+    case .relaxed: corderly_order_relaxed
+    case .acquiring, .acquiringAndReleasing: corderly_order_acquire
+    case .releasing, .sequentiallyConsistent: corderly_order_seq_cst
+    }
+  }
+
+  /// The order for a store: one a store can have.
+  @inlinable
+  var cStoreOrder: Int32 {
+    switch self {
+    case .relaxed: corderly_order_relaxed
+    case .releasing, .acquiringAndReleasing: corderly_order_release
+    case .acquiring, .sequentiallyConsistent: corderly_order_seq_cst
+    }
+  }
+}
+
+extension OrderlyAtomic where Value == Bool {
   /// The current value.
   @inlinable
   package borrowing func load(ordering: OrderlyAtomicOrdering) -> Value {
-    lock.withLock { $0 }
+    corderly_bool_load(address, ordering.cLoadOrder)
   }
 
   /// Replaces the value.
   @inlinable
   package borrowing func store(_ desired: Value, ordering: OrderlyAtomicOrdering) {
-    lock.withLock { $0 = desired }
+    corderly_bool_store(address, desired, ordering.cStoreOrder)
   }
 
   /// Replaces the value and returns the one it replaced.
   @inlinable
   package borrowing func exchange(_ desired: Value, ordering: OrderlyAtomicOrdering) -> Value {
-    lock.withLock { value in
-      let old = value
-      value = desired
-      return old
-    }
+    corderly_bool_exchange(address, desired, ordering.cOrder)
   }
 }
 
-extension OrderlyAtomic where Value: FixedWidthInteger {
+extension OrderlyAtomic where Value == UInt8 {
+  /// The current value.
+  @inlinable
+  package borrowing func load(ordering: OrderlyAtomicOrdering) -> Value {
+    corderly_uint8_load(address, ordering.cLoadOrder)
+  }
+
+  /// Replaces the value.
+  @inlinable
+  package borrowing func store(_ desired: Value, ordering: OrderlyAtomicOrdering) {
+    corderly_uint8_store(address, desired, ordering.cStoreOrder)
+  }
+
+  /// Replaces the value and returns the one it replaced.
+  @inlinable
+  package borrowing func exchange(_ desired: Value, ordering: OrderlyAtomicOrdering) -> Value {
+    corderly_uint8_exchange(address, desired, ordering.cOrder)
+  }
+
   /// Adds `operand`, wrapping on overflow, and returns the values before and after.
   @inlinable
   @discardableResult
@@ -119,11 +206,8 @@ extension OrderlyAtomic where Value: FixedWidthInteger {
     _ operand: Value,
     ordering: OrderlyAtomicOrdering
   ) -> (oldValue: Value, newValue: Value) {
-    lock.withLock { value in
-      let old = value
-      value &+= operand
-      return (old, value)
-    }
+    let old = corderly_uint8_fetch_add(address, operand, ordering.cOrder)
+    return (old, old &+ operand)
   }
 
   /// Subtracts `operand`, wrapping on overflow, and returns the values before and after.
@@ -133,11 +217,92 @@ extension OrderlyAtomic where Value: FixedWidthInteger {
     _ operand: Value,
     ordering: OrderlyAtomicOrdering
   ) -> (oldValue: Value, newValue: Value) {
-    lock.withLock { value in
-      let old = value
-      value &-= operand
-      return (old, value)
-    }
+    let old = corderly_uint8_fetch_sub(address, operand, ordering.cOrder)
+    return (old, old &- operand)
+  }
+}
+
+extension OrderlyAtomic where Value == UInt64 {
+  /// The current value.
+  @inlinable
+  package borrowing func load(ordering: OrderlyAtomicOrdering) -> Value {
+    corderly_uint64_load(address, ordering.cLoadOrder)
+  }
+
+  /// Replaces the value.
+  @inlinable
+  package borrowing func store(_ desired: Value, ordering: OrderlyAtomicOrdering) {
+    corderly_uint64_store(address, desired, ordering.cStoreOrder)
+  }
+
+  /// Replaces the value and returns the one it replaced.
+  @inlinable
+  package borrowing func exchange(_ desired: Value, ordering: OrderlyAtomicOrdering) -> Value {
+    corderly_uint64_exchange(address, desired, ordering.cOrder)
+  }
+
+  /// Adds `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func add(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    let old = corderly_uint64_fetch_add(address, operand, ordering.cOrder)
+    return (old, old &+ operand)
+  }
+
+  /// Subtracts `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func subtract(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    let old = corderly_uint64_fetch_sub(address, operand, ordering.cOrder)
+    return (old, old &- operand)
+  }
+}
+
+extension OrderlyAtomic where Value == Int {
+  /// The current value.
+  @inlinable
+  package borrowing func load(ordering: OrderlyAtomicOrdering) -> Value {
+    corderly_intptr_load(address, ordering.cLoadOrder)
+  }
+
+  /// Replaces the value.
+  @inlinable
+  package borrowing func store(_ desired: Value, ordering: OrderlyAtomicOrdering) {
+    corderly_intptr_store(address, desired, ordering.cStoreOrder)
+  }
+
+  /// Replaces the value and returns the one it replaced.
+  @inlinable
+  package borrowing func exchange(_ desired: Value, ordering: OrderlyAtomicOrdering) -> Value {
+    corderly_intptr_exchange(address, desired, ordering.cOrder)
+  }
+
+  /// Adds `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func add(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    let old = corderly_intptr_fetch_add(address, operand, ordering.cOrder)
+    return (old, old &+ operand)
+  }
+
+  /// Subtracts `operand`, wrapping on overflow, and returns the values before and after.
+  @inlinable
+  @discardableResult
+  package borrowing func subtract(
+    _ operand: Value,
+    ordering: OrderlyAtomicOrdering
+  ) -> (oldValue: Value, newValue: Value) {
+    let old = corderly_intptr_fetch_sub(address, operand, ordering.cOrder)
+    return (old, old &- operand)
   }
 }
 #else

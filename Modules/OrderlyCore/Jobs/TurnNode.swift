@@ -36,7 +36,15 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   let isGrantedAtAdmission: Bool
   /// The priority the job's task had when it was admitted (`TaskPriority.rawValue`).
   let basePriority: UInt8
+  #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
+  /// The node's state, in the node's own allocation.
+  // Safe: read and written only inside `withState(_:)`, under the stripe lock of this node
+  // (`withStripeLock(of:_:)`), so the lock orders every access; exclusive by that lock, so the
+  // run-time check is left out.
+  @exclusivity(unchecked) nonisolated(unsafe) private var lockedState: State
+  #else
   private let state: OrderlyLock<State>
+  #endif
 
   /// Creates a node.
   ///
@@ -62,27 +70,44 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     self.isBarrier = isBarrier
     self.isGrantedAtAdmission = granted
     self.basePriority = basePriority
+    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
+    self.lockedState = State(phase: granted ? .granted : .waiting)
+    #else
     self.state = OrderlyLock(State(phase: granted ? .granted : .waiting))
+    #endif
+  }
+
+  /// Runs `body` on the node's state, under the node's lock: a `Mutex` in the node on Linux, the
+  /// node's stripe lock on Apple systems (where `Mutex` needs macOS 15 / iOS 18).
+  @inline(__always)
+  private func withState<Result>(
+    _ body: (inout sending State) -> sending Result
+  ) -> sending Result {
+    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
+    withStripeLock(of: self) { body(&lockedState) }
+    #else
+    state.withLock(announcingTo: self, body)
+    #endif
   }
 
   /// Whether the node left the line cancelled without ever being granted (a tombstone).
   var isCancelledWhileWaiting: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .cancelled }
+    withState { $0.phase == .cancelled }
   }
 
   /// Whether the node's job is over: it ran and ended, or it was cancelled before it ran.
   var isOver: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .finished || $0.phase == .cancelled }
+    withState { $0.phase == .finished || $0.phase == .cancelled }
   }
 
   /// Whether the node's job was cancelled: before it ran, or after it was given its turn.
   var wasCancelled: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .cancelled || $0.pins.cancelRequested }
+    withState { $0.phase == .cancelled || $0.pins.cancelRequested }
   }
 
   /// Whether the node has its turn already, so the waiting task need not suspend.
   var isGranted: Bool {
-    state.withLock(announcingTo: self) { $0.phase == .granted }
+    withState { $0.phase == .granted }
   }
 
   /// Gives the node its turn.
@@ -91,7 +116,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   ///
   /// - Returns: `false` if the node was cancelled and must be skipped.
   func grant(into wakeups: inout Wakeups) -> Bool {
-    let (granted, continuation) = state.withLock(announcingTo: self) {
+    let (granted, continuation) = withState {
       state -> (Bool, UnsafeContinuation<Void, any Error>?) in
       guard state.phase == .waiting else { return (false, nil) }
       state.phase = .granted
@@ -107,7 +132,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   ///
   /// - Returns: `true` if the node was waiting and is now cancelled.
   func cancelWaiting(into wakeups: inout Wakeups) -> Bool {
-    let (cancelled, continuation) = state.withLock(announcingTo: self) {
+    let (cancelled, continuation) = withState {
       state -> (Bool, UnsafeContinuation<Void, any Error>?) in
       guard state.phase == .waiting else { return (false, nil) }
       state.phase = .cancelled
@@ -118,7 +143,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   }
 
   func withPins<Result: Sendable>(_ body: (JobPhase, inout PinState) -> Result) -> Result {
-    state.withLock(announcingTo: self) { body($0.phase, &$0.pins) }
+    withState { body($0.phase, &$0.pins) }
   }
 
   /// Hands the node the continuation of the task waiting for its turn.
@@ -129,7 +154,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   /// once. A plain function rather than an async one that suspends: every async frame of a
   /// waiting task stays in its memory while it waits.
   func parkUntilGranted(_ continuation: UnsafeContinuation<Void, any Error>) {
-    let outcome = state.withLock(announcingTo: self) { state -> Bool? in
+    let outcome = withState { state -> Bool? in
       switch state.phase {
       case .waiting:
         state.continuation = continuation
@@ -157,7 +182,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     owner: JobQueueCore,
     parent: (any RunningJobFrame)?
   ) -> Bool {
-    let (begins, escalation) = state.withLock(announcingTo: self) {
+    let (begins, escalation) = withState {
       state -> (Bool, TaskPriority?) in
       guard state.phase == .granted, !state.pins.cancelRequested else { return (false, nil) }
       state.phase = .running
@@ -172,11 +197,11 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   }
 
   var runningJob: (owner: any JobOwner, id: JobID)? {
-    state.withLock(announcingTo: self) { state in state.owner.map { ($0, id) } }
+    withState { state in state.owner.map { ($0, id) } }
   }
 
   var parent: (any RunningJobFrame)? {
-    state.withLock(announcingTo: self) { $0.parentFrame }
+    withState { $0.parentFrame }
   }
 
   /// Marks the job as ended.
@@ -186,7 +211,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   /// - Returns: `true` if a canceller is still using the job's task: the caller must then
   ///   `await parkUntilUnpinned()` before its task goes past the job.
   func endRunning() -> Bool {
-    state.withLock(announcingTo: self) { state in
+    withState { state in
       state.phase = .finished
       // The parent stays: a task that escaped this job still sees the jobs around it.
       state.owner = nil
