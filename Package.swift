@@ -4,7 +4,15 @@ import PackageDescription
 
 let package = Package(
   name: "Orderly",
-  platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10), .visionOS(.v1)],
+  // The floor of every library product: Duration and Clock (macOS 13 / iOS 16 / tvOS 16 /
+  // watchOS 9), which the API of every module but OrderlyCore uses (delays, timeouts, injected
+  // clocks); OrderlyCore keeps the same floor, as SwiftPM sets one per package. Newer APIs are
+  // behind @available where they are used: Observation (`TaskStore`, `LaunchSequencer`) from
+  // macOS 14 / iOS 17; task executors (`DedicatedThreadExecutor`, the queues' `executor:`
+  // initializers) from macOS 15 / iOS 18. Synchronization's Mutex and Atomic (macOS 15) are used
+  // on Linux only: Apple systems get OrderlyLock, OrderlyAtomic and the jobs' stripe locks
+  // (Modules/OrderlyCore/Jobs/OrderlyLock.swift).
+  platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
   products: [
     .library(name: "OrderlyCore", targets: ["OrderlyCore"]),
     .library(name: "OrderlyTestSupport", targets: ["OrderlyTestSupport"]),
@@ -403,6 +411,25 @@ package.targets += [
 
 // MARK: - Shared settings
 
+/// The targets a package depending on Orderly can build: those of the library products and every
+/// target they depend on.
+@MainActor func libraryTargetClosure() -> Set<String> {
+  let targets = Dictionary(uniqueKeysWithValues: package.targets.map { ($0.name, $0) })
+  var closure = Set<String>()
+  var pending = package.products.compactMap { $0 as? Product.Library }.flatMap(\.targets)
+  while let name = pending.popLast() {
+    guard let target = targets[name], closure.insert(name).inserted else { continue }
+    for dependency in target.dependencies {
+      switch dependency {
+      case .targetItem(let name, _), .byNameItem(let name, _): pending.append(name)
+      default: break
+      }
+    }
+  }
+  return closure
+}
+let libraryTargets = libraryTargetClosure()
+
 for target in package.targets where target.name != "COrderlySanitizer" {
   var settings = target.swiftSettings ?? []
   settings += [
@@ -411,5 +438,17 @@ for target in package.targets where target.name != "COrderlySanitizer" {
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("MemberImportVisibility"),
   ]
+  // Tests, examples and tools are built only in this repository, on a Mac new enough to run
+  // them: they may use what the floor above does not have (Mutex, task executors) without an
+  // @available on each use. No package depending on Orderly builds them, so the flag never
+  // reaches one (SwiftPM refuses unsafe flags only in the targets a dependent builds).
+  if !libraryTargets.contains(target.name) {
+    settings.append(
+      .unsafeFlags(
+        ["-Xfrontend", "-disable-availability-checking"],
+        .when(platforms: [.macOS, .iOS, .tvOS, .watchOS, .visionOS])
+      )
+    )
+  }
   target.swiftSettings = settings
 }

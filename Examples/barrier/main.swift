@@ -2,12 +2,11 @@
 // reads already running, runs alone, and only then do the reads behind it start. Readers never
 // see a half-written cache, and no reader waits for another reader.
 import OrderlyCore
+import Synchronization
 
 /// The cache, and a record of who was inside at the same time.
 final class PriceCache: Sendable {
-  // `OrderlyLock` is Orderly's stand-in for `Synchronization.Mutex`, which needs macOS 15 / iOS 18;
-  // on those systems and on Linux, your own code can use `Mutex` the same way.
-  private let state = OrderlyLock(
+  private let state = Mutex(
     (prices: ["apple": 1.00, "pear": 1.20], version: 1, inside: 0, peak: 0, overlaps: 0)
   )
 

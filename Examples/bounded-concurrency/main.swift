@@ -3,12 +3,11 @@
 // ConcurrentQueue(limit: 4), enqueued from synchronous code. Downloads are fake: each sleeps a
 // fixed time and returns a size, so nothing touches the network.
 import OrderlyCore
+import Synchronization
 
 /// Counts downloads in flight, the most seen at once, and the order they started in.
 final class Tracker: Sendable {
-  // `OrderlyLock` is Orderly's stand-in for `Synchronization.Mutex`, which needs macOS 15 / iOS 18;
-  // on those systems and on Linux, your own code can use `Mutex` the same way.
-  private let state = OrderlyLock((current: 0, peak: 0, starts: [Int]()))
+  private let state = Mutex((current: 0, peak: 0, starts: [Int]()))
 
   func begin(_ file: Int) {
     state.withLock { state in

@@ -3,6 +3,7 @@
 // cooperative pool keeps its threads for everything else.
 import Foundation
 import OrderlyCore
+import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -20,40 +21,32 @@ func blockingWrite(_ record: Int) {
   usleep(20_000)
 }
 
-// `OrderlyLock` is Orderly's stand-in for `Synchronization.Mutex`, which needs macOS 15 / iOS 18;
-// on those systems and on Linux, your own code can use `Mutex` the same way.
-let threads = OrderlyLock<[UInt]>([])
-let written = OrderlyLock<[Int]>([])
+let disk = DedicatedThreadExecutor(name: "disk", threads: 1)
+let writes = SerialQueue(name: "writes", executor: disk)
+let threads = Mutex<[UInt]>([])
+let written = Mutex<[Int]>([])
 
-// Task executors need macOS 15, iOS 18, tvOS 18, watchOS 11 or visionOS 2.
-if #available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *) {
-  let disk = DedicatedThreadExecutor(name: "disk", threads: 1)
-  let writes = SerialQueue(name: "writes", executor: disk)
-
-  print("Four blocking writes, enqueued from synchronous code:")
-  for record in 1...4 {
-    writes.enqueueDetached {
-      blockingWrite(record)
-      threads.withLock { $0.append(currentThread()) }
-      written.withLock { $0.append(record) }
-    }
+print("Four blocking writes, enqueued from synchronous code:")
+for record in 1...4 {
+  writes.enqueueDetached {
+    blockingWrite(record)
+    threads.withLock { $0.append(currentThread()) }
+    written.withLock { $0.append(record) }
   }
-  try await writes.waitUntilIdle()
-  for record in written.withLock({ $0 }) {
-    print("  write \(record) done (it blocked its thread 20 ms)")
-  }
-
-  let writeThreads = Set(threads.withLock { $0 })
-  // A few tasks on the pool, to see which threads it uses.
-  var poolThreads: Set<UInt> = []
-  for _ in 0..<20 { poolThreads.insert(await Task.detached { currentThread() }.value) }
-  print("  in the order enqueued: \(written.withLock { $0 } == [1, 2, 3, 4] ? "yes" : "no")")
-  print("  all on one thread of their own: \(writeThreads.count == 1 ? "yes" : "no")")
-  print(
-    "  that thread is one of the cooperative pool's: "
-      + (writeThreads.isDisjoint(with: poolThreads) ? "no" : "yes")
-  )
-  disk.shutdown()
-} else {
-  print("Task executors need macOS 15, iOS 18, tvOS 18, watchOS 11 or visionOS 2.")
 }
+try await writes.waitUntilIdle()
+for record in written.withLock({ $0 }) {
+  print("  write \(record) done (it blocked its thread 20 ms)")
+}
+
+let writeThreads = Set(threads.withLock { $0 })
+// A few tasks on the pool, to see which threads it uses.
+var poolThreads: Set<UInt> = []
+for _ in 0..<20 { poolThreads.insert(await Task.detached { currentThread() }.value) }
+print("  in the order enqueued: \(written.withLock { $0 } == [1, 2, 3, 4] ? "yes" : "no")")
+print("  all on one thread of their own: \(writeThreads.count == 1 ? "yes" : "no")")
+print(
+  "  that thread is one of the cooperative pool's: "
+    + (writeThreads.isDisjoint(with: poolThreads) ? "no" : "yes")
+)
+disk.shutdown()

@@ -2,12 +2,11 @@
 // document's latest version. Saves of one document must land in order (or an old version
 // overwrites a newer one); saves of different documents may run side by side.
 import OrderlyCore
+import Synchronization
 
 /// A fake store: version 1 of each document is slow to save, later versions are fast.
 final class Store: Sendable {
-  // `OrderlyLock` is Orderly's stand-in for `Synchronization.Mutex`, which needs macOS 15 / iOS 18;
-  // on those systems and on Linux, your own code can use `Mutex` the same way.
-  private let state = OrderlyLock((saved: [String: Int](), running: 0, peak: 0))
+  private let state = Mutex((saved: [String: Int](), running: 0, peak: 0))
 
   func save(_ document: String, version: Int) async throws {
     state.withLock { state in

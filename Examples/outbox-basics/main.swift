@@ -5,10 +5,10 @@
 // Time is a manual clock, moved on by the code that prints the events: every run prints the
 // same times, and the backoff waits (100 ms, then 200 ms) are exact.
 import Foundation
-import OrderlyCore
 import OrderlyOutbox
 import OrderlyRepository
 import OrderlyTestSupport
+import Synchronization
 
 /// The server could not be reached.
 struct Unreachable: Error, CustomStringConvertible {
@@ -22,9 +22,7 @@ final class FakeServer: Sendable {
     var applied: Set<UUID> = []
     var unreachableAttempts = 2
   }
-  // `OrderlyLock` is Orderly's stand-in for `Synchronization.Mutex`, which needs macOS 15 / iOS 18;
-  // on those systems and on Linux, your own code can use `Mutex` the same way.
-  private let state = OrderlyLock(State())
+  private let state = Mutex(State())
 
   var notes: [Note.ID: NoteText] { state.withLock { $0.notes } }
 

@@ -3,6 +3,7 @@ import Foundation
 import OrderlyCore
 import OrderlyRepository
 import OrderlySQLite
+import Synchronization
 
 /// `orderly shell`: an interactive notes shell over `NotesRepository` on SQLite.
 struct ShellCommand: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import Foundation
 import OrderlyCore
 import OrderlyRepository
+import Synchronization
 
 /// A parsed shell command.
 enum ShellLine: Equatable {
@@ -137,9 +138,9 @@ final class ShellSession: Sendable {
   private let lines = SerialQueue(name: "shell")
   private let interactive = isatty(STDIN_FILENO) == 1
   /// Whether any line failed, to set the exit status.
-  private let failures = OrderlyLock(false)
+  private let failures = Mutex(false)
   /// Accepted commands that have not ended, by line number, as typed.
-  private let unfinished = OrderlyLock<[Int: String]>([:])
+  private let unfinished = Mutex<[Int: String]>([:])
 
   init(repository: NotesRepository) {
     self.repository = repository

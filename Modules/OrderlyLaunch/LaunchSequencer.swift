@@ -105,6 +105,8 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
 /// The sequencer is `@Observable`: ``currentStep``, ``pendingSteps``, ``history``,
 /// ``isIdle`` and ``isSuspended`` update views as they change. ``events`` reports the same
 /// changes as a sequence.
+// Observation, which `@Observable` needs, first shipped with macOS 14 / iOS 17.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor
 @Observable
 public final class LaunchSequencer {

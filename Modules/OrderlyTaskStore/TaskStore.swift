@@ -56,6 +56,8 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 ///
 /// Releasing the store cancels every task it holds; waiting tasks never run, and their awaiters
 /// resume with `CancellationError` at once.
+// Observation, which `@Observable` needs, first shipped with macOS 14 / iOS 17.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @Observable
 public final class TaskStore<Key: Hashable & Sendable> {
   /// A key's counters and last result.
@@ -415,6 +417,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
 /// `@unchecked Sendable` is safe because the store is only ever touched on `actor`, the actor
 /// the store's methods were called on: either inside `actor.assumeIsolated` (which checks it at
 /// run time), or in ``settleCancelledWaiting(_:key:isolation:)``, a method isolated to `actor`.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 private struct StoreReference<Key: Hashable & Sendable>: @unchecked Sendable {
   weak var store: TaskStore<Key>?
   let actor: any Actor

@@ -36,7 +36,6 @@ func coreOverview(service: DraftsService, note: Draft, oldNote: Draft) async thr
 /// A write that blocks its thread, as the samples make one.
 func blockingWrite(_ record: String) throws {}
 
-@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 func runningBlockingWork(record: String) {
   // sample: core-blocking-work
   let disk = DedicatedThreadExecutor(name: "disk", threads: 1)

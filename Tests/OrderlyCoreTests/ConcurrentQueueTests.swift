@@ -1,5 +1,6 @@
 import OrderlyCore
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 /// Counts jobs running at once and remembers the most seen.
@@ -7,7 +8,7 @@ import Testing
 /// Test helpers lock with `withLock(announcingTo:)` like the library: ThreadSanitizer cannot see
 /// `Mutex` on Linux and would report their state as racy.
 final class PeakCounter: Sendable {
-  private let state = OrderlyLock((current: 0, peak: 0))
+  private let state = Mutex((current: 0, peak: 0))
 
   func enter() {
     state.withLock(announcingTo: self) { state in
@@ -26,7 +27,7 @@ final class PeakCounter: Sendable {
 
 /// A count shared by escaping closures.
 final class SharedCount: Sendable {
-  private let value = OrderlyAtomic<Int>(0)
+  private let value = Atomic<Int>(0)
 
   func increment() {
     value.add(1, ordering: .relaxed)

@@ -1,6 +1,7 @@
 import Dispatch
 import OrderlyCore
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -13,13 +14,12 @@ import Darwin
 private func currentThread() -> pthread_t { pthread_self() }
 
 /// The executor's thread, found by running a task on it.
-@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 private func thread(of executor: DedicatedThreadExecutor) async -> pthread_t {
   await Task.detached(executorPreference: executor) { currentThread() }.value
 }
 
 private final class Threads: Sendable {
-  private let seen = OrderlyLock<[pthread_t]>([])
+  private let seen = Mutex<[pthread_t]>([])
   func record() {
     let thread = currentThread()
     seen.withLock { $0.append(thread) }
@@ -29,10 +29,8 @@ private final class Threads: Sendable {
 
 @Suite("DedicatedThreadExecutor and queues that run on it", .timeLimit(.minutes(1)))
 struct DedicatedThreadExecutorTests {
-  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
   static let executor = DedicatedThreadExecutor(name: "tests", threads: 1)
 
-  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
   @Test("detached, enqueue and enqueueAndWait jobs run on the executor's thread, in order")
   func jobsRunOnTheExecutor() async throws {
     let queue = SerialQueue(name: "on-thread", executor: Self.executor)
@@ -58,7 +56,6 @@ struct DedicatedThreadExecutorTests {
     #expect(threads.all.allSatisfy { pthread_equal($0, home) != 0 })
   }
 
-  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
   @Test("jobs that block their thread leave the cooperative pool free")
   func blockingJobsDoNotStarveThePool() async throws {
     // Two jobs block two threads until a task on the cooperative pool lets them go. On the
@@ -84,7 +81,6 @@ struct DedicatedThreadExecutorTests {
     for job in jobs { try await job.value }
   }
 
-  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
   @Test("KeyedSerialQueue and ConcurrentQueue keep their contracts on an executor")
   func otherQueues() async throws {
     let keyed = KeyedSerialQueue<Int>(executor: Self.executor)
@@ -101,7 +97,6 @@ struct DedicatedThreadExecutorTests {
     #expect(value == 42)
   }
 
-  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
   @Test("shutdown runs what was enqueued, then work enqueued later runs on its own caller")
   func shutdown() async throws {
     let executor = DedicatedThreadExecutor(name: "short-lived")

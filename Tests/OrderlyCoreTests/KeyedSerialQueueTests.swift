@@ -1,5 +1,6 @@
 import OrderlyCore
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 @Suite("KeyedSerialQueue")
@@ -169,7 +170,7 @@ struct KeyedSerialQueueStressTests {
 
 /// How many jobs run per key, to catch two jobs of one key overlapping.
 final class RunningPerKey: Sendable {
-  private let counts = OrderlyLock([Int: Int]())
+  private let counts = Mutex([Int: Int]())
 
   /// Counts a job in and returns how many jobs of the key run now, itself included.
   func enter(_ key: Int) -> Int {

@@ -1,5 +1,6 @@
 import OrderlyCore
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 /// A low-priority job that runs until its task is escalated to `.high`, then records the
@@ -7,7 +8,7 @@ import Testing
 private final class EscalationProbe: Sendable {
   let started = Gate()
   private let raised = Gate()
-  private let seen = OrderlyLock<TaskPriority?>(nil)
+  private let seen = Mutex<TaskPriority?>(nil)
 
   var priority: TaskPriority? { seen.withLock { $0 } }
 
@@ -27,7 +28,7 @@ private final class EscalationProbe: Sendable {
 
 /// Records the priority a job starts at.
 private final class StartPriority: Sendable {
-  private let seen = OrderlyLock<TaskPriority?>(nil)
+  private let seen = Mutex<TaskPriority?>(nil)
   var priority: TaskPriority? { seen.withLock { $0 } }
   func record() {
     let current = Task.currentPriority

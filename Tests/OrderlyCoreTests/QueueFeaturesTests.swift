@@ -1,5 +1,6 @@
 import OrderlyCore
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 /// A type that enqueues work calling its own methods without writing `self.`, as `Task {}`

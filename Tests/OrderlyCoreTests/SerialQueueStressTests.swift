@@ -1,6 +1,7 @@
 import Foundation
 import OrderlyCore
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 @Suite("SerialQueue and ConcurrentQueue(limit: 1): stress", .timeLimit(.minutes(5)))
@@ -152,7 +153,7 @@ struct SerialQueueStressTests {
 
 /// Counts jobs running at once.
 final class ActiveCounter: Sendable {
-  private let balance = OrderlyLock(0)
+  private let balance = Mutex(0)
 
   func enter() -> Int {
     balance.withLock(announcingTo: self) { value in
@@ -209,8 +210,8 @@ struct ProducerThreadStressTests {
 
 /// How many producer threads finished.
 private final class ThreadCount: Sendable {
-  private let value = OrderlyAtomic<Int>(0)
+  private let value = Atomic<Int>(0)
 
   /// Adds one and returns the new count.
-  func increment() -> Int { value.add(1, ordering: .acquiringAndReleasing).newValue }
+  func increment() -> Int { value.wrappingAdd(1, ordering: .acquiringAndReleasing).newValue }
 }

@@ -1,6 +1,7 @@
 import Dispatch
 import OrderlyCore
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 /// Synchronous detached jobs keep every contract of the async ones: the runner only calls them
@@ -118,7 +119,6 @@ struct SynchronousJobTests {
     #expect(ran.values == [99])
   }
 
-  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
   @Test("cancelled while it runs: the job sees Task.isCancelled, the next job does not")
   func cancelWhileRunning() async throws {
     // The job blocks its thread: on a thread of its own, not one of the cooperative pool's few.
@@ -185,7 +185,7 @@ struct SynchronousJobTests {
     let queue = SerialQueue()
     let other = SerialQueue()
     let seen = OrderedRecorder<String>()
-    let spawned = OrderlyLock<Task<Void, Never>?>(nil)
+    let spawned = Mutex<Task<Void, Never>?>(nil)
     let job = queue.enqueueDetached {
       seen.record("in job: \(queue.isCurrent), other: \(other.isCurrent)")
       let detached = Task.detached { seen.record("detached: \(queue.isCurrent)") }
@@ -200,7 +200,7 @@ struct SynchronousJobTests {
   @Test("a Task started in a sync job may wait on the queue: no false reentrancy error")
   func taskFromSyncJobMayWait() async throws {
     let queue = SerialQueue()
-    let spawned = OrderlyLock<Task<Int, any Error>?>(nil)
+    let spawned = Mutex<Task<Int, any Error>?>(nil)
     let job = queue.enqueueDetached {
       let task = Task { try await queue.enqueueAndWait { 5 } }
       spawned.withLock { $0 = task }
@@ -210,7 +210,6 @@ struct SynchronousJobTests {
     #expect(try await task.value == 5)
   }
 
-  @available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
   @Test("a sync job on a queue of its own executor runs there, in order")
   func onDedicatedExecutor() async throws {
     let executor = DedicatedThreadExecutor(name: "sync-jobs")

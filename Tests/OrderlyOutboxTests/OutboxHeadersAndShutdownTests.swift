@@ -1,14 +1,14 @@
 import BuiltProducts
 import Foundation
 import GRDB
-import OrderlyCore
 import OrderlyOutbox
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 /// Records the envelopes a delivery closure saw.
 private final class Seen: Sendable {
-  private let envelopes = OrderlyLock<[Envelope<Change>]>([])
+  private let envelopes = Mutex<[Envelope<Change>]>([])
 
   var all: [Envelope<Change>] { envelopes.withLock { $0 } }
 
@@ -152,7 +152,7 @@ struct OutboxHeadersAndShutdownTests {
     try await outbox.append(contentsOf: (1...2).map { Change("n", "\($0)") })
     let gate = Gate()
     let seen = Seen()
-    let cancelled = OrderlyLock(false)
+    let cancelled = Mutex(false)
     try outbox.start { envelope in
       seen.add(envelope)
       do {

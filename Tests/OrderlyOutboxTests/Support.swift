@@ -1,6 +1,7 @@
 import Foundation
 import OrderlyCore
 import OrderlyOutbox
+import Synchronization
 
 /// A change to a note, as an app would send it to its server.
 struct Change: Codable, Sendable, Equatable, CustomStringConvertible {
@@ -35,7 +36,7 @@ final class FakeServer: Sendable {
     var attempts: [Int] = []
   }
 
-  private let state = OrderlyLock(State())
+  private let state = Mutex(State())
 
   /// What the server applied, in order.
   var applied: [Change] { state.withLock(announcingTo: self) { $0.applied } }

@@ -2,10 +2,10 @@
 #if Postgres
 import BuiltProducts
 import Foundation
-import OrderlyCore
 import OrderlyOutbox
 import OrderlyPostgres
 import PostgresNIO
+import Synchronization
 import Testing
 
 #if canImport(Glibc)
@@ -37,7 +37,7 @@ final class Fleet: Sendable {
   let lease: Int
   let poll: Int
   let limit: Int
-  private let workers = OrderlyLock<[BuiltProducts.Running]>([])
+  private let workers = Mutex<[BuiltProducts.Running]>([])
 
   init(_ database: TestDatabase, lease: Int, poll: Int, limit: Int) {
     self.database = database

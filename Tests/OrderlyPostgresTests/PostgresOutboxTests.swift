@@ -1,7 +1,6 @@
 // Built with the Postgres trait only; see Package.swift.
 #if Postgres
 import Foundation
-import OrderlyCore
 import OrderlyOutbox
 import OrderlyPostgres
 import PostgresNIO
@@ -153,7 +152,7 @@ struct PostgresOutboxTests {
     try await outbox.append(contentsOf: ["p1", "poison", "p2"], partition: "p")
     try await outbox.append(contentsOf: ["q1", "q2"], partition: "q")
     let seen = Recorder<String>()
-    let cured = OrderlyLock(false)
+    let cured = Mutex(false)
     try outbox.start(pollInterval: .milliseconds(50)) { envelope in
       if envelope.message == "poison" && !cured.withLock({ $0 }) {
         throw PermanentDeliveryFailure("cannot apply")
@@ -430,7 +429,7 @@ struct PostgresOutboxTests {
 
 /// A gate a test opens once; every waiter, before or after, passes.
 final class AsyncGate: Sendable {
-  private let state = OrderlyLock<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>(
+  private let state = Mutex<(open: Bool, waiters: [CheckedContinuation<Void, Never>])>(
     (false, [])
   )
 
@@ -487,4 +486,5 @@ extension TestDatabase {
   }
 }
 
+import Synchronization
 #endif

@@ -3,7 +3,7 @@
 #if Postgres && canImport(Glibc)
 import Foundation
 import Glibc
-import OrderlyCore
+import Synchronization
 
 /// A switch between a client and the test server: a TCP relay on a port of its own that can
 /// make the server go away (every connection cut, new ones refused) and come back.
@@ -16,7 +16,7 @@ final class ServerSwitch: Sendable {
   let url: String
   private let port: UInt16
   private let upstreamPort: UInt16
-  private let state = OrderlyLock<State>(State())
+  private let state = Mutex<State>(State())
 
   private struct State {
     var listener: Int32 = -1

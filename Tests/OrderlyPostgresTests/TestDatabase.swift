@@ -2,7 +2,6 @@
 #if Postgres
 import Foundation
 import Logging
-import OrderlyCore
 import OrderlyOutbox
 import OrderlyPostgres
 import PostgresNIO
@@ -158,16 +157,18 @@ final class TestDatabase: Sendable {
 
 /// The run tasks of a test's clients.
 final class ClientBag: Sendable {
-  private let tasks = OrderlyLock<[Task<Void, Never>]>([])
+  private let tasks = Mutex<[Task<Void, Never>]>([])
   func add(_ task: Task<Void, Never>) { tasks.withLock { $0.append(task) } }
   func cancelAll() {
     for task in tasks.withLock({ $0 }) { task.cancel() }
   }
 }
 
+import Synchronization
+
 /// What deliveries saw, in order.
 final class Recorder<Value: Sendable>: Sendable {
-  private let values = OrderlyLock<[Value]>([])
+  private let values = Mutex<[Value]>([])
   func record(_ value: Value) { values.withLock { $0.append(value) } }
   var all: [Value] { values.withLock { $0 } }
 

@@ -15,13 +15,14 @@ import OrderlyServer
 import OrderlyTestSupport
 import ServiceLifecycle
 import ServiceLifecycleTestKit
+import Synchronization
 import Testing
 import Tracing
 
 /// A receiver that fails a message's first attempt with a retryable error, refuses one message
 /// for good, and records what it applied.
 private final class Receiver: Sendable {
-  private let state = OrderlyLock<(applied: [String], failedOnce: Set<String>)>(([], []))
+  private let state = Mutex<(applied: [String], failedOnce: Set<String>)>(([], []))
 
   var applied: [String] { state.withLock { $0.applied } }
 
@@ -103,7 +104,7 @@ struct OrderlyServerTests {
     let outbox = try Outbox<String>()
     try await outbox.append(contentsOf: ["a", "b"])
     let gate = Gate()
-    let seen = OrderlyLock<[String]>([])
+    let seen = Mutex<[String]>([])
     let service = OutboxService(outbox: outbox, shutdownGracePeriod: .seconds(3_600)) {
       envelope in
       seen.withLock { $0.append(envelope.message) }
@@ -384,7 +385,7 @@ struct OrderlyServerTests {
   /// Delivers what is left in the file, as `message attempt`.
   private static func drain(_ path: String) async throws -> [String] {
     let outbox = try Outbox<String>(path: path)
-    let seen = OrderlyLock<[String]>([])
+    let seen = Mutex<[String]>([])
     try outbox.start { envelope in
       seen.withLock { $0.append("\(envelope.message) \(envelope.attempt)") }
     }

@@ -2,6 +2,7 @@ import Observation
 import OrderlyCore
 import OrderlyTaskStore
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 struct Failure: Error, Equatable {}

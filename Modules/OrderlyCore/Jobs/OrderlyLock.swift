@@ -43,10 +43,8 @@ package struct OrderlyLock<Value>: ~Copyable, @unchecked Sendable {
     // `create` is a class method that allocates an instance of the class it is called on, so
     // the buffer is a `LockStorage<Value>`: the documented way to subclass `ManagedBuffer`.
     storage = unsafeDowncast(buffer, to: LockStorage<Value>.self)
-    storage.withUnsafeMutablePointerToElements { lock in
-      lock.initialize(to: corderly_lock_t())
-      corderly_lock_init(lock)
-    }
+    // A lock is a plain C value: `corderly_lock_init` initializes the element's memory.
+    storage.withUnsafeMutablePointerToElements { lock in corderly_lock_init(lock) }
   }
 
   /// Runs `body` with the value, under the lock.

@@ -1,6 +1,7 @@
 import Foundation
 internal import OrderlyCore
 public import OrderlyRepository
+import Synchronization
 
 /// The notes screen's seven-call scenario, run under one of four strategies, with the facts to
 /// show what each strategy does to the order of the answers.
@@ -297,7 +298,7 @@ public final class ScenarioNotesService: NotesService {
   let latencies: [Duration]
   let failingCall: Int?
   let clock: any Clock<Duration>
-  private let arrivals = OrderlyLock(0)
+  private let arrivals = Mutex(0)
 
   init(
     base: InMemoryNotesService,
