@@ -105,7 +105,9 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
 /// The sequencer is `@Observable`: ``currentStep``, ``pendingSteps``, ``history``,
 /// ``isIdle`` and ``isSuspended`` update views as they change. ``events`` reports the same
 /// changes as a sequence.
-// Observation, which `@Observable` needs, first shipped with macOS 14 / iOS 17.
+///
+/// Available from macOS 14, iOS 17, tvOS 17 and watchOS 10: it is `@Observable`, and
+/// Observation first shipped with those systems.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @MainActor
 @Observable

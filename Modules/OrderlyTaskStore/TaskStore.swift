@@ -56,7 +56,9 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 ///
 /// Releasing the store cancels every task it holds; waiting tasks never run, and their awaiters
 /// resume with `CancellationError` at once.
-// Observation, which `@Observable` needs, first shipped with macOS 14 / iOS 17.
+///
+/// Available from macOS 14, iOS 17, tvOS 17 and watchOS 10: it is `@Observable`, and
+/// Observation first shipped with those systems.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
 @Observable
 public final class TaskStore<Key: Hashable & Sendable> {
