@@ -1,8 +1,9 @@
 internal import COrderlySanitizer
 
-#if !(canImport(Darwin) || ORDERLY_PORTABLE_LOCKS)
 public import Synchronization
 
+// Tests and tools use it with `Mutex` directly; the modules use `OrderlyLock`.
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, visionOS 2, *)
 extension Mutex where Value: ~Copyable {
   /// `withLock`, with the lock's acquire and release edges announced to ThreadSanitizer.
   ///
@@ -29,8 +30,6 @@ extension Mutex where Value: ~Copyable {
     }
   }
 }
-
-#endif
 
 @usableFromInline
 func sanitizerAcquire(_ address: UnsafeRawPointer) {
