@@ -2,7 +2,9 @@ import Dispatch
 import OrderlyCore
 import Testing
 
-/// The lock and atomics every module uses. On Linux they are `Mutex` and `Atomic`; built with
+/// The lock and atomics every module uses.
+///
+/// On Linux they are `Mutex` and `Atomic`; built with
 /// `-DORDERLY_PORTABLE_LOCKS` (as `.ci/run` does, under ThreadSanitizer) they are the heap-block
 /// lock and atomic built-ins that Apple systems use, so both paths are checked here.
 @Suite("OrderlyLock and OrderlyAtomic")
