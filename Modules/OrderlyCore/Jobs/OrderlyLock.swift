@@ -340,6 +340,9 @@ package struct OrderlyLock<Value: ~Copyable>: ~Copyable, Sendable {
 /// An atomic value.
 ///
 /// On Linux, a `Synchronization.Atomic`, with every call inlined.
+///
+/// The operations are written out per value type, and each ordering in a `switch`:
+/// `Synchronization` defines them per storage size and takes only a literal ordering.
 package struct OrderlyAtomic<Value: AtomicRepresentable & Sendable>: ~Copyable, Sendable {
   @usableFromInline let atomic: Atomic<Value>
 
