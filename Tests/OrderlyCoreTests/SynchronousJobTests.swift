@@ -245,7 +245,7 @@ struct SynchronousJobTests {
     }
   }
 
-  @Test("ConcurrentQueue: sync jobs start in order and use every slot")
+  @Test("ConcurrentQueue: sync jobs fill every slot, and the next waits for a slot to free")
   func concurrent() async throws {
     // The jobs block their threads: on threads of their own, not the cooperative pool's.
     let executor = DedicatedThreadExecutor(name: "blocking-sync-jobs", threads: 3)
@@ -267,11 +267,14 @@ struct SynchronousJobTests {
         }
       )
     }
+    // The first three are admitted in order and start at once, each on a thread of its own: which
+    // of them records its start first is up to the threads, not the queue.
     try await starts.waitForCount(3)
-    #expect(starts.values == [0, 1, 2])
+    #expect(starts.values.sorted() == [0, 1, 2])
     for _ in 0..<3 { release.signal() }
     for job in jobs { try await job.value }
-    #expect(starts.values == [0, 1, 2, 3])
+    #expect(starts.values.count == 4)
+    #expect(starts.values.last == 3)
     #expect(counts.values.max() == 3)
   }
 
