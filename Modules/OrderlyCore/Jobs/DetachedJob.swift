@@ -123,9 +123,9 @@ struct DetachedJobResultMismatch: Error, CustomStringConvertible {
 /// lock may be held while this job's lock is taken, and nothing is resumed or cancelled under
 /// either.
 // @unchecked Sendable, proved here: a class that is not final cannot be checked by the compiler.
-// Every stored property is a `let` of a Sendable type (`Mutex` and `Atomic` included), except,
-// on Apple systems, `lockedState` and `rawIDValue` (see their comments); the one subclass adds a
-// field that it reads and writes only under the job's lock (see its comment).
+// Every stored property is a `let` of a Sendable type (`OrderlyLock` and `OrderlyAtomic`
+// included), except, on Apple systems, `lockedState` and `rawIDValue` (see their comments); the
+// one subclass adds a field that it reads and writes only under the job's lock (see its comment).
 class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   let name: String?
   let priority: TaskPriority?
