@@ -18,6 +18,7 @@ let package = Package(
     .library(name: "OrderlyTestSupport", targets: ["OrderlyTestSupport"]),
     .library(name: "OrderlyRepository", targets: ["OrderlyRepository"]),
     .library(name: "OrderlySQLite", targets: ["OrderlySQLite"]),
+    .library(name: "OrderlyOutboxCore", targets: ["OrderlyOutboxCore"]),
     .library(name: "OrderlyOutbox", targets: ["OrderlyOutbox"]),
     .library(name: "OrderlyLaunch", targets: ["OrderlyLaunch"]),
     .library(name: "OrderlyTaskStore", targets: ["OrderlyTaskStore"]),
@@ -29,9 +30,12 @@ let package = Package(
   ],
   // What a package that depends on Orderly fetches is decided here (SE-0450). Without
   // `traits:` on its `.package` line it gets the default, SQLite: the outbox and the notes
-  // store, with GRDB. `traits: []` keeps OrderlyCore alone (swift-collections is all it
-  // fetches); `traits: ["Server"]` adds OrderlyServer with swift-service-lifecycle,
-  // swift-log, swift-metrics and swift-distributed-tracing. Tools/consumer-fetch checks it.
+  // store, with GRDB. `traits: []` keeps OrderlyCore and OrderlyOutboxCore alone
+  // (swift-collections is all they fetch); "Server" adds OrderlyServer with
+  // swift-service-lifecycle, swift-log, swift-metrics and swift-distributed-tracing;
+  // "Postgres" adds OrderlyPostgres with PostgresNIO. Neither brings GRDB: a server on
+  // PostgreSQL writes `traits: ["Server", "Postgres"]`, one on SQLite adds "SQLite" (or
+  // `.defaults`). Tools/consumer-fetch checks every such line.
   traits: [
     .trait(
       name: "SQLite",
@@ -41,14 +45,12 @@ let package = Package(
     .trait(
       name: "Server",
       description:
-        "OrderlyServer: outbox delivery as a ServiceLifecycle service, logs, metrics and traces.",
-      enabledTraits: ["SQLite"]
+        "OrderlyServer: outbox delivery as a ServiceLifecycle service, logs, metrics and traces."
     ),
     .trait(
       name: "Postgres",
       description:
-        "OrderlyPostgres: the outbox on PostgreSQL (PostgresNIO), per-key order across a fleet.",
-      enabledTraits: ["SQLite"]
+        "OrderlyPostgres: the outbox on PostgreSQL (PostgresNIO), per-key order across a fleet."
     ),
     .default(enabledTraits: ["SQLite"]),
   ],
@@ -124,11 +126,19 @@ package.targets += [
     ],
     path: "Modules/OrderlySQLite"
   ),
+  // The outbox's vocabulary (envelopes, retries, dead letters, events, errors, the
+  // DurableOutbox protocol) and the rules every store delivers by. No GRDB, no PostgresNIO:
+  // each store is a module above it.
+  .target(
+    name: "OrderlyOutboxCore",
+    dependencies: ["OrderlyCore"],
+    path: "Modules/OrderlyOutboxCore"
+  ),
   // Ordered work that survives the process: an outbox on SQLite, delivered in order.
   .target(
     name: "OrderlyOutbox",
     dependencies: [
-      "OrderlyCore", .target(name: "OrderlyDatabaseFile", condition: sqlite),
+      "OrderlyCore", "OrderlyOutboxCore", .target(name: "OrderlyDatabaseFile", condition: sqlite),
       .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
     ],
     path: "Modules/OrderlyOutbox"
@@ -139,13 +149,16 @@ package.targets += [
     name: "OrderlyServer",
     dependencies: [
       "OrderlyCore",
-      .target(name: "OrderlyOutbox", condition: server),
+      .target(name: "OrderlyOutboxCore", condition: server),
+      // The SQLite outbox's conveniences (appending in a GRDB transaction, traced), only when
+      // the SQLite trait is on as well.
+      .target(name: "OrderlyOutbox", condition: sqlite),
+      .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
       .product(name: "Logging", package: "swift-log", condition: server),
       .product(name: "Metrics", package: "swift-metrics", condition: server),
       .product(name: "Tracing", package: "swift-distributed-tracing", condition: server),
       .product(name: "Instrumentation", package: "swift-distributed-tracing", condition: server),
-      .product(name: "GRDB", package: "GRDB.swift", condition: server),
     ],
     path: "Modules/OrderlyServer"
   ),
@@ -156,7 +169,7 @@ package.targets += [
     name: "OrderlyPostgres",
     dependencies: [
       "OrderlyCore",
-      .target(name: "OrderlyOutbox", condition: postgres),
+      .target(name: "OrderlyOutboxCore", condition: postgres),
       .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
       .product(name: "Logging", package: "swift-log", condition: postgres),
     ],

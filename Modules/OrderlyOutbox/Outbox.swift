@@ -4,6 +4,7 @@ public import Foundation
 public import GRDB
 import OrderlyCore
 import OrderlyDatabaseFile
+public import OrderlyOutboxCore
 
 /// Ordered work that survives the process: messages written to an SQLite file, delivered in
 /// the order they were appended, each removed only once its delivery returned.
@@ -63,10 +64,11 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// Whether the outbox opened its file itself (and so checkpoints it when it closes).
   let ownsDatabase: Bool
   let clock: any Clock<Duration>
-  let partitionOfMessage: (@Sendable (Message) -> String?)?
-  let coalescing: Coalescing<Message>?
+  let codec: MessageCodec<Message>
   let state: OrderlyLock<OutboxState<Message>>
   let hub = OutboxEventHub()
+  /// Retry waits in progress, ended early by pause, resume and stop.
+  let retryWaits = RetryWaits()
 
   /// Opens the outbox at `path`, creating it if there is no file there yet.
   ///
@@ -216,8 +218,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     self.database = database
     self.ownsDatabase = ownsDatabase
     self.clock = clock
-    self.partitionOfMessage = partition
-    self.coalescing = coalescing
+    self.codec = MessageCodec(partition: partition, coalescing: coalescing)
     self.state = OrderlyLock(OutboxState(pending: counts.pending, deadLetters: counts.deadLetters))
   }
 
@@ -263,7 +264,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     partition: String? = nil,
     headers: [String: String] = [:]
   ) async throws(OutboxError) -> [UUID] {
-    let prepared = try prepare(messages, partition: partition, headers: headers)
+    let prepared = try codec.prepare(messages, partition: partition, headers: headers)
     try checkOpen()
     do {
       return try await database.write { db in try self.write(prepared, in: db) }
@@ -299,51 +300,14 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     headers: [String: String] = [:],
     in db: Database
   ) throws -> UUID {
-    let prepared = try prepare([message], partition: partition, headers: headers)
+    let prepared = try codec.prepare([message], partition: partition, headers: headers)
     try checkOpen()
     return try write(prepared, in: db)[0]
   }
 
-  /// A message ready to be written: encoded, with its line and entity.
-  struct Prepared: Sendable {
-    let message: Message
-    let payload: Data
-    let partition: String?
-    let entity: String?
-    let headers: [String: String]
-  }
-
-  private func prepare(
-    _ messages: [Message],
-    partition: String?,
-    headers: [String: String]
-  ) throws(OutboxError) -> [Prepared] {
-    let encoder = Self.encoder()
-    var prepared: [Prepared] = []
-    prepared.reserveCapacity(messages.count)
-    for message in messages {
-      let payload: Data
-      do {
-        payload = try encoder.encode(message)
-      } catch {
-        throw .cannotEncode(reason: "\(error)")
-      }
-      prepared.append(
-        Prepared(
-          message: message,
-          payload: payload,
-          partition: partition ?? partitionOfMessage?(message),
-          entity: coalescing?.entity(message),
-          headers: headers
-        )
-      )
-    }
-    return prepared
-  }
-
   /// Writes messages (or merges them), and arranges for the counts, the events and the
   /// deliveries to follow the commit, with one commit hook for the whole batch.
-  private func write(_ batch: [Prepared], in db: Database) throws -> [UUID] {
+  private func write(_ batch: [PreparedMessage<Message>], in db: Database) throws -> [UUID] {
     var ids: [UUID] = []
     var events: [OutboxEvent] = []
     var added = 0
@@ -387,32 +351,25 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// payload.
   ///
   /// - Returns: The pending message it was folded into, or `nil` if it must be appended.
-  private func merge(_ prepared: Prepared, in db: Database) throws -> StoredMessage? {
-    guard let coalescing, let entity = prepared.entity,
+  private func merge(_ prepared: PreparedMessage<Message>, in db: Database) throws -> StoredMessage?
+  {
+    guard codec.coalescing != nil, let entity = prepared.entity,
       let pending = try OutboxStore.newest(db, entity: entity),
       pending.partition == prepared.partition
     else { return nil }
-    // A message whose delivery ever began (here, or in a process that died or stopped since)
-    // may have reached the receiver under its identifier: changing it now would send that
-    // identifier again with another body.
-    let busy =
-      pending.attempts > 0
-      || state.withLock(announcingTo: self) {
-        $0.delivering[pending.partition] == pending.sequence
-      }
-    guard !busy, let old = try? JSONDecoder().decode(Message.self, from: pending.payload),
-      let merged = coalescing.merge(old, prepared.message),
-      let payload = try? Self.encoder().encode(merged)
+    let delivering = state.withLock(announcingTo: self) {
+      $0.delivering[pending.partition] == pending.sequence
+    }
+    guard
+      let payload = codec.mergedPayload(
+        pending: pending.payload,
+        attempts: pending.attempts,
+        delivering: delivering,
+        with: prepared.message
+      )
     else { return nil }
     try OutboxStore.replacePayload(db, sequence: pending.sequence, payload: payload)
     return pending
-  }
-
-  /// The encoder every payload is written with (sorted keys: one message, one byte string).
-  private static func encoder() -> JSONEncoder {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = .sortedKeys
-    return encoder
   }
 
   // MARK: - Counts and events

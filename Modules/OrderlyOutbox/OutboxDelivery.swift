@@ -4,6 +4,7 @@ import Foundation
 import GRDB
 import OrderlyCore
 import OrderlyDatabaseFile
+public import OrderlyOutboxCore
 
 /// How a started outbox delivers.
 struct DeliverySettings<Message: Sendable>: Sendable {
@@ -30,10 +31,6 @@ struct OutboxState<Message: Sendable>: Sendable {
   var stoppedLines: Set<String?> = []
   /// The message each line is delivering: it must not be merged into.
   var delivering: [String?: Int64] = [:]
-  /// Retry waits in progress, ended early by pause, resume and stop.
-  var backoffs: [UInt64: CheckedContinuation<Void, Never>] = [:]
-  /// Retry waits whose time came before they were registered.
-  var expiredBackoffs: Set<UInt64> = []
   /// Tasks in ``Outbox/waitUntilDelivered()``.
   var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
   var lastToken: UInt64 = 0
@@ -60,12 +57,6 @@ struct OutboxState<Message: Sendable>: Sendable {
   mutating func nextToken() -> UInt64 {
     lastToken += 1
     return lastToken
-  }
-
-  /// Takes every retry wait, to be ended.
-  mutating func takeBackoffs() -> [CheckedContinuation<Void, Never>] {
-    defer { backoffs = [:] }
-    return Array(backoffs.values)
   }
 
   /// Takes the waiters, once nothing is pending.
@@ -320,23 +311,19 @@ extension Outbox {
   /// A delivery in progress finishes and is recorded; a retry wait ends at once, and its message
   /// waits, first in its line, for ``resume()``. Appends go on.
   public func pause() {
-    let woken = state.withLock(announcingTo: self) { state in
-      state.paused = true
-      return state.takeBackoffs()
-    }
-    for backoff in woken { backoff.resume() }
+    state.withLock(announcingTo: self) { $0.paused = true }
+    retryWaits.wakeAll()
   }
 
   /// Delivers again after ``pause()``: every line with messages starts, and a message that
   /// waited to be retried is tried at once, without waiting out its backoff.
   public func resume() {
-    let (woken, parked) = state.withLock(announcingTo: self) { state in
+    let parked = state.withLock(announcingTo: self) { state in
       state.paused = false
-      let parked = state.parked
-      state.parked = []
-      return (state.takeBackoffs(), parked)
+      defer { state.parked = [] }
+      return state.parked
     }
-    for backoff in woken { backoff.resume() }
+    retryWaits.wakeAll()
     for partition in parked { schedule(partition) }
   }
 
@@ -347,15 +334,15 @@ extension Outbox {
   /// on disk. The deliverer lock is given back, so another outbox waiting for this file takes
   /// over at once. The outbox can be started again.
   public func stop() async {
-    let (settings, woken, watcher) = state.withLock(announcingTo: self) { state in
+    let (settings, watcher) = state.withLock(announcingTo: self) { state in
       state.stopping = true
       defer { state.watcher = nil }
-      return (state.delivery, state.takeBackoffs(), state.watcher)
+      return (state.delivery, state.watcher)
     }
+    retryWaits.wakeAll()
     // Waited for: it uses the database, which close() is about to close.
     watcher?.cancel()
     await watcher?.value
-    for backoff in woken { backoff.resume() }
     if let settings {
       settings.lines.cancelAll()
       try? await settings.lines.waitUntilIdle()
@@ -388,11 +375,11 @@ extension Outbox {
   ///   ``stop()``.
   public func stop(gracePeriod: Duration) async {
     guard gracePeriod > .zero else { return await stop() }
-    let (settings, woken) = state.withLock(announcingTo: self) { state in
+    let settings = state.withLock(announcingTo: self) { state in
       state.stopping = true
-      return (state.delivery, state.takeBackoffs())
+      return state.delivery
     }
-    for backoff in woken { backoff.resume() }
+    retryWaits.wakeAll()
     if let settings {
       let clock = self.clock
       await withTaskGroup(of: Void.self) { group in
@@ -669,77 +656,70 @@ extension Outbox {
 
   enum Outcome { case delivered, next, halt }
 
-  /// Delivers a claimed message, with its retries.
+  /// Delivers a claimed message with its retries, by the rule every outbox follows
+  /// (``DeliveryRule``); a message set aside goes to the dead letters here.
   ///
-  /// `stored.attempts` already counts the first attempt (``claimHead(of:in:)`` recorded it);
-  /// each retry is recorded before it begins, so that ``Envelope/attempt`` counts every attempt
-  /// that began, those a crash or a stop cut short included.
+  /// `stored.attempts` does not count the attempt about to begin, which
+  /// ``claimHead(of:in:)`` recorded already.
   private func deliver(_ stored: StoredMessage, settings: DeliverySettings<Message>) async
     -> Outcome
   {
-    let message: Message
-    do {
-      message = try JSONDecoder().decode(Message.self, from: stored.payload)
-    } catch {
-      return await kill(
-        stored,
-        attempts: stored.attempts + 1,
-        reason: "the message no longer decodes as \(Message.self): \(error)",
-        settings: settings
-      )
+    let head = ClaimedHead(
+      id: stored.id,
+      sequence: stored.sequence,
+      partition: stored.partition,
+      payload: stored.payload,
+      attempt: stored.attempts + 1,
+      appendedAt: stored.appendedAt,
+      headers: stored.headers
+    )
+    let rule = DeliveryRule<Message>(
+      retry: settings.retry,
+      hub: hub,
+      waits: retryWaits,
+      clock: clock
+    )
+    let hooks = FileLineHooks(outbox: self, stored: stored, deliver: settings.deliver)
+    switch await rule.deliver(head, fence: nil, hooks: hooks) {
+    case .delivered: return .delivered
+    case .halted: return .halt
+    case .deadLetter(let attempts, let reason):
+      return await kill(stored, attempts: attempts, reason: reason, settings: settings)
     }
-    var attempt = stored.attempts + 1
-    while true {
-      hub.emit(.delivering(id: stored.id, sequence: stored.sequence, attempt: attempt))
-      let envelope = Envelope(
-        id: stored.id,
-        sequence: stored.sequence,
-        partition: stored.partition,
-        message: message,
-        attempt: attempt,
-        appendedAt: stored.appendedAt,
-        headers: stored.headers
-      )
+  }
+
+  /// What a line of this outbox does around each attempt.
+  private struct FileLineHooks: LineHooks {
+    let outbox: Outbox<Message>
+    let stored: StoredMessage
+    let deliver: @Sendable (Envelope<Message>) async throws -> Void
+
+    func run(_ envelope: Envelope<Message>) async -> Result<Void, any Error> {
       do {
-        try await settings.deliver(envelope)
+        try await deliver(envelope)
+        return .success(())
       } catch {
-        if isStopping || (Task.isCancelled && error is CancellationError) { return .halt }
-        let retryable = settings.retry.isRetryable(error)
-        let exhausted = settings.retry.maximumAttempts.map { attempt >= $0 } ?? false
-        if !retryable || exhausted {
-          return await kill(
-            stored,
-            attempts: attempt,
-            reason: "\(error)",
-            settings: settings
-          )
-        }
-        let delay = settings.retry.delay(afterAttempt: attempt)
-        hub.emit(
-          .retrying(
-            id: stored.id,
-            sequence: stored.sequence,
-            attempt: attempt,
-            delay: delay,
-            reason: "\(error)"
-          )
-        )
-        await backoff(delay)
-        let halted = state.withLock(announcingTo: self) { state -> Bool in
-          if state.paused { state.parked.insert(stored.partition) }
-          return state.paused || state.stopping || state.closed
-        }
-        if halted { return .halt }
-        attempt += 1
-        let next = attempt
-        // Counted before it begins; if the write fails the attempt still runs, and a restart
-        // counts from the last attempt recorded.
-        try? await database.write { db in
-          try OutboxStore.recordAttempts(db, sequence: stored.sequence, attempts: next)
-        }
-        continue
+        return .failure(error)
       }
-      return .delivered
+    }
+
+    func haltsAfterFailure(_ error: any Error) -> Bool {
+      outbox.isStopping || (Task.isCancelled && error is CancellationError)
+    }
+
+    func haltsBeforeRetry() -> Bool {
+      let partition = stored.partition
+      return outbox.state.withLock(announcingTo: outbox) { state -> Bool in
+        if state.paused { state.parked.insert(partition) }
+        return state.paused || state.stopping || state.closed
+      }
+    }
+
+    func recordAttempt(_ attempt: Int) async {
+      let sequence = stored.sequence
+      try? await outbox.database.write { db in
+        try OutboxStore.recordAttempts(db, sequence: sequence, attempts: attempt)
+      }
     }
   }
 
@@ -781,39 +761,6 @@ extension Outbox {
     let error = OutboxError.lineStopped(partition: stored.partition, deadLetter: stored.id)
     for waiter in failed { waiter.resume(throwing: error) }
     return stops ? .halt : .next
-  }
-
-  /// Waits `delay` on the outbox's clock, or until pause, resume or stop end the wait.
-  private func backoff(_ delay: Duration) async {
-    let token = state.withLock(announcingTo: self) { $0.nextToken() }
-    let clock = self.clock
-    let sleeper = Task {
-      try? await clock.sleep(for: delay)
-      guard !Task.isCancelled else { return }
-      let waiting = self.state.withLock(announcingTo: self) {
-        state -> CheckedContinuation<Void, Never>? in
-        guard let waiting = state.backoffs.removeValue(forKey: token) else {
-          state.expiredBackoffs.insert(token)
-          return nil
-        }
-        return waiting
-      }
-      waiting?.resume()
-    }
-    await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-      let endsNow = state.withLock(announcingTo: self) { state -> Bool in
-        if state.expiredBackoffs.remove(token) != nil || state.paused || state.stopping
-          || state.closed
-        {
-          return true
-        }
-        state.backoffs[token] = continuation
-        return false
-      }
-      if endsNow { continuation.resume() }
-    }
-    // Woken early: the clock's sleeper is not needed any more.
-    sleeper.cancel()
   }
 }
 #endif

@@ -2,6 +2,7 @@
 #if SQLite
 import Foundation
 import GRDB
+import OrderlyOutboxCore
 
 /// A message row, as read for delivery or merging.
 struct StoredMessage: Sendable {
@@ -23,7 +24,7 @@ struct StoredMessage: Sendable {
     payload = row["payload"]
     attempts = row["attempts"]
     appendedAt = Date(timeIntervalSince1970: row["appendedAt"])
-    headers = OutboxStore.decodeHeaders(row["headers"])
+    headers = StoredHeaders.decode(row["headers"])
   }
 }
 
@@ -35,24 +36,6 @@ package enum OutboxStore {
   static let messages = OutboxSchema.messageTable
   static let deadLetters = OutboxSchema.deadLetterTable
   static let headers = OutboxSchema.headerTable
-
-  /// Headers as stored: a JSON object of strings, keys sorted.
-  package static func encodeHeaders(_ headers: [String: String]) -> String? {
-    guard !headers.isEmpty else { return nil }
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = .sortedKeys
-    guard let data = try? encoder.encode(headers) else { return nil }
-    return String(decoding: data, as: UTF8.self)
-  }
-
-  /// Headers as read; a missing or unreadable column gives none (headers are advisory: a
-  /// message is delivered without them rather than not at all).
-  package static func decodeHeaders(_ text: String?) -> [String: String] {
-    guard let text, let data = text.data(using: .utf8),
-      let headers = try? JSONDecoder().decode([String: String].self, from: data)
-    else { return [:] }
-    return headers
-  }
 
   static func counts(_ db: Database) throws -> (pending: Int, deadLetters: Int) {
     (
@@ -69,7 +52,7 @@ package enum OutboxStore {
     entity: String?,
     payload: Data,
     appendedAt: Date,
-    headers: [String: String] = [:]
+    headers: String? = nil
   ) throws -> Int64 {
     try db.cachedStatement(
       sql: """
@@ -80,7 +63,7 @@ package enum OutboxStore {
       arguments: [id.uuidString, partition, entity, payload, appendedAt.timeIntervalSince1970]
     )
     let sequence = db.lastInsertedRowID
-    if let text = encodeHeaders(headers) {
+    if let text = headers {
       try db.cachedStatement(sql: "INSERT INTO \(Self.headers) (sequence, headers) VALUES (?, ?)")
         .execute(arguments: [sequence, text])
     }

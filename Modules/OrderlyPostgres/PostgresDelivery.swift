@@ -3,7 +3,7 @@
 import Foundation
 import Logging
 import OrderlyCore
-public import OrderlyOutbox
+public import OrderlyOutboxCore
 import PostgresNIO
 
 extension PostgresOutbox {
@@ -150,7 +150,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   let settings: FleetSettings<Message>
   let id: String
   private let bell = Doorbell()
-  private let state: OrderlyLock<WorkerState>
+  fileprivate let state: OrderlyLock<WorkerState>
 
   struct Held: Sendable {
     let fence: Int64
@@ -176,12 +176,12 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     self.state = OrderlyLock(WorkerState(paused: paused))
   }
 
-  private var logger: Logger { outbox.logger }
-  private var client: PostgresClient { outbox.client }
+  fileprivate var logger: Logger { outbox.logger }
+  fileprivate var client: PostgresClient { outbox.client }
 
   /// Runs a query (and reads its rows) within a lease's time: a query that never ends must not
   /// hold a line, or this loop, for ever (see ``withDeadline(_:_:)``).
-  private func bounded<T: Sendable>(
+  fileprivate func bounded<T: Sendable>(
     _ operation: @escaping @Sendable () async throws -> T
   ) async throws -> T {
     try await withDeadline(settings.lease, operation)
@@ -204,6 +204,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       return (state.loops, state.held.values.compactMap(\.task))
     }
     for loop in loops { loop.cancel() }
+    // A line waiting to retry sees `ending` at once.
+    outbox.retryWaits.wakeAll()
     // Line tasks are not cancelled: they see `ending` at their next step, and their last
     // queries (the acknowledgement of a delivery that returned anyway, the release) must run.
     for line in lines { await line.value }
@@ -229,8 +231,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
+  /// Pauses or resumes this worker; either ends every retry wait at once (paused, the line is
+  /// released; resumed, the message is tried again without waiting out its delay).
   func setPaused(_ paused: Bool) {
     state.withLock(announcingTo: self) { $0.paused = paused }
+    outbox.retryWaits.wakeAll()
     bell.ring()
   }
 
@@ -585,7 +590,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   // MARK: Delivering a line
 
   /// Why a line's task stops.
-  private enum Stop: Error { case lost, ending, paused, empty, stopped }
+  fileprivate enum Stop: Error { case lost, ending, paused, empty, stopped }
 
   /// Delivers a line's messages in order while the lease holds, then releases the line.
   private func deliverLine(_ line: String, fence: Int64) async {
@@ -660,7 +665,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   }
 
   /// Whether the line's task must stop before it takes its next message, and why.
-  private func checkpoint(_ line: String, fence: Int64) -> Stop? {
+  fileprivate func checkpoint(_ line: String, fence: Int64) -> Stop? {
     if Task.isCancelled { return .ending }
     let (ending, paused) = state.withLock(announcingTo: self) { ($0.ending, $0.paused) }
     if ending { return .ending }
@@ -703,103 +708,85 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// Delivers a claimed message with its retries, and acknowledges it under the fence.
+  /// Delivers a claimed message with its retries, by the rule every outbox follows
+  /// (``DeliveryRule``), and acknowledges it (or sets it aside) under the fence.
   ///
   /// - Returns: What the line does next.
   private func deliver(_ claimed: ClaimedMessage, fence: Int64) async -> Step {
-    let hub = outbox.hub
-    let message: Message
-    do {
-      message = try JSONDecoder().decode(Message.self, from: claimed.payload)
-    } catch {
-      return await kill(
-        claimed,
-        fence: fence,
-        attempts: claimed.attempts,
-        reason: "the message no longer decodes as \(Message.self): \(error)"
-      )
-    }
-    var attempt = claimed.attempts
-    while true {
-      hub.emit(.delivering(id: claimed.id, sequence: claimed.sequence, attempt: attempt))
-      let envelope = Envelope(
-        id: claimed.id,
-        sequence: claimed.sequence,
-        partition: claimed.partition,
-        message: message,
-        attempt: attempt,
-        appendedAt: claimed.appendedAt,
-        headers: OutboxStore.decodeHeaders(claimed.headers),
-        fence: fence
-      )
-      let deliver = settings.deliver
-      let delivery = Task { try await deliver(envelope) }
-      let cancelled = state.withLock(announcingTo: self) { state -> Bool in
-        guard state.held[claimed.line]?.fence == fence else { return true }
-        state.held[claimed.line]?.delivery = delivery
-        return state.held[claimed.line]?.lost == true || state.ending
-      }
-      if cancelled { delivery.cancel() }
-      let result = await delivery.result
-      state.withLock(announcingTo: self) { state in
-        if state.held[claimed.line]?.fence == fence { state.held[claimed.line]?.delivery = nil }
-      }
-      switch result {
-      case .success:
-        return await acknowledge(claimed, fence: fence)
-      case .failure(let error):
-        if let stop = checkpoint(claimed.line, fence: fence) { return .stop(stop) }
-        let retryable = settings.retry.isRetryable(error)
-        let exhausted = settings.retry.maximumAttempts.map { attempt >= $0 } ?? false
-        if !retryable || exhausted {
-          return await kill(claimed, fence: fence, attempts: attempt, reason: "\(error)")
-        }
-        let delay = settings.retry.delay(afterAttempt: attempt)
-        hub.emit(
-          .retrying(
-            id: claimed.id,
-            sequence: claimed.sequence,
-            attempt: attempt,
-            delay: delay,
-            reason: "\(error)"
-          )
-        )
-        // Ended early by stop (the line's task is cancelled) and by pause (the bell).
-        await waitOrPause(delay)
-        if let stop = checkpoint(claimed.line, fence: fence) { return .stop(stop) }
-        attempt += 1
-        let (client, logger, recorded) = (client, logger, attempt)
-        do {
-          try await bounded {
-            _ = try await client.query(
-              """
-              UPDATE orderly_outbox_message SET attempts = \(recorded)
-              WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
-              """,
-              logger: logger
-            )
-          }
-        } catch {
-          // The attempt still runs; a later holder counts from the last attempt recorded.
-        }
-      }
+    let head = ClaimedHead(
+      id: claimed.id,
+      sequence: claimed.sequence,
+      partition: claimed.partition,
+      payload: claimed.payload,
+      attempt: claimed.attempts,
+      appendedAt: claimed.appendedAt,
+      headers: StoredHeaders.decode(claimed.headers)
+    )
+    let rule = DeliveryRule<Message>(
+      retry: settings.retry,
+      hub: outbox.hub,
+      waits: outbox.retryWaits,
+      clock: outbox.clock
+    )
+    let hooks = LeasedLineHooks(worker: self, claimed: claimed, fence: fence)
+    switch await rule.deliver(head, fence: fence, hooks: hooks) {
+    case .delivered: return await acknowledge(claimed, fence: fence)
+    case .deadLetter(let attempts, let reason):
+      return await kill(claimed, fence: fence, attempts: attempts, reason: reason)
+    case .halted: return .stop(checkpoint(claimed.line, fence: fence) ?? .ending)
     }
   }
 
-  /// Waits a retry delay on the outbox's clock, or until the worker pauses or ends.
-  private func waitOrPause(_ delay: Duration) async {
-    let clock = outbox.clock
-    await withTaskGroup(of: Void.self) { group in
-      group.addTask { try? await clock.sleep(for: delay) }
-      group.addTask {
-        while !Task.isCancelled {
-          let halted = self.state.withLock(announcingTo: self) { $0.paused || $0.ending }
-          if halted { return }
-          try? await Task.sleep(for: .milliseconds(20))
-        }
+  /// What a line held under a lease does around each attempt.
+  private struct LeasedLineHooks: LineHooks {
+    let worker: FleetWorker<Message>
+    let claimed: ClaimedMessage
+    let fence: Int64
+
+    /// Runs the handler in a task of its own, which losing the lease or stopping cancels.
+    func run(_ envelope: Envelope<Message>) async -> Result<Void, any Error> {
+      let deliver = worker.settings.deliver
+      let delivery = Task { try await deliver(envelope) }
+      let line = claimed.line
+      let fence = fence
+      let cancelled = worker.state.withLock(announcingTo: worker) { state -> Bool in
+        guard state.held[line]?.fence == fence else { return true }
+        state.held[line]?.delivery = delivery
+        return state.held[line]?.lost == true || state.ending
       }
-      await group.next()
-      group.cancelAll()
+      if cancelled { delivery.cancel() }
+      let result = await delivery.result
+      worker.state.withLock(announcingTo: worker) { state in
+        if state.held[line]?.fence == fence { state.held[line]?.delivery = nil }
+      }
+      return result
+    }
+
+    func haltsAfterFailure(_ error: any Error) -> Bool {
+      worker.checkpoint(claimed.line, fence: fence) != nil
+    }
+
+    func haltsBeforeRetry() -> Bool {
+      worker.checkpoint(claimed.line, fence: fence) != nil
+    }
+
+    func recordAttempt(_ attempt: Int) async {
+      let (client, logger, line, sequence) = (
+        worker.client, worker.logger, claimed.line, claimed.sequence
+      )
+      do {
+        try await worker.bounded {
+          _ = try await client.query(
+            """
+            UPDATE orderly_outbox_message SET attempts = \(attempt)
+            WHERE line = \(line) AND sequence = \(sequence)
+            """,
+            logger: logger
+          )
+        }
+      } catch {
+        // The attempt still runs; a later holder counts from the last attempt recorded.
+      }
     }
   }
 

@@ -1,7 +1,7 @@
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import Foundation
-public import OrderlyOutbox
+public import OrderlyOutboxCore
 public import PostgresNIO
 
 /// How the outbox names its database in errors: `postgresql://USER@HOST:PORT/DATABASE`, never
@@ -26,6 +26,16 @@ func unwrap(_ error: any Error) -> any Error {
   return error
 }
 
+/// Whether the server ended the connection a request ran on (SQLSTATE 57P01-57P03: it is
+/// shutting down or restarting, or an administrator ended the session): what ran on it did not
+/// commit.
+func endedByServer(_ error: any Error) -> Bool {
+  guard let error = unwrap(error) as? PSQLError, let state = error.serverInfo?[.sqlState] else {
+    return false
+  }
+  return ["57P01", "57P02", "57P03"].contains(state)
+}
+
 /// A PostgreSQL error as an outbox error that says what went wrong and what to do.
 ///
 /// PostgresNIO's errors print a generic text (so as not to leak data into logs); the server's
@@ -35,9 +45,14 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
   if let error = error as? OutboxError { return error }
   if error is CancellationError { return .cancelled }
   guard let error = error as? PSQLError else {
-    // The pool's error type lives in a module PostgresNIO does not make public API; its name
-    // is all there is to tell. It comes after about a minute of refused connections.
-    if "\(error)".contains("connectionCreationCircuitBreakerTripped") {
+    // The pool's error type lives in a module PostgresNIO does not make public API; its text
+    // is all there is to tell. A request cancelled while it waited for a connection (the task
+    // was cancelled while the server could not be reached) stored nothing.
+    let text = "\(error)"
+    if text.contains("requestCancelled") { return .cancelled }
+    if text.contains("poolShutdown") { return .closed(path: database) }
+    // It comes after about a minute of refused connections.
+    if text.contains("connectionCreationCircuitBreakerTripped") {
       return .cannotOpen(
         path: database,
         reason: "no connection could be made for about a minute: check that the server runs "
@@ -59,9 +74,18 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
       return .cannotOpen(path: database, reason: reason)
     // disk_full, out of memory / resources
     case "53100": return .diskFull(path: database)
-    // serialization failure, deadlock, lock not available, too many connections, admin shutdown
-    case "40001", "40P01", "55P03", "53300", "57P01", "57P02", "57P03":
+    // serialization failure, deadlock, lock not available, too many connections
+    case "40001", "40P01", "55P03", "53300":
       return .busy(path: database, waited: .zero)
+    // admin_shutdown, crash_shutdown, cannot_connect_now: the server ended the connection (it
+    // is shutting down or restarting, or an administrator ended the session); what ran on it
+    // did not commit.
+    case "57P01", "57P02", "57P03":
+      return .cannotOpen(
+        path: database,
+        reason: "the server ended the connection (\(message), SQLSTATE \(state)); check that it "
+          + "runs and accepts connections at that address, then try again"
+      )
     default:
       return .storageFailed(path: database, reason: reason)
     }

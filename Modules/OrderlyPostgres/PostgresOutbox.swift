@@ -3,7 +3,7 @@
 public import Foundation
 public import Logging
 import OrderlyCore
-public import OrderlyOutbox
+public import OrderlyOutboxCore
 public import PostgresNIO
 
 /// The outbox on PostgreSQL: messages kept in a database that every worker process of a
@@ -55,10 +55,11 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   public var workerID: String { state.withLock(announcingTo: self) { $0.workerID } }
 
   let clock: any Clock<Duration>
-  let partitionOfMessage: (@Sendable (Message) -> String?)?
-  let coalescing: Coalescing<Message>?
+  let codec: MessageCodec<Message>
   let logger: Logger
   let hub = OutboxEventHub()
+  /// Retry waits in progress, ended early by pause, resume and stop.
+  let retryWaits = RetryWaits()
   let state: OrderlyLock<PostgresOutboxState<Message>>
   /// The task that runs `client`, when the outbox made the client itself (``init(url:clock:logger:coalescing:partition:)``).
   let clientRun: Task<Void, Never>?
@@ -173,8 +174,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     self.clientRun = clientRun
     self.clock = clock
     self.logger = logger
-    self.coalescing = coalescing
-    self.partitionOfMessage = partition
+    self.codec = MessageCodec(partition: partition, coalescing: coalescing)
     self.state = OrderlyLock(PostgresOutboxState())
     // The client's configuration is not public; the database is named by its first connection.
     var name = "the PostgreSQL database"
@@ -251,18 +251,28 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     headers: [String: String] = [:]
   ) async throws(OutboxError) -> [UUID] {
     guard !messages.isEmpty else { return [] }
-    let prepared = try prepare(messages, partition: partition, headers: headers)
+    let prepared = try codec.prepare(messages, partition: partition, headers: headers)
     // A task cancelled already asks for no connection: PostgresNIO's pool can miss a
     // cancellation that lands just as a request is queued, and such a request then waits for a
     // connection however long the server stays away.
     guard !Task.isCancelled else { throw .cancelled }
-    let written: Written
-    do {
-      written = try await client.withTransaction(logger: logger) { connection in
-        try await self.write(prepared, on: connection)
+    var written = Written()
+    var again = true
+    while true {
+      do {
+        written = try await client.withTransaction(logger: logger) { connection in
+          try await self.write(prepared, on: connection)
+        }
+        break
+      } catch {
+        // A pooled connection the server had ended (a restart, an administrator) fails at once,
+        // and its transaction did not commit: one more try, on a connection made anew.
+        if again, endedByServer(error), !Task.isCancelled {
+          again = false
+          continue
+        }
+        throw outboxError(error, database: database)
       }
-    } catch {
-      throw outboxError(error, database: database)
     }
     for event in written.events { hub.emit(event) }
     return written.ids
@@ -297,19 +307,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     headers: [String: String] = [:],
     on connection: PostgresConnection
   ) async throws -> UUID {
-    let prepared = try prepare([message], partition: partition, headers: headers)
+    let prepared = try codec.prepare([message], partition: partition, headers: headers)
     let written = try await write(prepared, on: connection)
     for event in written.events { hub.emit(event) }
     return written.ids[0]
-  }
-
-  /// A message ready to be written: encoded, with its line and entity.
-  struct Prepared: Sendable {
-    let message: Message
-    let payload: Data
-    let partition: String?
-    let entity: String?
-    let headers: String?
   }
 
   /// What a write did.
@@ -318,45 +319,16 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     var events: [OutboxEvent] = []
   }
 
-  private func prepare(
-    _ messages: [Message],
-    partition: String?,
-    headers: [String: String]
-  ) throws(OutboxError) -> [Prepared] {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = .sortedKeys
-    let stored = OutboxStore.encodeHeaders(headers)
-    var prepared: [Prepared] = []
-    prepared.reserveCapacity(messages.count)
-    for message in messages {
-      let payload: Data
-      do {
-        payload = try encoder.encode(message)
-      } catch {
-        throw .cannotEncode(reason: "\(error)")
-      }
-      prepared.append(
-        Prepared(
-          message: message,
-          payload: payload,
-          partition: partition ?? partitionOfMessage?(message),
-          entity: coalescing?.entity(message),
-          headers: stored
-        )
-      )
-    }
-    return prepared
-  }
-
   /// Writes messages on a connection inside a transaction.
   ///
   /// Each line's row is updated first, lines in sorted order (so two batches never wait for
   /// each other in a cycle), reserving as many numbers as the batch has messages for that line;
   /// the row stays locked until the transaction ends.
-  private func write(_ batch: [Prepared], on connection: PostgresConnection) async throws
+  private func write(_ batch: [PreparedMessage<Message>], on connection: PostgresConnection)
+    async throws
     -> Written
   {
-    if batch.count == 1, coalescing == nil || batch[0].entity == nil {
+    if batch.count == 1, codec.coalescing == nil || batch[0].entity == nil {
       return try await writeOne(batch[0], on: connection)
     }
     var needed: [String: Int64] = [:]
@@ -407,7 +379,8 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
 
   /// Writes one message that cannot be merged in a single statement: the line's number, the
   /// row and the notification in one round trip.
-  private func writeOne(_ prepared: Prepared, on connection: PostgresConnection) async throws
+  private func writeOne(_ prepared: PreparedMessage<Message>, on connection: PostgresConnection)
+    async throws
     -> Written
   {
     let line = Line.key(prepared.partition)
@@ -446,10 +419,14 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///
   /// The update checks `attempts = 0` again on the row's latest version, so a worker that took
   /// the message a moment ago (and counted its attempt) wins, and the new message is appended.
-  private func merge(_ prepared: Prepared, line: String, on connection: PostgresConnection)
+  private func merge(
+    _ prepared: PreparedMessage<Message>,
+    line: String,
+    on connection: PostgresConnection
+  )
     async throws -> (id: UUID, sequence: Int64)?
   {
-    guard let coalescing, let entity = prepared.entity else { return nil }
+    guard codec.coalescing != nil, let entity = prepared.entity else { return nil }
     var pending: (sequence: Int64, id: UUID, payload: Data, attempts: Int)?
     let rows = try await connection.query(
       """
@@ -459,13 +436,16 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
       logger: logger
     )
     for try await row in rows.decode((Int64, UUID, Data, Int).self) { pending = row }
-    guard let pending, pending.attempts == 0,
-      let old = try? JSONDecoder().decode(Message.self, from: pending.payload),
-      let merged = coalescing.merge(old, prepared.message)
+    // A delivery that began counted its attempt first, so `attempts` tells what a worker of
+    // the fleet is delivering.
+    guard let pending,
+      let payload = codec.mergedPayload(
+        pending: pending.payload,
+        attempts: pending.attempts,
+        delivering: false,
+        with: prepared.message
+      )
     else { return nil }
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = .sortedKeys
-    guard let payload = try? encoder.encode(merged) else { return nil }
     var updated = false
     for try await _ in try await connection.query(
       """

@@ -1,7 +1,7 @@
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import Logging
-import OrderlyOutbox
+import OrderlyOutboxCore
 import PostgresNIO
 
 /// The outbox's tables on PostgreSQL, and the check that a database holds them (or nothing of
@@ -26,6 +26,21 @@ enum PostgresSchema {
   static let messageTable = "orderly_outbox_message"
   static let deadLetterTable = "orderly_outbox_dead_letter"
   static let tables = [schemaTable, lineTable, leaseTable, messageTable, deadLetterTable]
+  /// The columns each table had since schema version 1, in the order they were created: a table
+  /// without one of them was not created by Orderly.
+  static let requiredColumns: [String: [String]] = [
+    schemaTable: ["version", "created_at"],
+    lineTable: ["line", "last_sequence"],
+    leaseTable: ["line", "owner", "expires_at", "fence", "paused"],
+    messageTable: [
+      "line", "sequence", "id", "partition", "entity", "payload", "attempts", "appended_at",
+      "headers",
+    ],
+    deadLetterTable: [
+      "line", "sequence", "id", "partition", "entity", "payload", "attempts", "appended_at",
+      "headers", "failed_at", "reason",
+    ],
+  ]
   /// The channel appends notify, so idle workers look at once.
   static let channel = "orderly_outbox"
 
@@ -123,6 +138,25 @@ enum PostgresSchema {
         return "it has tables named like the outbox's (\(others)) that Orderly did not create "
           + "(there is no \(schemaTable) table): give the outbox a database or schema of its own"
       }
+      // Read from the catalog, not by querying them: a table of another program's, named like
+      // one of the outbox's, must give this answer, not a failed query.
+      var columns: [String: Set<String>] = [:]
+      for try await (table, column) in try await connection.query(
+        """
+        SELECT table_name::text, column_name::text FROM information_schema.columns
+        WHERE table_schema = current_schema() AND table_name = ANY(\(names))
+        """,
+        logger: logger
+      ).decode((String, String).self) {
+        columns[table, default: []].insert(column)
+      }
+      func foreign(_ table: String) -> String? {
+        let lacking = (requiredColumns[table] ?? []).filter { !(columns[table] ?? []).contains($0) }
+        guard let first = lacking.first else { return nil }
+        return "it has a table named like the outbox's (\(table)) that Orderly did not create "
+          + "(it has no column \(first)): give the outbox a database or schema of its own"
+      }
+      if let problem = foreign(schemaTable) { return problem }
       var found: Int?
       for try await value in try await connection.query(
         "SELECT max(version) FROM orderly_outbox_schema",
@@ -136,6 +170,9 @@ enum PostgresSchema {
       if found > version {
         return "its outbox tables were written by a newer version of Orderly (schema version "
           + "\(found); this version knows \(version)): upgrade Orderly on this worker"
+      }
+      for table in present.sorted() {
+        if let problem = foreign(table) { return problem }
       }
       let missing = tables.filter { !present.contains($0) }
       if !missing.isEmpty {

@@ -29,7 +29,7 @@ for module in "${modules[@]}"; do
   echo "==> DocC: $module"
   # The Server and Postgres traits are on, so that OrderlyServer and OrderlyPostgres are
   # documented as their users build them.
-  swift package --traits Server,Postgres --disable-sandbox --allow-writing-to-directory "$out" \
+  swift package --traits SQLite,Server,Postgres --disable-sandbox --allow-writing-to-directory "$out" \
     generate-documentation --target "$module" \
     --analyze --warnings-as-errors \
     --transform-for-static-hosting \

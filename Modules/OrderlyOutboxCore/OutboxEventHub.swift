@@ -1,8 +1,6 @@
-// Compiled with the SQLite trait (on by default); see Package.swift.
-#if SQLite
 import OrderlyCore
 
-/// The listeners of an outbox's ``Outbox/events``.
+/// The listeners of an outbox's ``DurableOutbox/events``.
 ///
 /// Events are emitted under the hub's lock, so every listener receives them in one order, the
 /// order they were emitted; a line emits its events one after another.
@@ -56,4 +54,3 @@ package final class OutboxEventHub: Sendable {
     }
   }
 }
-#endif

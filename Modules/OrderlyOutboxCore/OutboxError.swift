@@ -1,7 +1,4 @@
-// Compiled with the SQLite trait (on by default); see Package.swift.
-#if SQLite
 public import Foundation
-import OrderlyDatabaseFile
 
 /// Why the outbox refused a call.
 ///
@@ -16,16 +13,16 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
   case notAnOutbox(path: String, reason: String)
   /// Another connection held the database's lock for longer than the busy timeout.
   case busy(path: String, waited: Duration)
-  /// The outbox was closed with ``Outbox/close()``.
+  /// The outbox was closed with ``DurableOutbox/close()``.
   case closed(path: String)
   /// The message could not be encoded as JSON; nothing was stored.
   case cannotEncode(reason: String)
-  /// ``Outbox/start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``
-  /// was called on an outbox that is already delivering. Call ``Outbox/stop()`` first: a stopped
+  /// `Outbox.start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)`
+  /// was called on an outbox that is already delivering. Call ``DurableOutbox/stop()`` first: a stopped
   /// outbox can be started again.
   case alreadyStarted
   /// Another outbox delivers this file (in another process, or another `Outbox` in this one),
-  /// and `start` was asked not to wait for it (``WhenDeliveredElsewhere/fail``).
+  /// and `start` was asked not to wait for it (`WhenDeliveredElsewhere.fail`).
   case deliveredElsewhere(path: String)
   /// The disk (or the database's size limit) is full: nothing was stored. Free some space and
   /// try again; what was stored before is intact.
@@ -100,16 +97,6 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     }
   }
 
-  /// The file check's refusal, as an outbox error.
-  init(_ error: DatabaseFileError) {
-    switch error {
-    case .cannotOpen(let path, let reason): self = .cannotOpen(path: path, reason: reason)
-    case .refused(let path, let reason): self = .notAnOutbox(path: path, reason: reason)
-    case .damaged(let path, let reason): self = .damaged(path: path, reason: reason)
-    case .busy(let path, let waited): self = .busy(path: path, waited: waited)
-    }
-  }
-
   /// Whether `path` names a database server (the outbox on PostgreSQL), not a file: the advice
   /// differs.
   static func isServer(_ path: String) -> Bool {
@@ -129,4 +116,3 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
     return result
   }
 }
-#endif

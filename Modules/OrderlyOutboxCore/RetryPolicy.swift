@@ -1,5 +1,3 @@
-// Compiled with the SQLite trait (on by default); see Package.swift.
-#if SQLite
 /// When a failed delivery is tried again, and when it is given up.
 ///
 /// After attempt *n* fails with a retryable error, the next attempt waits
@@ -170,4 +168,3 @@ public enum DeadLetterPolicy: Sendable, Equatable {
   /// The line goes on with the next message.
   case continueLine
 }
-#endif

@@ -1,8 +1,6 @@
-// Compiled with the SQLite trait (on by default); see Package.swift.
-#if SQLite
 public import Foundation
 
-/// What every outbox offers, whichever store keeps it: ``Outbox`` on SQLite, and
+/// What every outbox offers, whichever store keeps it: `Outbox` on SQLite, and
 /// `PostgresOutbox` (module `OrderlyPostgres`) on PostgreSQL.
 ///
 /// Code that appends, watches and manages dead letters through this protocol works against
@@ -84,6 +82,3 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// - Throws: An ``OutboxError`` if the store could not be closed cleanly.
   func close() async throws(OutboxError)
 }
-
-extension Outbox: DurableOutbox {}
-#endif

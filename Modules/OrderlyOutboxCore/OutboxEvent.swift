@@ -1,8 +1,6 @@
-// Compiled with the SQLite trait (on by default); see Package.swift.
-#if SQLite
 public import Foundation
 
-/// Something that happened to a message, reported by ``Outbox/events``.
+/// Something that happened to a message, reported by ``DurableOutbox/events``.
 ///
 /// The events of one line arrive in the order they happened. Events of different lines (with
 /// partitions) interleave.
@@ -24,7 +22,7 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
   case deadLettered(id: UUID, sequence: Int64, reason: String, lineStopped: Bool)
   /// A message was delivered (or given up), but the write that records it failed (a full disk,
   /// say): the outbox tries the write again after `retryIn`, on its clock, and
-  /// ``Outbox/waitUntilDelivered()`` callers get the error. If the outbox stops first, the
+  /// ``DurableOutbox/waitUntilDelivered()`` callers get the error. If the outbox stops first, the
   /// message stays and is delivered again later.
   case recordFailed(id: UUID, sequence: Int64, reason: String, retryIn: Duration)
 
@@ -67,4 +65,3 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
     }
   }
 }
-#endif

@@ -1,5 +1,3 @@
-// Compiled with the SQLite trait (on by default); see Package.swift.
-#if SQLite
 public import Foundation
 
 /// A message as it is handed to delivery: the message, its stable identifier, and where it
@@ -23,16 +21,16 @@ public struct Envelope<Message: Sendable>: Sendable, Identifiable {
   /// Which attempt this is: 1 for the first.
   ///
   /// It counts every attempt that began, in this process or an earlier one, including one that
-  /// a crash or ``Outbox/stop()`` cut short: a message whose process was killed while delivering
+  /// a crash or ``DurableOutbox/stop()`` cut short: a message whose process was killed while delivering
   /// it is delivered again as attempt 2. (The outbox records an attempt on disk, in the same
   /// transaction that takes the message for delivery, before it begins.) A dead letter put back
-  /// with ``Outbox/retryDeadLetter(id:)`` counts from 1 again.
+  /// with ``DurableOutbox/retryDeadLetter(id:)`` counts from 1 again.
   public let attempt: Int
   /// When it was appended.
   public let appendedAt: Date
   /// The strings appended with it: a trace context, say.
   ///
-  /// Given to ``Outbox/append(_:partition:headers:)``; empty if it has none.
+  /// Given to ``DurableOutbox/append(_:partition:headers:)``; empty if it has none.
   public let headers: [String: String]
   /// The fence of the lease under which this delivery runs, for an outbox on PostgreSQL.
   ///
@@ -67,8 +65,8 @@ extension Envelope: Equatable where Message: Equatable {}
 
 /// A message whose delivery failed for good, kept apart from the line with the reason.
 ///
-/// List them with ``Outbox/deadLetters()``, put one back in its line with
-/// ``Outbox/retryDeadLetter(id:)`` or remove it with ``Outbox/dropDeadLetter(id:)``.
+/// List them with ``DurableOutbox/deadLetters()``, put one back in its line with
+/// ``DurableOutbox/retryDeadLetter(id:)`` or remove it with ``DurableOutbox/dropDeadLetter(id:)``.
 public struct DeadLetter<Message: Sendable>: Sendable, Identifiable {
   /// The message's identifier, as it was when delivery was attempted.
   public let id: UUID
@@ -111,4 +109,3 @@ public struct DeadLetter<Message: Sendable>: Sendable, Identifiable {
     self.reason = reason
   }
 }
-#endif

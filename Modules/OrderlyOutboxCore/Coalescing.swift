@@ -1,5 +1,3 @@
-// Compiled with the SQLite trait (on by default); see Package.swift.
-#if SQLite
 /// How an outbox folds a new message into a pending one for the same entity: two edits of one
 /// note become one request.
 ///
@@ -34,4 +32,3 @@ public struct Coalescing<Message: Sendable>: Sendable {
     self.merge = merge
   }
 }
-#endif

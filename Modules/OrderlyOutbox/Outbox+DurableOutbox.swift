@@ -1,0 +1,20 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
+import Foundation
+import OrderlyDatabaseFile
+import OrderlyOutboxCore
+
+extension Outbox: DurableOutbox {}
+
+extension OutboxError {
+  /// The file check's refusal, as an outbox error.
+  init(_ error: DatabaseFileError) {
+    switch error {
+    case .cannotOpen(let path, let reason): self = .cannotOpen(path: path, reason: reason)
+    case .refused(let path, let reason): self = .notAnOutbox(path: path, reason: reason)
+    case .damaged(let path, let reason): self = .damaged(path: path, reason: reason)
+    case .busy(let path, let waited): self = .busy(path: path, waited: waited)
+    }
+  }
+}
+#endif
