@@ -154,6 +154,8 @@ package.targets += [
       // the SQLite trait is on as well.
       .target(name: "OrderlyOutbox", condition: sqlite),
       .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
+      // OutboxService's initializer for a PostgreSQL worker, when the Postgres trait is on too.
+      .target(name: "OrderlyPostgres", condition: postgres),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
       .product(name: "Logging", package: "swift-log", condition: server),
       .product(name: "Metrics", package: "swift-metrics", condition: server),
@@ -312,7 +314,8 @@ package.targets += [
     name: "outbox-service-probe",
     dependencies: [
       .target(name: "OrderlyServer", condition: server),
-      .target(name: "OrderlyOutbox", condition: server),
+      .target(name: "OrderlyOutbox", condition: sqlite),
+      .target(name: "OrderlyPostgres", condition: postgres),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
       .product(name: "Logging", package: "swift-log", condition: server),
       .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: server),
@@ -327,7 +330,6 @@ package.targets += [
     name: "outbox-postgres-probe",
     dependencies: [
       .target(name: "OrderlyPostgres", condition: postgres),
-      .target(name: "OrderlyOutbox", condition: postgres),
       .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
       .product(name: "Logging", package: "swift-log", condition: postgres),
     ],
@@ -373,7 +375,9 @@ package.targets += [
     dependencies: [
       "BuiltProducts", "OrderlyCore", "OrderlyTestSupport",
       .target(name: "OrderlyServer", condition: server),
-      .target(name: "OrderlyOutbox", condition: server),
+      .target(name: "OrderlyOutbox", condition: sqlite),
+      .target(name: "OrderlyPostgres", condition: postgres),
+      .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
       .target(name: "outbox-service-probe", condition: server),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
       .product(
@@ -396,7 +400,7 @@ package.targets += [
     dependencies: [
       "BuiltProducts", "OrderlyCore", "OrderlyTestSupport",
       .target(name: "OrderlyPostgres", condition: postgres),
-      .target(name: "OrderlyOutbox", condition: postgres),
+      .target(name: "OrderlyOutbox", condition: sqlite),
       .target(name: "outbox-postgres-probe", condition: postgres),
       .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
       .product(name: "Logging", package: "swift-log", condition: postgres),

@@ -404,6 +404,25 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     }
   }
 
+  /// How many messages wait, how many are dead letters, and when the oldest waiting message was
+  /// appended.
+  ///
+  /// The two counts are this outbox's own (``pendingCount``, ``deadLetterCount``); the oldest
+  /// message is read from the file.
+  ///
+  /// - Returns: The counts.
+  /// - Throws: ``OutboxError/closed(path:)``, or an ``OutboxError`` if the read fails.
+  public func counts() async throws(OutboxError) -> OutboxCounts {
+    let oldest = try await oldestPendingAppendedAt()
+    return state.withLock(announcingTo: self) { state in
+      OutboxCounts(
+        pending: state.pending,
+        deadLetters: state.deadLetters,
+        oldestPendingAppendedAt: oldest
+      )
+    }
+  }
+
   // MARK: - Dead letters
 
   /// Every dead letter, oldest place first.

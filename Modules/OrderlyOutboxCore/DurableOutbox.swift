@@ -74,11 +74,62 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// Delivers again after ``pause()``.
   func resume()
 
+  /// Whether delivery is paused with ``pause()``.
+  var isPaused: Bool { get }
+
   /// Stops delivering and waits until no delivery of this outbox runs; messages stay stored.
   func stop() async
+
+  /// Stops taking messages, gives the deliveries in progress up to `gracePeriod` (on the
+  /// outbox's clock) to finish, then stops as ``stop()`` does: for a graceful shutdown.
+  ///
+  /// A delivery that returns within the grace period is acknowledged; one still running when
+  /// it ends is cancelled, and its message is delivered again later (at least once).
+  ///
+  /// - Parameter gracePeriod: How long deliveries in progress may go on; zero or less is
+  ///   ``stop()``.
+  func stop(gracePeriod: Duration) async
+
+  /// How many messages wait, how many are dead letters, and when the oldest waiting message was
+  /// appended, as the store has them now: for gauges and for an operator.
+  ///
+  /// - Returns: The counts.
+  /// - Throws: An ``OutboxError`` if the store cannot be read.
+  func counts() async throws(OutboxError) -> OutboxCounts
 
   /// Stops delivering and lets go of the store.
   ///
   /// - Throws: An ``OutboxError`` if the store could not be closed cleanly.
   func close() async throws(OutboxError)
+}
+
+/// What an outbox holds, as ``DurableOutbox/counts()`` reads it.
+public struct OutboxCounts: Sendable, Equatable {
+  /// Messages waiting for delivery, those being delivered included; dead letters are not
+  /// counted.
+  public var pending: Int
+  /// Dead letters kept.
+  public var deadLetters: Int
+  /// When the oldest waiting message was appended; `nil` when none waits.
+  public var oldestPendingAppendedAt: Date?
+
+  /// Counts as read from a store.
+  ///
+  /// - Parameters:
+  ///   - pending: Messages waiting for delivery.
+  ///   - deadLetters: Dead letters kept.
+  ///   - oldestPendingAppendedAt: When the oldest waiting message was appended.
+  public init(pending: Int, deadLetters: Int, oldestPendingAppendedAt: Date?) {
+    self.pending = pending
+    self.deadLetters = deadLetters
+    self.oldestPendingAppendedAt = oldestPendingAppendedAt
+  }
+
+  /// How long the oldest waiting message has waited at `now`; zero when none waits.
+  ///
+  /// - Parameter now: The time to measure at.
+  /// - Returns: The age, never negative.
+  public func oldestPendingAge(at now: Date = Date()) -> TimeInterval {
+    oldestPendingAppendedAt.map { max(0, now.timeIntervalSince($0)) } ?? 0
+  }
 }

@@ -88,6 +88,34 @@ extension PostgresOutbox {
     }
   }
 
+  /// Stops taking messages, gives the deliveries in progress up to `gracePeriod` to finish,
+  /// then stops as ``stop()`` does: for a graceful shutdown (SIGTERM).
+  ///
+  /// No line takes a new message once this is called, and a retry wait ends at once. Each line
+  /// is released as soon as its delivery in progress returns and is acknowledged, so another
+  /// worker takes it within its poll interval (at once, if it is listening) instead of after
+  /// the lease. A delivery still running when the grace period ends (measured on the outbox's
+  /// clock) is cancelled, and its message is delivered again by the line's next holder.
+  /// Cancelling the calling task ends the grace period at once.
+  ///
+  /// - Parameter gracePeriod: How long deliveries in progress may go on; zero or less is
+  ///   ``stop()``.
+  public func stop(gracePeriod: Duration) async {
+    let worker = state.withLock(announcingTo: self) { state -> FleetWorker<Message>? in
+      state.stopping ? nil : state.worker
+    }
+    guard gracePeriod > .zero, let worker else { return await stop() }
+    worker.drain()
+    let clock = self.clock
+    await withTaskGroup(of: Void.self) { group in
+      group.addTask { await worker.waitUntilIdle() }
+      group.addTask { try? await clock.sleep(for: gracePeriod) }
+      await group.next()
+      group.cancelAll()
+    }
+    await stop()
+  }
+
   /// Stops this worker from starting deliveries, until ``resume()``.
   ///
   /// A delivery in progress
@@ -165,6 +193,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   struct WorkerState: Sendable {
     var held: [String: Held] = [:]
     var paused: Bool
+    /// Taking no new message, for a graceful stop: each line is released after its delivery.
+    var draining = false
+    /// Tasks in ``waitUntilIdle()``.
+    var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    var lastToken: UInt64 = 0
     var ending = false
     var loops: [Task<Void, Never>] = []
   }
@@ -231,6 +264,38 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
+  /// Takes no new message from now on: every line stops at its next step (after the delivery
+  /// in progress is acknowledged) and is released; no line is taken. For a graceful stop.
+  func drain() {
+    state.withLock(announcingTo: self) { $0.draining = true }
+    outbox.retryWaits.wakeAll()
+    bell.ring()
+  }
+
+  /// Returns once this worker holds no line (after ``drain()``), or when the task is
+  /// cancelled.
+  func waitUntilIdle() async {
+    let token = state.withLock(announcingTo: self) { state -> UInt64 in
+      state.lastToken &+= 1
+      return state.lastToken
+    }
+    await withTaskCancellationHandler {
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let now = state.withLock(announcingTo: self) { state -> Bool in
+          if state.held.isEmpty || Task.isCancelled { return true }
+          state.idleWaiters[token] = continuation
+          return false
+        }
+        if now { continuation.resume() }
+      }
+    } onCancel: {
+      let waiter = state.withLock(announcingTo: self) {
+        $0.idleWaiters.removeValue(forKey: token)
+      }
+      waiter?.resume()
+    }
+  }
+
   /// Pauses or resumes this worker; either ends every retry wait at once (paused, the line is
   /// released; resumed, the message is tried again without waiting out its delay).
   func setPaused(_ paused: Bool) {
@@ -263,7 +328,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   ///   free slots; `nil` if there is none, or nothing is known.
   private func claim(from cursor: inout String?) async -> Duration? {
     var free = state.withLock(announcingTo: self) { state -> Int in
-      state.paused || state.ending ? 0 : settings.limit - state.held.count
+      state.paused || state.draining || state.ending ? 0 : settings.limit - state.held.count
     }
     guard free > 0 else { return nil }
     do {
@@ -426,7 +491,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       var started: [(String, Int64)] = []
       var refused: [(String, Int64)] = []
       for (line, fence) in fences {
-        guard !state.ending, state.held[line] == nil else {
+        guard !state.ending, !state.draining, state.held[line] == nil else {
           refused.append((line, fence))
           continue
         }
@@ -612,9 +677,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         )
       }
     }
-    state.withLock(announcingTo: self) { state in
+    let idle = state.withLock(announcingTo: self) { state -> [CheckedContinuation<Void, Never>] in
       if state.held[line]?.fence == fence { state.held[line] = nil }
+      guard state.held.isEmpty else { return [] }
+      defer { state.idleWaiters = [:] }
+      return Array(state.idleWaiters.values)
     }
+    for waiter in idle { waiter.resume() }
     // A free slot, or a line with messages appended while it was being released.
     bell.ring()
   }
@@ -667,7 +736,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   /// Whether the line's task must stop before it takes its next message, and why.
   fileprivate func checkpoint(_ line: String, fence: Int64) -> Stop? {
     if Task.isCancelled { return .ending }
-    let (ending, paused) = state.withLock(announcingTo: self) { ($0.ending, $0.paused) }
+    let (ending, paused) = state.withLock(announcingTo: self) {
+      ($0.ending || $0.draining, $0.paused)
+    }
     if ending { return .ending }
     if paused { return .paused }
     if !isLive(line, fence: fence) { return .lost }

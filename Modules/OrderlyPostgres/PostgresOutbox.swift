@@ -477,6 +477,35 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     try await count("SELECT count(*)::bigint FROM orderly_outbox_dead_letter")
   }
 
+  /// How many messages wait in the whole database, how many are dead letters, and when the
+  /// oldest waiting message was appended, in one query.
+  ///
+  /// - Returns: The counts.
+  /// - Throws: The database's error as an `OutboxError`.
+  public func counts() async throws(OutboxError) -> OutboxCounts {
+    do {
+      var counts = OutboxCounts(pending: 0, deadLetters: 0, oldestPendingAppendedAt: nil)
+      let rows = try await client.query(
+        """
+        SELECT (SELECT count(*)::bigint FROM orderly_outbox_message),
+          (SELECT count(*)::bigint FROM orderly_outbox_dead_letter),
+          (SELECT min(appended_at) FROM orderly_outbox_message)
+        """,
+        logger: logger
+      )
+      for try await (pending, dead, oldest) in rows.decode((Int64, Int64, Date?).self) {
+        counts = OutboxCounts(
+          pending: Int(pending),
+          deadLetters: Int(dead),
+          oldestPendingAppendedAt: oldest
+        )
+      }
+      return counts
+    } catch {
+      throw outboxError(error, database: database)
+    }
+  }
+
   private func count(_ query: PostgresQuery) async throws(OutboxError) -> Int {
     do {
       var total = 0

@@ -2,7 +2,7 @@
 public import CoreMetrics
 public import Foundation
 import Metrics
-public import OrderlyOutbox
+public import OrderlyOutboxCore
 
 /// The swift-metrics an outbox reports: what was appended, delivered, retried and given up, how
 /// long deliveries take, and how far delivery is behind.
@@ -19,11 +19,17 @@ public import OrderlyOutbox
 /// | `orderly_outbox_delivery_duration` | timer | `result`: `delivered`, `failed` | one call of the delivery closure |
 /// | `orderly_outbox_append_to_delivery_duration` | timer | | from the append to the end of its delivery |
 /// | `orderly_outbox_pending_messages` | gauge | | messages waiting, dead letters excluded |
+/// | `orderly_outbox_dead_letters` | gauge | | dead letters kept |
 /// | `orderly_outbox_oldest_pending_age_seconds` | gauge | | age of the oldest waiting message; 0 when none |
 ///
-/// ``OutboxService`` records them all when given an `OutboxMetrics`. Outside a service, feed it
-/// the outbox's events with ``record(_:pending:)`` and wrap the delivery closure with
-/// ``measure(_:)``.
+/// The same names for every store: an outbox on SQLite counts its own file, one on PostgreSQL
+/// the whole fleet's tables (the gauges read the store; the counters and timers count what this
+/// process did).
+///
+/// ``OutboxService`` records them all when given an `OutboxMetrics`, for any `DurableOutbox`:
+/// the gauges when delivery starts, every 10 seconds while it runs, and when it stops. Outside
+/// a service, feed it the outbox's events with ``record(_:)``, set the gauges with
+/// ``recordGauges(of:now:)``, and wrap the delivery closure with ``measure(_:)``.
 public struct OutboxMetrics: Sendable {
   /// The value of the `outbox` dimension.
   public let outboxName: String
@@ -36,6 +42,7 @@ public struct OutboxMetrics: Sendable {
   let deliveryFailed: CoreMetrics.Timer
   let appendToDelivery: CoreMetrics.Timer
   let pending: Gauge
+  let deadLetters: Gauge
   let oldestAge: Gauge
 
   /// Creates the metrics of one outbox.
@@ -86,6 +93,11 @@ public struct OutboxMetrics: Sendable {
       dimensions: dimensions,
       factory: factory
     )
+    deadLetters = Gauge(
+      label: "orderly_outbox_dead_letters",
+      dimensions: dimensions,
+      factory: factory
+    )
     oldestAge = Gauge(
       label: "orderly_outbox_oldest_pending_age_seconds",
       dimensions: dimensions,
@@ -99,6 +111,15 @@ public struct OutboxMetrics: Sendable {
   ///   - event: An event from `Outbox.events`.
   ///   - pending: The outbox's `Outbox.pendingCount` now.
   public func record(_ event: OutboxEvent, pending: Int) {
+    record(event)
+    self.pending.record(pending)
+  }
+
+  /// Counts an event: appended, delivered, retried, dead-lettered. The gauges are left as they
+  /// are (``recordGauges(of:now:)`` sets them from the store).
+  ///
+  /// - Parameter event: An event from the outbox's `events`.
+  public func record(_ event: OutboxEvent) {
     switch event {
     case .appended: appended.increment()
     case .delivered: delivered.increment()
@@ -106,28 +127,24 @@ public struct OutboxMetrics: Sendable {
     case .deadLettered: deadLettered.increment()
     case .merged, .delivering, .recordFailed: break
     }
-    self.pending.record(pending)
   }
 
-  /// Sets the gauges from the outbox: pending messages, and the age of the oldest one.
+  /// Sets the gauges from the outbox's store: pending messages, dead letters, and the age of
+  /// the oldest pending message.
   ///
   /// - Parameters:
   ///   - outbox: The outbox.
   ///   - now: The time the age is measured at.
   /// - Throws: `OutboxError` if the outbox cannot be read (it is closed, say).
-  public func recordGauges<Message>(of outbox: Outbox<Message>, now: Date = Date())
+  public func recordGauges(of outbox: some DurableOutbox, now: Date = Date())
     async throws(OutboxError)
   {
-    let oldest = try await outbox.oldestPendingAppendedAt()
-    pending.record(outbox.pendingCount)
-    oldestAge.record(oldest.map { max(0, now.timeIntervalSince($0)) } ?? 0)
+    let counts = try await outbox.counts()
+    pending.record(counts.pending)
+    deadLetters.record(counts.deadLetters)
+    oldestAge.record(counts.oldestPendingAge(at: now))
   }
 
-  /// Wraps a delivery closure so that each call is timed, and each delivery's time since its
-  /// append recorded.
-  ///
-  /// - Parameter deliver: The delivery closure.
-  /// - Returns: A closure that calls it.
   public func measure<Message>(
     _ deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) -> @Sendable (Envelope<Message>) async throws -> Void {

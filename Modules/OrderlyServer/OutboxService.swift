@@ -1,7 +1,13 @@
 #if Server
 import Foundation
 public import Logging
+public import OrderlyOutboxCore
+#if SQLite
 public import OrderlyOutbox
+#endif
+#if Postgres
+public import OrderlyPostgres
+#endif
 public import ServiceLifecycle
 public import Tracing
 
@@ -61,27 +67,75 @@ public import Tracing
 /// attributes `orderly.outbox`, `orderly.outbox.message_id`, `orderly.outbox.attempt`,
 /// `orderly.outbox.sequence` and `orderly.outbox.partition`. The span starts a trace of its
 /// own and is linked to the context stored with the message by
-/// ``OrderlyOutbox/Outbox/appendTraced(_:partition:headers:context:instrument:)``.
+/// ``OrderlyOutboxCore/DurableOutbox/appendTraced(_:partition:headers:context:instrument:)``.
 public struct OutboxService<Message: Codable & Sendable>: Service {
-  /// The outbox delivered.
-  public let outbox: Outbox<Message>
+  /// The outbox delivered: an `Outbox` (SQLite), a `PostgresOutbox`, or another store's.
+  public let outbox: any DurableOutbox<Message>
   /// The outbox's name in logs, metrics and spans.
   public let name: String
   /// How long a delivery in progress may go on after graceful shutdown begins.
   public let shutdownGracePeriod: Duration
 
-  private let limit: Int
-  private let retry: RetryPolicy
-  private let onDeadLetter: DeadLetterPolicy
-  private let whenDeliveredElsewhere: WhenDeliveredElsewhere
-  private let pollInterval: Duration
+  private let start:
+    @Sendable (@escaping @Sendable (Envelope<Message>) async throws -> Void) throws(OutboxError) ->
+      Void
   private let logger: Logger
   private let metrics: OutboxMetrics?
   private let spans: DeliverySpans
   private let deliver: @Sendable (Envelope<Message>) async throws -> Void
-  /// The outbox's events from the service's creation on, for its logs and metrics.
   private let events: AsyncStream<OutboxEvent>
 
+  /// A service that delivers any outbox, started by `start`: for a store of your own.
+  ///
+  /// Its logs and metrics cover what happens from now on (an append between now and ``run()``
+  /// is counted): create it before the code that appends starts.
+  ///
+  /// ```swift
+  /// let delivery = OutboxService(outbox: outbox, name: "ledger") { deliver in
+  ///   try outbox.start(limit: 16, deliver: deliver)
+  /// } deliver: { envelope in
+  ///   try await ledger.apply(envelope.message, id: envelope.id)
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - outbox: The outbox to deliver.
+  ///   - name: Its name in logs, metrics and spans.
+  ///   - shutdownGracePeriod: How long a delivery in progress may go on after graceful shutdown
+  ///     begins; 10 seconds by default.
+  ///   - logger: Where the service logs (see the table above).
+  ///   - metrics: The metrics to record; none by default.
+  ///   - tracer: The tracer of the delivery spans; the process's bootstrapped tracer by default.
+  ///   - start: Starts the outbox's delivery with the closure it is given (the service's
+  ///     `deliver`, wrapped in its span, timing and logs).
+  ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
+  public init(
+    outbox: some DurableOutbox<Message>,
+    name: String,
+    shutdownGracePeriod: Duration = .seconds(10),
+    logger: Logger = Logger(label: "orderly.outbox"),
+    metrics: OutboxMetrics? = nil,
+    tracer: (any Tracer)? = nil,
+    start:
+      @escaping @Sendable (@escaping @Sendable (Envelope<Message>) async throws -> Void)
+      throws(OutboxError) -> Void,
+    deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
+  ) {
+    self.outbox = outbox
+    self.name = name
+    self.shutdownGracePeriod = shutdownGracePeriod
+    self.start = start
+    var logger = logger
+    logger[metadataKey: "orderly.outbox"] = .string(name)
+    self.logger = logger
+    self.metrics = metrics
+    let chosen: any Tracer = tracer ?? InstrumentationSystem.tracer
+    spans = DeliverySpans(tracer: chosen)
+    self.deliver = deliver
+    events = outbox.events
+  }
+
+  #if SQLite
   /// Creates the service; nothing is delivered until ``run()``.
   ///
   /// Its logs and metrics cover what happens from now on (an append between now and ``run()``
@@ -116,25 +170,90 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     tracer: (any Tracer)? = nil,
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) {
-    self.outbox = outbox
-    self.name =
-      name ?? outbox.path.map { URL(fileURLWithPath: $0).deletingPathExtension().lastPathComponent }
-      ?? "outbox"
-    self.limit = limit
-    self.retry = retry
-    self.onDeadLetter = onDeadLetter
-    self.whenDeliveredElsewhere = whenDeliveredElsewhere
-    self.pollInterval = pollInterval
-    self.shutdownGracePeriod = shutdownGracePeriod
-    var logger = logger
-    logger[metadataKey: "orderly.outbox"] = .string(self.name)
-    self.logger = logger
-    self.metrics = metrics
-    let chosen: any Tracer = tracer ?? InstrumentationSystem.tracer
-    spans = DeliverySpans(tracer: chosen)
-    self.deliver = deliver
-    events = outbox.events
+    self.init(
+      outbox: outbox,
+      name: name
+        ?? outbox.path.map {
+          URL(fileURLWithPath: $0).deletingPathExtension().lastPathComponent
+        } ?? "outbox",
+      shutdownGracePeriod: shutdownGracePeriod,
+      logger: logger,
+      metrics: metrics,
+      tracer: tracer,
+      start: { (deliver) throws(OutboxError) in
+        try outbox.start(
+          limit: limit,
+          retry: retry,
+          onDeadLetter: onDeadLetter,
+          whenDeliveredElsewhere: whenDeliveredElsewhere,
+          pollInterval: pollInterval,
+          deliver: deliver
+        )
+      },
+      deliver: deliver
+    )
   }
+  #endif
+
+  #if Postgres
+  /// A service that delivers an outbox on PostgreSQL as one worker of a fleet.
+  ///
+  /// On graceful shutdown (SIGTERM through the `ServiceGroup`) the worker takes no new
+  /// message, lets the deliveries in progress finish for up to `shutdownGracePeriod`, and
+  /// releases each line as soon as its delivery is acknowledged: another worker delivers the
+  /// line's next message within its poll interval, not after the lease. A killed worker's
+  /// lines wait for their leases instead.
+  ///
+  /// - Parameters:
+  ///   - outbox: The outbox to deliver.
+  ///   - name: Its name in logs, metrics and spans; `outbox` by default.
+  ///   - limit: How many lines this worker delivers at once.
+  ///   - retry: When a failed delivery is tried again.
+  ///   - onDeadLetter: Whether a line waits at a dead letter or goes on (the same on every
+  ///     worker).
+  ///   - lease: How long a line stays with this worker without a renewal.
+  ///   - pollInterval: How often the worker looks for lines when no notification came.
+  ///   - shutdownGracePeriod: How long a delivery in progress may go on after graceful shutdown
+  ///     begins; 10 seconds by default.
+  ///   - logger: Where the service logs (see the table above).
+  ///   - metrics: The metrics to record; none by default.
+  ///   - tracer: The tracer of the delivery spans; the process's bootstrapped tracer by default.
+  ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
+  public init(
+    outbox: PostgresOutbox<Message>,
+    name: String = "outbox",
+    limit: Int = 4,
+    retry: RetryPolicy = .standard,
+    onDeadLetter: DeadLetterPolicy = .stopLine,
+    lease: Duration = .seconds(30),
+    pollInterval: Duration = .seconds(1),
+    shutdownGracePeriod: Duration = .seconds(10),
+    logger: Logger = Logger(label: "orderly.outbox"),
+    metrics: OutboxMetrics? = nil,
+    tracer: (any Tracer)? = nil,
+    deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
+  ) {
+    self.init(
+      outbox: outbox,
+      name: name,
+      shutdownGracePeriod: shutdownGracePeriod,
+      logger: logger,
+      metrics: metrics,
+      tracer: tracer,
+      start: { (deliver) throws(OutboxError) in
+        try outbox.start(
+          limit: limit,
+          retry: retry,
+          onDeadLetter: onDeadLetter,
+          lease: lease,
+          pollInterval: pollInterval,
+          deliver: deliver
+        )
+      },
+      deliver: deliver
+    )
+  }
+  #endif
 
   /// Delivers until graceful shutdown or cancellation, then stops (see the type's discussion).
   ///
@@ -143,33 +262,43 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
   ///   `whenDeliveredElsewhere` is `.fail`).
   public func run() async throws {
     // Subscribed when the service was created, so that nothing since is missed.
-    let observer = Task { [outbox, logger, metrics, events] in
+    let observer = Task { [logger, metrics, events] in
       for await event in events {
         Self.log(event, to: logger)
-        metrics?.record(event, pending: outbox.pendingCount)
+        metrics?.record(event)
+      }
+    }
+    // The gauges (pending, dead letters, the oldest message's age) are read from the store:
+    // at once, then every `gaugeInterval` while delivery runs (an age grows with no event to
+    // tell), and once more when it stopped.
+    let gauges = metrics.map { metrics in
+      Task { [outbox] in
+        while !Task.isCancelled {
+          try? await metrics.recordGauges(of: outbox)
+          // Real time on purpose: gauges are read on a scrape's time scale, not the outbox's
+          // injected clock; cancelled when delivery stops.
+          try? await Task.sleep(for: Self.gaugeInterval)
+        }
       }
     }
     // Cancelled, the observer still reads every event already emitted, then ends: awaited,
     // it has logged and counted everything up to the stop.
-    func endObserver() async {
+    func endObservers() async {
       observer.cancel()
+      gauges?.cancel()
       await observer.value
+      await gauges?.value
     }
+    // Read before delivery starts, so that the line below comes before any delivery's.
+    let started = await pendingMetadata()
     do {
-      try outbox.start(
-        limit: limit,
-        retry: retry,
-        onDeadLetter: onDeadLetter,
-        whenDeliveredElsewhere: whenDeliveredElsewhere,
-        pollInterval: pollInterval,
-        deliver: wrapped()
-      )
+      try start(wrapped())
     } catch {
-      await endObserver()
+      await endObservers()
       logger.error("outbox delivery could not start", metadata: ["orderly.reason": "\(error)"])
       throw error
     }
-    logger.info("outbox delivery started", metadata: ["orderly.pending": "\(outbox.pendingCount)"])
+    logger.info("outbox delivery started", metadata: started)
     do {
       try await gracefulShutdown()
       // Paused first, synchronously: once the line below is logged, no line takes a new
@@ -186,13 +315,27 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     } catch {
       await outbox.stop()
     }
-    await endObserver()
+    await endObservers()
     if let metrics {
       // In a task of its own: this one may be cancelled, and the read would be too.
       let outbox = self.outbox
       await Task { try? await metrics.recordGauges(of: outbox) }.value
     }
-    logger.info("outbox delivery stopped", metadata: ["orderly.pending": "\(outbox.pendingCount)"])
+    let stopped = await pendingMetadata()
+    logger.info("outbox delivery stopped", metadata: stopped)
+  }
+
+  /// How often the gauges are read from the store while delivery runs.
+  static var gaugeInterval: Duration { .seconds(10) }
+
+  /// The pending count, as log metadata, read in a task of its own (the caller may be
+  /// cancelled); empty if the store cannot be read.
+  private func pendingMetadata() async -> Logger.Metadata {
+    let outbox = self.outbox
+    guard let counts = await Task(operation: { try? await outbox.counts() }).value else {
+      return [:]
+    }
+    return ["orderly.pending": "\(counts.pending)"]
   }
 
   /// The delivery closure with its span, its timing and its debug lines.

@@ -1,8 +1,11 @@
 #if Server
 public import Foundation
-public import GRDB
 public import Instrumentation
+public import OrderlyOutboxCore
+#if SQLite
+public import GRDB
 public import OrderlyOutbox
+#endif
 import Tracing
 
 /// Writes a trace context into a message's headers.
@@ -19,12 +22,12 @@ struct HeadersExtractor: Extractor {
   }
 }
 
-extension Outbox {
+extension DurableOutbox {
   /// Appends a message with the caller's trace context in its headers, so that its delivery,
   /// maybe in another process after a restart, is linked to the request that caused it.
   ///
   /// The instrument writes the context (for W3C trace context, a `traceparent` header) with
-  /// `Outbox.append(_:partition:headers:)`; ``OutboxService`` reads it back when it delivers.
+  /// `append(_:partition:headers:)`; ``OutboxService`` reads it back when it delivers.
   ///
   /// - Parameters:
   ///   - message: The message.
@@ -33,7 +36,7 @@ extension Outbox {
   ///   - context: The trace context to carry; the task's current one by default.
   ///   - instrument: What writes it; the process's bootstrapped instrument by default.
   /// - Returns: The message's identifier.
-  /// - Throws: As `Outbox.append(_:partition:headers:)`.
+  /// - Throws: As `append(_:partition:headers:)`.
   @discardableResult
   public func appendTraced(
     _ message: Message,
@@ -45,10 +48,13 @@ extension Outbox {
     try await append(
       message,
       partition: partition,
-      headers: Self.injecting(context, into: headers, using: instrument)
+      headers: tracingHeaders(context, into: headers, using: instrument)
     )
   }
+}
 
+#if SQLite
+extension Outbox {
   /// Appends a message with the caller's trace context inside a write transaction of the
   /// outbox's database (see `Outbox.append(_:partition:headers:in:)`).
   ///
@@ -73,21 +79,23 @@ extension Outbox {
     try append(
       message,
       partition: partition,
-      headers: Self.injecting(context, into: headers, using: instrument),
+      headers: tracingHeaders(context, into: headers, using: instrument),
       in: db
     )
   }
+}
+#endif
 
-  private static func injecting(
-    _ context: ServiceContext?,
-    into headers: [String: String],
-    using instrument: any Instrument
-  ) -> [String: String] {
-    guard let context else { return headers }
-    var headers = headers
-    instrument.inject(context, into: &headers, using: HeadersInjector())
-    return headers
-  }
+/// `headers` with `context` injected by `instrument`, as the delivery's span reads them back.
+func tracingHeaders(
+  _ context: ServiceContext?,
+  into headers: [String: String],
+  using instrument: any Instrument
+) -> [String: String] {
+  guard let context else { return headers }
+  var headers = headers
+  instrument.inject(context, into: &headers, using: HeadersInjector())
+  return headers
 }
 
 /// Runs each delivery in a span of its own, linked to the trace its message was appended in.

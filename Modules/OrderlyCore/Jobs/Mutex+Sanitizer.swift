@@ -1,5 +1,4 @@
 internal import COrderlySanitizer
-
 public import Synchronization
 
 // Tests and tools use it with `Mutex` directly; the modules use `OrderlyLock`.

@@ -11,7 +11,6 @@
 #if Postgres
 import Foundation
 import Logging
-import OrderlyOutbox
 import OrderlyPostgres
 import PostgresNIO
 
