@@ -264,8 +264,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// Takes no new message from now on: every line stops at its next step (after the delivery
-  /// in progress is acknowledged) and is released; no line is taken. For a graceful stop.
+  /// Takes no new message from now on, for a graceful stop.
+  ///
+  /// Every line stops at its next step (after the delivery in progress is acknowledged) and is
+  /// released; no line is taken.
   func drain() {
     state.withLock(announcingTo: self) { $0.draining = true }
     outbox.retryWaits.wakeAll()

@@ -115,8 +115,9 @@ public struct OutboxMetrics: Sendable {
     self.pending.record(pending)
   }
 
-  /// Counts an event: appended, delivered, retried, dead-lettered. The gauges are left as they
-  /// are (``recordGauges(of:now:)`` sets them from the store).
+  /// Counts an event: appended, delivered, retried, dead-lettered.
+  ///
+  /// The gauges are left as they are (``recordGauges(of:now:)`` sets them from the store).
   ///
   /// - Parameter event: An event from the outbox's `events`.
   public func record(_ event: OutboxEvent) {
@@ -145,6 +146,11 @@ public struct OutboxMetrics: Sendable {
     oldestAge.record(counts.oldestPendingAge(at: now))
   }
 
+  /// Wraps a delivery closure so that each call is timed, and each delivery's time since its
+  /// append recorded.
+  ///
+  /// - Parameter deliver: The delivery closure.
+  /// - Returns: A closure that calls it.
   public func measure<Message>(
     _ deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) -> @Sendable (Envelope<Message>) async throws -> Void {
