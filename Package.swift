@@ -316,6 +316,7 @@ package.targets += [
       .target(name: "OrderlyServer", condition: server),
       .target(name: "OrderlyOutbox", condition: sqlite),
       .target(name: "OrderlyPostgres", condition: postgres),
+      .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
       .product(name: "Logging", package: "swift-log", condition: server),
       .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: server),
@@ -402,6 +403,8 @@ package.targets += [
       .target(name: "OrderlyPostgres", condition: postgres),
       .target(name: "OrderlyOutbox", condition: sqlite),
       .target(name: "outbox-postgres-probe", condition: postgres),
+      // A PostgreSQL worker as a service, for the SIGTERM hand-over test (with Server too).
+      .target(name: "outbox-service-probe", condition: server),
       .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
       .product(name: "Logging", package: "swift-log", condition: postgres),
     ]

@@ -8,6 +8,10 @@
 //     (printing `cancelled slow` if it is cancelled first). SIGTERM starts a graceful shutdown
 //     with GRACE_MS milliseconds of grace; prints `exited` once the group has returned and the
 //     outbox is closed.
+//   outbox-service-probe pgserve URL SCHEMA GATE GRACE_MS LEASE_MS POLL_MS
+//     The same, as one worker of a PostgreSQL outbox fleet (the outbox's tables in SCHEMA; the
+//     Postgres trait): prints `begin TEXT ATTEMPT FENCE` and `end TEXT`; a message whose text
+//     starts with `slow` waits for GATE.
 //   outbox-service-probe append-traced PATH TEXT
 //     Appends TEXT inside a span of an in-memory tracer, with its trace context, and prints
 //     `trace TRACE_ID SPAN_ID`.
@@ -17,6 +21,10 @@ import InMemoryTracing
 import Logging
 import OrderlyOutbox
 import OrderlyServer
+#if Postgres
+import OrderlyPostgres
+import PostgresNIO
+#endif
 import ServiceLifecycle
 import UnixSignals
 import Tracing
@@ -81,6 +89,70 @@ case "serve":
   }
   say("exited")
 
+case "pgserve":
+  #if Postgres
+  guard arguments.count == 7, let grace = Int(arguments[4]), let lease = Int(arguments[5]),
+    let poll = Int(arguments[6])
+  else {
+    fail("usage: pgserve URL SCHEMA GATE GRACE_MS LEASE_MS POLL_MS")
+  }
+  let gate = arguments[3]
+  var logger = Logger(label: "outbox-service-probe")
+  logger.logLevel = .info
+  let client: PostgresClient
+  do {
+    var configuration = try PostgresClient.Configuration(orderlyURL: arguments[1])
+    configuration.options.additionalStartupParameters = [("search_path", arguments[2])]
+    client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+  } catch {
+    fail("bad URL: \(error)")
+  }
+  let running = Task { await client.run() }
+  let outbox: PostgresOutbox<String>
+  do {
+    outbox = try await PostgresOutbox<String>(client: client, logger: logger)
+  } catch {
+    fail("cannot open the outbox: \(error)")
+  }
+  let service = OutboxService(
+    outbox: outbox,
+    name: "fleet",
+    limit: 16,
+    lease: .milliseconds(lease),
+    pollInterval: .milliseconds(poll),
+    shutdownGracePeriod: .milliseconds(grace),
+    logger: logger
+  ) { envelope in
+    say("begin \(envelope.message) \(envelope.attempt) \(envelope.fence ?? 0)")
+    if envelope.message.hasPrefix("slow") {
+      do {
+        while !FileManager.default.fileExists(atPath: gate) {
+          try await Task.sleep(for: .milliseconds(5))
+        }
+      } catch {
+        say("cancelled \(envelope.message)")
+        throw error
+      }
+    }
+    say("end \(envelope.message)")
+  }
+  let group = ServiceGroup(
+    services: [service],
+    gracefulShutdownSignals: [.sigterm],
+    logger: logger
+  )
+  do {
+    try await group.run()
+    await outbox.close()
+  } catch {
+    fail("\(error)")
+  }
+  running.cancel()
+  say("exited")
+  #else
+  fail("pgserve needs the Postgres trait")
+  #endif
+
 case "append-traced":
   guard arguments.count == 3 else { fail("usage: append-traced PATH TEXT") }
   // Identifiers of this process's own, so that the test can tell them from its tracer's.
@@ -106,7 +178,9 @@ case "append-traced":
   }
 
 default:
-  fail("usage: serve PATH GATE GRACE_MS | append-traced PATH TEXT")
+  fail(
+    "usage: serve PATH GATE GRACE_MS | pgserve URL SCHEMA GATE GRACE_MS LEASE_MS POLL_MS | append-traced PATH TEXT"
+  )
 }
 #else
 import Foundation
