@@ -409,6 +409,18 @@ package.targets += [
       .product(name: "Logging", package: "swift-log", condition: postgres),
     ]
   ),
+  // The outbox's contract, one set of tests run against every store this build has: SQLite
+  // (in memory and in a file) and, with the Postgres trait, PostgreSQL at ORDERLY_POSTGRES_URL.
+  .testTarget(
+    name: "OutboxContractTests",
+    dependencies: [
+      "OrderlyOutboxCore", "OrderlyTestSupport",
+      .target(name: "OrderlyOutbox", condition: sqlite),
+      .target(name: "OrderlyPostgres", condition: postgres),
+      .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
+      .product(name: "Logging", package: "swift-log", condition: postgres),
+    ]
+  ),
   .testTarget(
     name: "OrderlyLaunchTests",
     dependencies: ["OrderlyLaunch", "OrderlyCore", "OrderlyTestSupport"]
