@@ -32,7 +32,7 @@ final class DelivererLock: Sendable {
   ///
   /// - Parameter outboxPath: The outbox's database file.
   /// - Returns: The lock, or `nil` if another outbox holds it.
-  /// - Throws: ``OutboxError/cannotOpen(path:reason:)`` if the lock file cannot be created.
+  /// - Throws: `OutboxError.cannotOpen(path:reason:)` if the lock file cannot be created.
   static func acquire(for outboxPath: String) throws(OutboxError) -> DelivererLock? {
     let path = Self.path(for: outboxPath)
     let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)

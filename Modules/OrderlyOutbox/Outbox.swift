@@ -32,15 +32,15 @@ public import OrderlyOutboxCore
 ///
 /// A message is removed after its delivery returned. If the process dies while a message is
 /// being delivered, it is delivered again, first in its line, on the next start, with the same
-/// ``Envelope/id``: a receiver that remembers the identifiers it applied applies each message
+/// `Envelope.id`: a receiver that remembers the identifiers it applied applies each message
 /// exactly once.
 ///
 /// ## Failures
 ///
-/// A delivery that throws is retried with exponential backoff and jitter (``RetryPolicy``),
+/// A delivery that throws is retried with exponential backoff and jitter (`RetryPolicy`),
 /// measured on the outbox's clock. An error the policy does not retry, the last allowed attempt,
 /// or a message that no longer decodes moves the message to the dead letters; the
-/// ``DeadLetterPolicy`` says whether its line then waits (the default) or goes on.
+/// `DeadLetterPolicy` says whether its line then waits (the default) or goes on.
 ///
 /// ## Processes
 ///
@@ -86,9 +86,9 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///     puts every such message in the default line.
   ///   - coalescing: How new messages are folded into pending ones; `nil` (the default) never
   ///     merges.
-  /// - Throws: ``OutboxError`` if the file cannot be opened (``OutboxError/cannotOpen(path:reason:)``),
-  ///   is not an outbox (``OutboxError/notAnOutbox(path:reason:)``) or is damaged
-  ///   (``OutboxError/damaged(path:reason:)``). The file and its folder are then as they were.
+  /// - Throws: `OutboxError` if the file cannot be opened (`OutboxError.cannotOpen(path:reason:)`),
+  ///   is not an outbox (`OutboxError.notAnOutbox(path:reason:)`) or is damaged
+  ///   (`OutboxError.damaged(path:reason:)`). The file and its folder are then as they were.
   public convenience init(
     path: String,
     busyTimeout: Duration = .seconds(60),
@@ -143,7 +143,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///   - clock: The clock retry waits are measured on.
   ///   - partition: The line a message joins when an append names none.
   ///   - coalescing: How new messages are folded into pending ones.
-  /// - Throws: ``OutboxError/notAnOutbox(path:reason:)`` if the database holds outbox tables this
+  /// - Throws: `OutboxError.notAnOutbox(path:reason:)` if the database holds outbox tables this
   ///   version cannot use.
   public convenience init(
     database: some DatabaseWriter,
@@ -169,7 +169,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///   - clock: The clock retry waits are measured on.
   ///   - partition: The line a message joins when an append names none.
   ///   - coalescing: How new messages are folded into pending ones.
-  /// - Throws: ``OutboxError`` in the unlikely case SQLite cannot create it.
+  /// - Throws: `OutboxError` in the unlikely case SQLite cannot create it.
   public convenience init(
     inMemory: Void = (),
     clock: any Clock<Duration> = ContinuousClock(),
@@ -227,20 +227,20 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// Appends a message at the end of its line, and returns once it is on disk.
   ///
   /// Appends from many tasks are ordered by the one that took the database's write lock first.
-  /// With ``Coalescing``, the message may instead be folded into a pending one.
+  /// With `Coalescing`, the message may instead be folded into a pending one.
   ///
   /// - Parameters:
   ///   - message: The message.
   ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
   ///     default line.
   ///   - headers: Strings stored with the message and handed back in
-  ///     ``Envelope/headers`` (a trace context, say); none by default. A message merged into a
+  ///     `Envelope.headers` (a trace context, say); none by default. A message merged into a
   ///     pending one keeps the pending one's headers.
   /// - Returns: The message's identifier (the pending message's, if it was merged).
-  /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/diskFull(path:)``,
-  ///   ``OutboxError/cancelled`` (the calling task was cancelled), ``OutboxError/busy(path:waited:)``,
-  ///   ``OutboxError/damaged(path:reason:)``, ``OutboxError/storageFailed(path:reason:)`` or
-  ///   ``OutboxError/closed(path:)``; nothing was stored.
+  /// - Throws: `OutboxError.cannotEncode(reason:)`, `OutboxError.diskFull(path:)`,
+  ///   `OutboxError.cancelled` (the calling task was cancelled), `OutboxError.busy(path:waited:)`,
+  ///   `OutboxError.damaged(path:reason:)`, `OutboxError.storageFailed(path:reason:)` or
+  ///   `OutboxError.closed(path:)`; nothing was stored.
   @discardableResult
   public func append(
     _ message: Message,
@@ -292,7 +292,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///   - headers: Strings stored with the message (see ``append(_:partition:headers:)``).
   ///   - db: A connection inside a write transaction on the outbox's database.
   /// - Returns: The message's identifier.
-  /// - Throws: ``OutboxError/cannotEncode(reason:)``, or the database's error.
+  /// - Throws: `OutboxError.cannotEncode(reason:)`, or the database's error.
   @discardableResult
   public func append(
     _ message: Message,
@@ -394,7 +394,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// When the oldest message still pending was appended, or `nil` if none is pending: for a
   /// gauge of how far delivery is behind.
   ///
-  /// - Throws: ``OutboxError/closed(path:)``, or an ``OutboxError`` if the read fails.
+  /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
   public func oldestPendingAppendedAt() async throws(OutboxError) -> Date? {
     try checkOpen()
     do {
@@ -411,7 +411,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// message is read from the file.
   ///
   /// - Returns: The counts.
-  /// - Throws: ``OutboxError/closed(path:)``, or an ``OutboxError`` if the read fails.
+  /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
   public func counts() async throws(OutboxError) -> OutboxCounts {
     let oldest = try await oldestPendingAppendedAt()
     return state.withLock(announcingTo: self) { state in
@@ -429,7 +429,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///
   /// - Returns: The dead letters, each with its message (or `nil` if it no longer decodes) and
   ///   the reason it failed.
-  /// - Throws: ``OutboxError/busy(path:waited:)`` or ``OutboxError/closed(path:)``.
+  /// - Throws: `OutboxError.busy(path:waited:)` or `OutboxError.closed(path:)`.
   public func deadLetters() async throws(OutboxError) -> [DeadLetter<Message>] {
     try checkOpen()
     do {
@@ -459,7 +459,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// messages that came after it, if its line waited).
   ///
   /// - Parameter id: The dead letter's identifier.
-  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``; otherwise as ``deadLetters()``.
+  /// - Throws: `OutboxError.noSuchDeadLetter(_:)`; otherwise as ``deadLetters()``.
   public func retryDeadLetter(id: UUID) async throws(OutboxError) {
     try await settleDeadLetter(id: id, revive: true)
   }
@@ -467,7 +467,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// Removes a dead letter for good; its line, if it waited for it, goes on.
   ///
   /// - Parameter id: The dead letter's identifier.
-  /// - Throws: ``OutboxError/noSuchDeadLetter(_:)``; otherwise as ``deadLetters()``.
+  /// - Throws: `OutboxError.noSuchDeadLetter(_:)`; otherwise as ``deadLetters()``.
   public func dropDeadLetter(id: UUID) async throws(OutboxError) {
     try await settleDeadLetter(id: id, revive: false)
   }

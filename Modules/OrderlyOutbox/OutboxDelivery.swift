@@ -77,7 +77,7 @@ public enum WhenDeliveredElsewhere: Sendable, Equatable {
   /// Wait for it to stop (or its process to end, however it ends), then deliver from the head of
   /// every line. The default.
   case wait
-  /// Throw ``OutboxError/deliveredElsewhere(path:)`` at once.
+  /// Throw `OutboxError.deliveredElsewhere(path:)` at once.
   case fail
 }
 
@@ -114,10 +114,10 @@ extension Outbox {
   ///   - pollInterval: How often the outbox looks for other processes' appends, and for the
   ///     deliverer lock while it waits for it; 1 second by default.
   ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
-  /// - Throws: ``OutboxError/alreadyStarted`` if the outbox is delivering;
-  ///   ``OutboxError/invalidOption(_:)`` for a limit below 1 or a poll interval that is not
-  ///   positive; ``OutboxError/deliveredElsewhere(path:)`` with ``WhenDeliveredElsewhere/fail``;
-  ///   ``OutboxError/closed(path:)``; another ``OutboxError`` if reading the lines fails.
+  /// - Throws: `OutboxError.alreadyStarted` if the outbox is delivering;
+  ///   `OutboxError.invalidOption(_:)` for a limit below 1 or a poll interval that is not
+  ///   positive; `OutboxError.deliveredElsewhere(path:)` with ``WhenDeliveredElsewhere/fail``;
+  ///   `OutboxError.closed(path:)`; another `OutboxError` if reading the lines fails.
   public func start(
     limit: Int = 4,
     retry: RetryPolicy = .standard,
@@ -398,15 +398,15 @@ extension Outbox {
   }
 
   /// Stops delivering (see ``stop()``) and closes the database; later calls throw
-  /// ``OutboxError/closed(path:)``.
+  /// `OutboxError.closed(path:)`.
   ///
   /// Close an outbox before its file is opened again by a new one (a relaunch in one process, a
-  /// test). Tasks in ``waitUntilDelivered()`` end with ``OutboxError/closed(path:)``. An outbox
+  /// test). Tasks in ``waitUntilDelivered()`` end with `OutboxError.closed(path:)`. An outbox
   /// that opened its file itself (``init(path:busyTimeout:clock:partition:coalescing:)``) moves
   /// everything its `-wal` file holds into the database file first, so that a copy of the
   /// database file alone is complete (unless another connection still reads it).
   ///
-  /// - Throws: ``OutboxError/busy(path:waited:)`` if a statement of yours is still running on
+  /// - Throws: `OutboxError.busy(path:waited:)` if a statement of yours is still running on
   ///   the database.
   public func close() async throws(OutboxError) {
     await stop()
@@ -440,12 +440,12 @@ extension Outbox {
   /// outbox also sees messages that other processes appended or delivered, within the poll
   /// interval.
   ///
-  /// - Throws: ``OutboxError/lineStopped(partition:deadLetter:)`` when a line stops at a dead
+  /// - Throws: `OutboxError.lineStopped(partition:deadLetter:)` when a line stops at a dead
   ///   letter with messages behind it (or has stopped already); the error of a write the outbox
-  ///   could not make to record a delivery (``OutboxError/diskFull(path:)``, say), when it fails
+  ///   could not make to record a delivery (`OutboxError.diskFull(path:)`, say), when it fails
   ///   and, while the outbox retries it, at once (a call after it succeeded waits again);
-  ///   ``OutboxError/cancelled`` if the calling task is
-  ///   cancelled (the outbox is not affected); ``OutboxError/closed(path:)`` if the outbox is
+  ///   `OutboxError.cancelled` if the calling task is
+  ///   cancelled (the outbox is not affected); `OutboxError.closed(path:)` if the outbox is
   ///   closed.
   public func waitUntilDelivered() async throws(OutboxError) {
     try checkOpen()
@@ -593,7 +593,7 @@ extension Outbox {
   ///
   /// The write runs in a task of its own, so that ``stop()`` cancelling the delivery does not
   /// cancel it: a delivery that returned is recorded. A write that fails (a full disk, say) is
-  /// reported as ``OutboxEvent/recordFailed(id:sequence:reason:retryIn:)`` and to the callers of
+  /// reported as `OutboxEvent.recordFailed(id:sequence:reason:retryIn:)` and to the callers of
   /// ``waitUntilDelivered()``, then tried again after the retry policy's wait, on the outbox's
   /// clock; never dropped silently.
   ///

@@ -67,15 +67,25 @@ MANIFEST
 }
 
 consumer core OrderlyCore "traits: []" swift-collections
+consumer outbox-core OrderlyOutboxCore "traits: []" swift-collections
 consumer outbox OrderlyOutbox "" swift-collections GRDB.swift
 consumer sqlite-notes OrderlySQLite "" swift-collections GRDB.swift
+# The server parts alone: no store, so no GRDB.
 consumer server OrderlyServer 'traits: ["Server"]' \
+  swift-collections swift-service-lifecycle swift-log swift-metrics \
+  swift-distributed-tracing swift-async-algorithms
+# A server on SQLite asks for it.
+consumer server-sqlite OrderlyServer 'traits: ["Server", "SQLite"]' \
   swift-collections GRDB.swift swift-service-lifecycle swift-log swift-metrics \
   swift-distributed-tracing swift-async-algorithms
+# A fleet worker on PostgreSQL: PostgresNIO and what it needs, never GRDB.
+postgres_packages=(postgres-nio swift-asn1 swift-async-algorithms swift-atomics swift-crypto
+  swift-log swift-metrics swift-nio swift-nio-ssl swift-nio-transport-services
+  swift-service-lifecycle swift-system)
 consumer postgres OrderlyPostgres 'traits: ["Postgres"]' \
-  swift-collections GRDB.swift postgres-nio swift-asn1 swift-async-algorithms swift-atomics \
-  swift-crypto swift-log swift-metrics swift-nio swift-nio-ssl swift-nio-transport-services \
-  swift-service-lifecycle swift-system
+  swift-collections "${postgres_packages[@]}"
+consumer server-postgres OrderlyServer 'traits: ["Server", "Postgres"]' \
+  swift-collections swift-distributed-tracing "${postgres_packages[@]}"
 
 if [ "$build" = 1 ] && [ "$failures" = 0 ]; then
   if (cd "$scratch/core" && swift build >"$scratch/core/build.log" 2>&1); then

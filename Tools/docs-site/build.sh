@@ -20,7 +20,7 @@ out=${SITE_OUTPUT:-.build-site/site}
 base=${SITE_BASE:-}
 base=${base#/}
 base=${base%/}
-modules=(OrderlyCore OrderlyTestSupport OrderlyRepository OrderlySQLite OrderlyOutbox OrderlyServer OrderlyPostgres OrderlyLaunch OrderlyTaskStore)
+modules=(OrderlyCore OrderlyTestSupport OrderlyRepository OrderlySQLite OrderlyOutboxCore OrderlyOutbox OrderlyServer OrderlyPostgres OrderlyLaunch OrderlyTaskStore)
 
 rm -rf "$out"
 mkdir -p "$out"

@@ -15,6 +15,8 @@ SUMMARIES = {
     "OrderlyRepository": "the repository layer: notes, NotesRepository, an in-memory service "
     "for tests",
     "OrderlySQLite": "notes on SQLite through GRDB, and the offline-first notes service",
+    "OrderlyOutboxCore": "the outbox's vocabulary and the rules every store delivers by "
+    "(envelopes, retries, dead letters, events, DurableOutbox)",
     "OrderlyOutbox": "ordered work that survives the process: an outbox on SQLite",
     "OrderlyServer": "a server process: the outbox as a ServiceLifecycle service, logs, "
     "metrics and traces (Server trait)",
