@@ -7,9 +7,9 @@ let package = Package(
   name: "OrderlyBenchmarks",
   platforms: [.macOS(.v15)],
   dependencies: [
-    // The Postgres trait builds OrderlyPostgres for the fleet rows; only `fleet` links it, so
-    // building `ratios` alone compiles no SwiftNIO.
-    .package(name: "Orderly", path: "..", traits: ["Postgres"]),
+    // SQLite for the outbox rows; the Postgres trait builds OrderlyPostgres for the fleet rows
+    // (only `fleet` links it, so building `ratios` alone compiles no SwiftNIO).
+    .package(name: "Orderly", path: "..", traits: ["SQLite", "Postgres"]),
     .package(
       url: "https://github.com/ordo-one/benchmark",
       from: "1.38.1",
@@ -43,7 +43,6 @@ let package = Package(
     .executableTarget(
       name: "fleet",
       dependencies: [
-        .product(name: "OrderlyOutbox", package: "Orderly"),
         .product(name: "OrderlyPostgres", package: "Orderly"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "Logging", package: "swift-log"),

@@ -20,7 +20,6 @@ let package = Package(
       name: "fleet-outbox",
       dependencies: [
         .product(name: "OrderlyPostgres", package: "Orderly"),
-        .product(name: "OrderlyOutbox", package: "Orderly"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "Logging", package: "swift-log"),
       ]

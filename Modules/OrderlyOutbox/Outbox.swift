@@ -82,7 +82,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///     60 seconds by default, so that a write waits, rather than fails, while another
   ///     process writes on a busy machine.
   ///   - clock: The clock retry waits are measured on.
-  ///   - partition: The line a message joins when ``append(_:partition:headers:)`` names none; `nil`
+  ///   - partition: The line a message joins when `append(_:partition:headers:)` names none; `nil`
   ///     puts every such message in the default line.
   ///   - coalescing: How new messages are folded into pending ones; `nil` (the default) never
   ///     merges.
@@ -224,40 +224,14 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
 
   // MARK: - Appending
 
-  /// Appends a message at the end of its line, and returns once it is on disk.
-  ///
-  /// Appends from many tasks are ordered by the one that took the database's write lock first.
-  /// With `Coalescing`, the message may instead be folded into a pending one.
-  ///
-  /// - Parameters:
-  ///   - message: The message.
-  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
-  ///     default line.
-  ///   - headers: Strings stored with the message and handed back in
-  ///     `Envelope.headers` (a trace context, say); none by default. A message merged into a
-  ///     pending one keeps the pending one's headers.
-  /// - Returns: The message's identifier (the pending message's, if it was merged).
-  /// - Throws: `OutboxError.cannotEncode(reason:)`, `OutboxError.diskFull(path:)`,
-  ///   `OutboxError.cancelled` (the calling task was cancelled), `OutboxError.busy(path:waited:)`,
-  ///   `OutboxError.damaged(path:reason:)`, `OutboxError.storageFailed(path:reason:)` or
-  ///   `OutboxError.closed(path:)`; nothing was stored.
-  @discardableResult
-  public func append(
-    _ message: Message,
-    partition: String? = nil,
-    headers: [String: String] = [:]
-  ) async throws(OutboxError) -> UUID {
-    try await append(contentsOf: [message], partition: partition, headers: headers)[0]
-  }
-
   /// Appends messages in one transaction: all are on disk once it returns, or none is.
   ///
   /// - Parameters:
   ///   - messages: The messages, in order.
   ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
-  ///   - headers: Strings stored with each of them (see ``append(_:partition:headers:)``).
+  ///   - headers: Strings stored with each of them (see `append(_:partition:headers:)`).
   /// - Returns: Their identifiers, in order.
-  /// - Throws: As ``append(_:partition:headers:)``; nothing was stored.
+  /// - Throws: As `append(_:partition:headers:)`; nothing was stored.
   @discardableResult
   public func append(
     contentsOf messages: [Message],
@@ -289,7 +263,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// - Parameters:
   ///   - message: The message.
   ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
-  ///   - headers: Strings stored with the message (see ``append(_:partition:headers:)``).
+  ///   - headers: Strings stored with the message (see `append(_:partition:headers:)`).
   ///   - db: A connection inside a write transaction on the outbox's database.
   /// - Returns: The message's identifier.
   /// - Throws: `OutboxError.cannotEncode(reason:)`, or the database's error.
@@ -360,14 +334,13 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     let delivering = state.withLock(announcingTo: self) {
       $0.delivering[pending.partition] == pending.sequence
     }
-    guard
-      let payload = codec.mergedPayload(
-        pending: pending.payload,
-        attempts: pending.attempts,
-        delivering: delivering,
-        with: prepared.message
-      )
-    else { return nil }
+    let merged = codec.merge(
+      prepared,
+      into: pending.payload,
+      attempts: pending.attempts,
+      delivering: delivering
+    )
+    guard let payload = merged else { return nil }
     try OutboxStore.replacePayload(db, sequence: pending.sequence, payload: payload)
     return pending
   }

@@ -16,19 +16,6 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// What the outbox carries.
   associatedtype Message: Codable & Sendable
 
-  /// Appends a message at the end of its line, and returns once it is stored for good.
-  ///
-  /// - Parameters:
-  ///   - message: The message.
-  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
-  ///     default line.
-  ///   - headers: Strings stored with the message, handed back in ``Envelope/headers``.
-  /// - Returns: The message's identifier (the pending message's, if it was merged).
-  /// - Throws: An ``OutboxError``; nothing was stored.
-  @discardableResult
-  func append(_ message: Message, partition: String?, headers: [String: String])
-    async throws(OutboxError) -> UUID
-
   /// Appends messages in one transaction: all are stored once it returns, or none is.
   ///
   /// - Parameters:
@@ -131,5 +118,34 @@ public struct OutboxCounts: Sendable, Equatable {
   /// - Returns: The age, never negative.
   public func oldestPendingAge(at now: Date = Date()) -> TimeInterval {
     oldestPendingAppendedAt.map { max(0, now.timeIntervalSince($0)) } ?? 0
+  }
+}
+
+extension DurableOutbox {
+  /// Appends a message at the end of its line, and returns once it is stored for good: on disk
+  /// for `Outbox`, committed for `PostgresOutbox`.
+  ///
+  /// Appends from many tasks are ordered by the store (the order they took the file's write
+  /// lock, or committed on the line's row). With ``Coalescing``, the message may instead be
+  /// folded into a pending one.
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
+  ///     default line.
+  ///   - headers: Strings stored with the message and handed back in ``Envelope/headers`` (a
+  ///     trace context, say); none by default. A message merged into a pending one keeps the
+  ///     pending one's headers.
+  /// - Returns: The message's identifier (the pending message's, if it was merged).
+  /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/cancelled`` (the calling
+  ///   task was cancelled), or the store's error as an ``OutboxError`` (see
+  ///   ``append(contentsOf:partition:headers:)``); nothing was stored.
+  @discardableResult
+  public func append(
+    _ message: Message,
+    partition: String? = nil,
+    headers: [String: String] = [:]
+  ) async throws(OutboxError) -> UUID {
+    try await append(contentsOf: [message], partition: partition, headers: headers)[0]
   }
 }

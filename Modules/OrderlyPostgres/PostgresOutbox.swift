@@ -217,35 +217,19 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
 
   // MARK: - Appending
 
-  /// Appends a message at the end of its line, and returns once it is committed.
-  ///
-  /// - Parameters:
-  ///   - message: The message.
-  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure, or the
-  ///     default line.
-  ///   - headers: Strings stored with the message and handed back in `Envelope.headers`.
-  /// - Returns: The message's identifier (the pending message's, if it was merged).
-  /// - Throws: `OutboxError.cannotEncode(reason:)`, `OutboxError.cancelled`, or the
-  ///   database's error as an `OutboxError`; nothing was stored.
-  @discardableResult
-  public func append(
-    _ message: Message,
-    partition: String? = nil,
-    headers: [String: String] = [:]
-  ) async throws(OutboxError) -> UUID {
-    try await append(contentsOf: [message], partition: partition, headers: headers)[0]
-  }
-
   /// Appends messages in one transaction: all are committed once it returns, or none is.
   ///
+  /// Each line's row is locked until the commit, so the messages of one line are numbered
+  /// after every earlier committed append of that line, and before any later one.
+  ///
   /// - Parameters:
-  ///   - messages: The messages, in order.
-  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
-  ///   - headers: Strings stored with each of them.
-  /// - Returns: Their identifiers, in order.
-  /// - Throws: As ``append(_:partition:headers:)``; nothing was stored.
-  @discardableResult
-  public func append(
+  ///   - messages: The messages, numbered in this order on their lines.
+  ///   - partition: The line they join; `nil` asks the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with every one of them, handed back in `Envelope.headers`.
+  /// - Returns: Their identifiers, in the order of `messages`.
+  /// - Throws: `OutboxError.cannotEncode(reason:)`, `OutboxError.cancelled`, or the database's
+  ///   error as an `OutboxError`; nothing was stored.
+  @discardableResult public func append(
     contentsOf messages: [Message],
     partition: String? = nil,
     headers: [String: String] = [:]
@@ -300,8 +284,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///   - connection: A connection inside a transaction (`BEGIN` ran) on the outbox's database.
   /// - Returns: The message's identifier.
   /// - Throws: `OutboxError.cannotEncode(reason:)`, or the database's error (roll back).
-  @discardableResult
-  public func append(
+  @discardableResult public func append(
     _ message: Message,
     partition: String? = nil,
     headers: [String: String] = [:],
@@ -439,12 +422,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     // A delivery that began counted its attempt first, so `attempts` tells what a worker of
     // the fleet is delivering.
     guard let pending,
-      let payload = codec.mergedPayload(
-        pending: pending.payload,
-        attempts: pending.attempts,
-        delivering: false,
-        with: prepared.message
-      )
+      let payload = codec.merge(prepared, into: pending.payload, attempts: pending.attempts)
     else { return nil }
     var updated = false
     for try await _ in try await connection.query(

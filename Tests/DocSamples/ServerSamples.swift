@@ -1,6 +1,6 @@
 // The code the OrderlyServer documentation shows, compiled by `swift build` with the Server
 // trait (.ci/run builds with it); docs-gen copies each sample into its `orderly:sample` region.
-#if Server
+#if Server && SQLite
 import Foundation
 import Logging
 import OrderlyCore

@@ -1,6 +1,6 @@
-// Built with the Server trait only: `swift test --traits Server --filter OrderlyServerTests`
+// Built with the Server trait only: `swift test --traits SQLite,Server --filter OrderlyServerTests`
 // (.ci/run runs it).
-#if Server
+#if Server && SQLite
 import BuiltProducts
 import CoreMetrics
 import Foundation

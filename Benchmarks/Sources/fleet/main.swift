@@ -16,7 +16,6 @@
 // `fleet hold URL SCHEMA` is the child the kill row starts.
 import Foundation
 import Logging
-import OrderlyOutbox
 import OrderlyPostgres
 import PostgresNIO
 import Synchronization

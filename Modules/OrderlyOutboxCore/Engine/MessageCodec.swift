@@ -87,20 +87,20 @@ package struct MessageCodec<Message: Codable & Sendable>: Sendable {
   /// no longer decodes, or one the merge closure declines.
   ///
   /// - Parameters:
+  ///   - prepared: The message being appended.
   ///   - pending: The newest pending message's stored payload.
   ///   - attempts: How many deliveries of it began.
   ///   - delivering: Whether the store knows it is being delivered right now.
-  ///   - new: The message being appended.
   /// - Returns: The merged payload, or `nil`.
-  package func mergedPayload(
-    pending: Data,
+  package func merge(
+    _ prepared: PreparedMessage<Message>,
+    into pending: Data,
     attempts: Int,
-    delivering: Bool,
-    with new: Message
+    delivering: Bool = false
   ) -> Data? {
     guard let coalescing, attempts == 0, !delivering,
       let old = try? JSONDecoder().decode(Message.self, from: pending),
-      let merged = coalescing.merge(old, new)
+      let merged = coalescing.merge(old, prepared.message)
     else { return nil }
     return try? Self.encoder().encode(merged)
   }

@@ -19,8 +19,10 @@
 import Foundation
 import InMemoryTracing
 import Logging
-import OrderlyOutbox
 import OrderlyServer
+#if SQLite
+import OrderlyOutbox
+#endif
 #if Postgres
 import OrderlyPostgres
 import PostgresNIO
@@ -45,6 +47,7 @@ func fail(_ message: String) -> Never {
 let arguments = Array(CommandLine.arguments.dropFirst())
 switch arguments.first {
 case "serve":
+  #if SQLite
   guard arguments.count == 4, let grace = Int(arguments[3]) else {
     fail("usage: serve PATH GATE GRACE_MS")
   }
@@ -88,6 +91,9 @@ case "serve":
     fail("\(error)")
   }
   say("exited")
+  #else
+  fail("serve needs the SQLite trait")
+  #endif
 
 case "pgserve":
   #if Postgres
@@ -154,6 +160,7 @@ case "pgserve":
   #endif
 
 case "append-traced":
+  #if SQLite
   guard arguments.count == 3 else { fail("usage: append-traced PATH TEXT") }
   // Identifiers of this process's own, so that the test can tell them from its tracer's.
   let pid = ProcessInfo.processInfo.processIdentifier
@@ -176,6 +183,9 @@ case "append-traced":
   } catch {
     fail("\(error)")
   }
+  #else
+  fail("append-traced needs the SQLite trait")
+  #endif
 
 default:
   fail(

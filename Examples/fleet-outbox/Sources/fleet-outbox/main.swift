@@ -10,7 +10,6 @@
 // is one worker: the story starts three.
 import Foundation
 import Logging
-import OrderlyOutbox
 import OrderlyPostgres
 import PostgresNIO
 
