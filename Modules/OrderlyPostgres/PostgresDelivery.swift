@@ -129,7 +129,8 @@ extension PostgresOutbox {
     worker?.setPaused(true)
   }
 
-  /// Lets this worker deliver again after ``pause()``.
+  /// Lets this worker deliver again after ``pause()``; a message waiting to be retried is tried
+  /// at once, without waiting out its delay.
   public func resume() {
     let worker = state.withLock(announcingTo: self) { state in
       state.paused = false

@@ -26,13 +26,20 @@ func unwrap(_ error: any Error) -> any Error {
   return error
 }
 
-/// Whether the server ended the connection a request ran on (SQLSTATE 57P01-57P03: it is
-/// shutting down or restarting, or an administrator ended the session): what ran on it did not
-/// commit.
-func endedByServer(_ error: any Error) -> Bool {
-  guard let error = unwrap(error) as? PSQLError, let state = error.serverInfo?[.sqlState] else {
+/// Whether a transaction failed because its connection ended before its `COMMIT` was sent, so
+/// that nothing of it was stored and it may be run again on another connection: the server
+/// ended the connection (SQLSTATE 57P01-57P03: it is shutting down or restarting, or an
+/// administrator ended the session), or the pool handed out a connection that had just closed.
+///
+/// A failure of the `COMMIT` itself is never retried: the server may have committed before the
+/// connection ended.
+func endedBeforeCommit(_ error: any Error) -> Bool {
+  if let transaction = error as? PostgresTransactionError, transaction.commitError != nil {
     return false
   }
+  guard let error = unwrap(error) as? PSQLError else { return false }
+  if error.code == .clientClosedConnection { return true }
+  guard let state = error.serverInfo?[.sqlState] else { return false }
   return ["57P01", "57P02", "57P03"].contains(state)
 }
 
@@ -98,8 +105,14 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
       reason: "cannot reach the server (\(error.code))\(underlying); check that it runs and "
         + "accepts connections at that address"
     )
-  case .poolClosed, .clientClosedConnection:
+  case .poolClosed:
     return .closed(path: database)
+  case .clientClosedConnection:
+    return .cannotOpen(
+      path: database,
+      reason: "the connection closed (the server ended it, or it broke); check that the server "
+        + "runs and accepts connections at that address, then try again"
+    )
   case .authMechanismRequiresPassword, .unsupportedAuthMechanism, .saslError:
     return .cannotOpen(path: database, reason: "authentication failed (\(error.code))")
   default:

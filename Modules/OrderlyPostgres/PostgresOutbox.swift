@@ -249,9 +249,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
         }
         break
       } catch {
+        if Task.isCancelled { throw .cancelled }
         // A pooled connection the server had ended (a restart, an administrator) fails at once,
-        // and its transaction did not commit: one more try, on a connection made anew.
-        if again, endedByServer(error), !Task.isCancelled {
+        // before the commit: nothing was stored, so one more try, on a connection made anew.
+        if again, endedBeforeCommit(error) {
           again = false
           continue
         }

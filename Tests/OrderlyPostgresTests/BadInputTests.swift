@@ -140,5 +140,53 @@ struct BadInputTests {
     for message in seen.all where distinct.last != message { distinct.append(message) }
     #expect(distinct == (0..<5).flatMap { round in (0..<20).map { "r\(round)-\($0)" } })
   }
+
+  @Test(
+    "an append on a connection the server ended is stored on a new one, never refused as busy"
+  )
+  func appendAfterTerminatedConnection() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let application = "ended-\(database.schema)"
+    let outbox = try await database.outbox(
+      of: String.self,
+      client: try database.client(applicationName: application, maximumConnections: 1)
+    )
+    try await outbox.append("first")
+    for round in 0..<5 {
+      // The pool's one connection is ended by the server (SQLSTATE 57P01 on its next use).
+      try await database.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = '\(application)'"
+      )
+      try await outbox.append("after-\(round)")
+    }
+    #expect(
+      try await database.fleetCount("SELECT count(*)::bigint FROM orderly_outbox_message") == 6
+    )
+  }
+
+  @Test("a table of another program's named orderly_outbox_schema: notAnOutbox, left as it was")
+  func foreignSchemaTable() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    try await database.execute("CREATE TABLE orderly_outbox_schema (id int, note text)")
+    try await database.execute("INSERT INTO orderly_outbox_schema VALUES (1, 'theirs')")
+    await #expect {
+      _ = try await database.outbox(of: String.self)
+    } throws: { error in
+      guard case .notAnOutbox(_, let reason) = error as? OutboxError else { return false }
+      return reason.contains("did not create") && reason.contains("orderly_outbox_schema")
+    }
+    let tables = try await database.fleetCount(
+      """
+      SELECT count(*)::bigint FROM information_schema.tables
+      WHERE table_schema = '\(database.schema)'
+      """
+    )
+    #expect(tables == 1)
+    #expect(
+      try await database.fleetCount("SELECT count(*)::bigint FROM orderly_outbox_schema") == 1
+    )
+  }
 }
 #endif

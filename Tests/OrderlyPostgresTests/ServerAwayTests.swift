@@ -123,5 +123,42 @@ struct ServerAwayTests {
       try await database.fleetCount("SELECT count(*)::bigint FROM orderly_outbox_message") == 1
     )
   }
+
+  @Test(
+    "a server that cannot be reached: cancelling a waiting append ends it with cancelled, and nothing is stored"
+  )
+  func cancelWaitingAppend() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let relay = try ServerSwitch(serverURL: database.url)
+    let outbox = try await database.outbox(
+      of: String.self,
+      client: try database.client(url: relay.url)
+    )
+    try await outbox.append("kept")
+    relay.down()
+    // An append sent on a connection the relay cut fails at once (cannotOpen); once the pool has
+    // no connection left, the next one waits for a new connection: that is the one cancelled.
+    var cancelledWhileWaiting = false
+    for _ in 0..<10 where !cancelledWhileWaiting {
+      let waiting = Task { try await outbox.append("cancelled while waiting") }
+      // Long enough to be waiting for a connection, far shorter than the pool's minute of tries.
+      try await Task.sleep(for: .milliseconds(300))
+      waiting.cancel()
+      do {
+        _ = try await waiting.value
+        Issue.record("an append succeeded while the server could not be reached")
+        return
+      } catch OutboxError.cancelled {
+        cancelledWhileWaiting = true
+      } catch OutboxError.cannotOpen {
+        continue  // sent on a cut connection before it could wait
+      }
+    }
+    #expect(cancelledWhileWaiting)
+    #expect(
+      try await database.fleetCount("SELECT count(*)::bigint FROM orderly_outbox_message") == 1
+    )
+  }
 }
 #endif
