@@ -509,7 +509,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     for (line, fence) in started {
       logger.debug(
         "took line",
-        metadata: ["worker": "\(id)", "partition": "\(line)", "fence": "\(fence)"]
+        metadata: ["worker": "\(id)", "partition": "\(Line.shown(line))", "fence": "\(fence)"]
       )
     }
     return started.count
@@ -619,7 +619,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     delivery?.cancel()
     logger.warning(
       "lost line: \(why)",
-      metadata: ["worker": "\(id)", "partition": "\(line)", "fence": "\(fence)"]
+      metadata: ["worker": "\(id)", "partition": "\(Line.shown(line))", "fence": "\(fence)"]
     )
   }
 
@@ -668,13 +668,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         try await release(line, fence: fence)
         logger.debug(
           "released line",
-          metadata: ["worker": "\(id)", "partition": "\(line)", "fence": "\(fence)"]
+          metadata: ["worker": "\(id)", "partition": "\(Line.shown(line))", "fence": "\(fence)"]
         )
       } catch {
         logger.warning(
           "could not release a line; another worker takes it when its lease expires",
           metadata: [
-            "worker": "\(id)", "partition": "\(line)",
+            "worker": "\(id)", "partition": "\(Line.shown(line))",
             "error": "\(outboxError(error, database: outbox.database))",
           ]
         )
@@ -708,7 +708,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           logger.warning(
             "could not read a line's next message",
             metadata: [
-              "worker": "\(id)", "partition": "\(line)",
+              "worker": "\(id)", "partition": "\(Line.shown(line))",
               "error": "\(outboxError(error, database: outbox.database))",
             ]
           )
@@ -956,7 +956,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         logger.warning(
           "could not acknowledge a delivery; trying again",
           metadata: [
-            "worker": "\(id)", "partition": "\(claimed.line)",
+            "worker": "\(id)", "partition": "\(Line.shown(claimed.line))",
+            "message_id": "\(claimed.id)", "attempt": "\(claimed.attempts)", "fence": "\(fence)",
             "error": "\(outboxError(error, database: outbox.database))",
           ]
         )
@@ -1016,7 +1017,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       logger.warning(
         "could not move a message to the dead letters; it is delivered again",
         metadata: [
-          "worker": "\(id)", "partition": "\(claimed.line)",
+          "worker": "\(id)", "partition": "\(Line.shown(claimed.line))",
+          "message_id": "\(claimed.id)", "attempt": "\(claimed.attempts)", "fence": "\(fence)",
           "error": "\(outboxError(error, database: outbox.database))",
         ]
       )

@@ -717,5 +717,10 @@ enum Line {
   static func partition(_ key: String) -> String? {
     key.hasPrefix("p:") ? String(key.dropFirst(2)) : nil
   }
+
+  /// A line as logs name it: its partition key, or `(default)`.
+  static func shown(_ key: String) -> String {
+    partition(key) ?? "(default)"
+  }
 }
 #endif

@@ -57,7 +57,7 @@ public import Tracing
 /// |---|---|---|
 /// | `info` | delivery started; stopped (graceful or cancelled) | `orderly.outbox` |
 /// | `trace` | a message appended or merged | `orderly.message_id`, `orderly.sequence`, `orderly.partition` |
-/// | `debug` | a delivery begins; a message delivered | the above, `orderly.attempt` |
+/// | `debug` | a delivery begins; a message delivered | the above, `orderly.attempt`, `orderly.fence` (PostgreSQL) |
 /// | `warning` | an attempt failed and will be retried | the above, `orderly.retry_in`, `orderly.reason` |
 /// | `error` | a message became a dead letter; recording a delivery failed (retried) | the above, `orderly.reason`, `orderly.line_stopped` |
 ///
@@ -354,6 +354,7 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       "orderly.attempt": "\(envelope.attempt)",
     ]
     if let partition = envelope.partition { metadata["orderly.partition"] = "\(partition)" }
+    if let fence = envelope.fence { metadata["orderly.fence"] = "\(fence)" }
     return metadata
   }
 
