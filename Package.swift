@@ -282,6 +282,7 @@ package.targets += [
     name: "DocSamples",
     dependencies: [
       "OrderlyCore", "OrderlyTestSupport", "OrderlyRepository", "OrderlyLaunch", "OrderlyTaskStore",
+      "OrderlyOutboxCore",
       .target(name: "OrderlyOutbox", condition: sqlite),
       .target(name: "OrderlySQLite", condition: sqlite),
       .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
