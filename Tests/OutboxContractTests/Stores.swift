@@ -76,19 +76,7 @@ enum Store: String, Sendable, CustomTestStringConvertible {
     case .sqliteInMemory:
       #if SQLite
       let outbox = try Outbox<Message>(clock: clock, coalescing: coalescing)
-      return Subject(
-        outbox: outbox,
-        startDelivery: { (limit, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
-          try outbox.start(
-            limit: limit,
-            retry: retry,
-            onDeadLetter: onDeadLetter,
-            pollInterval: poll,
-            deliver: deliver
-          )
-        },
-        cleanUp: {}
-      )
+      return Self.subject(of: outbox, cleanUp: {})
       #else
       return nil
       #endif
@@ -102,19 +90,7 @@ enum Store: String, Sendable, CustomTestStringConvertible {
         clock: clock,
         coalescing: coalescing
       )
-      return Subject(
-        outbox: outbox,
-        startDelivery: { (limit, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
-          try outbox.start(
-            limit: limit,
-            retry: retry,
-            onDeadLetter: onDeadLetter,
-            pollInterval: poll,
-            deliver: deliver
-          )
-        },
-        cleanUp: { try? FileManager.default.removeItem(at: folder) }
-      )
+      return Self.subject(of: outbox) { try? FileManager.default.removeItem(at: folder) }
       #else
       return nil
       #endif
@@ -147,6 +123,30 @@ enum Store: String, Sendable, CustomTestStringConvertible {
     }
   }
 }
+
+#if SQLite
+extension Store {
+  /// A SQLite outbox as a subject: started with the options every store has.
+  fileprivate static func subject<Message: Codable & Sendable>(
+    of outbox: Outbox<Message>,
+    cleanUp: @escaping @Sendable () async -> Void
+  ) -> Subject<Message> {
+    Subject(
+      outbox: outbox,
+      startDelivery: { (limit, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
+        try outbox.start(
+          limit: limit,
+          retry: retry,
+          onDeadLetter: onDeadLetter,
+          pollInterval: poll,
+          deliver: deliver
+        )
+      },
+      cleanUp: cleanUp
+    )
+  }
+}
+#endif
 
 #if Postgres
 /// A schema of its own on the test server, for one test.
