@@ -385,14 +385,43 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///
   /// - Returns: The counts.
   /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
+  ///
+  /// A key is blocked when its line waits at a dead letter: under ``DeadLetterPolicy/stopLine``,
+  /// the policy of the current (or a coming) `start`. This store has no per-key pause.
   public func counts() async throws(OutboxError) -> OutboxCounts {
-    let oldest = try await oldestPendingAppendedAt()
+    try checkOpen()
+    let stops = state.withLock(announcingTo: self) { $0.delivery?.onDeadLetter ?? .stopLine }
+    let (oldest, blocked) = try await readCounts(stops: stops == .stopLine)
     return state.withLock(announcingTo: self) { state in
       OutboxCounts(
         pending: state.pending,
         deadLetters: state.deadLetters,
-        oldestPendingAppendedAt: oldest
+        oldestPendingAppendedAt: oldest,
+        blockedKeys: blocked.count,
+        worstBlockedPartition: blocked.worst?.partition,
+        worstBlockedSince: blocked.worst?.since
       )
+    }
+  }
+
+  private func readCounts(stops: Bool) async throws(OutboxError) -> (
+    Date?, (count: Int, worst: (partition: String?, since: Date)?)
+  ) {
+    do {
+      return try await database.read { db in
+        let oldest = try OutboxStore.oldestAppendedAt(db)
+        guard stops else { return (oldest, (0, nil)) }
+        return (oldest, try OutboxStore.stoppedLines(db))
+      }
+    } catch {
+      throw failure(error)
+    }
+  }
+
+  /// The lines this outbox delivers now (a turn under way or enqueued); no leases, no fences.
+  public var delivererStatistics: DelivererStatistics {
+    state.withLock(announcingTo: self) { state in
+      DelivererStatistics(keysHeld: state.scheduled.union(state.delivering.keys).count)
     }
   }
 

@@ -44,6 +44,24 @@ package enum OutboxStore {
     )
   }
 
+  /// The lines with a dead letter (each waits there under `stopLine`), and the one whose dead
+  /// letter was appended first.
+  static func stoppedLines(_ db: Database) throws -> (
+    count: Int, worst: (partition: String?, since: Date)?
+  ) {
+    let lines = try Row.fetchAll(
+      db,
+      sql: """
+        SELECT partition, MIN(appendedAt) AS since FROM \(deadLetters)
+        GROUP BY partition ORDER BY since
+        """
+    )
+    let worst = lines.first.map { row -> (partition: String?, since: Date) in
+      (row["partition"], Date(timeIntervalSince1970: row["since"]))
+    }
+    return (lines.count, worst)
+  }
+
   /// Writes a new message at the end of its line.
   static func insert(
     _ db: Database,

@@ -84,6 +84,11 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// - Throws: An ``OutboxError`` if the store cannot be read.
   func counts() async throws(OutboxError) -> OutboxCounts
 
+  /// What this process's delivery holds and has met since the outbox was created: keys held,
+  /// lease renewals that failed, acknowledgements the fence refused. Read from memory, so it
+  /// does not throw; for gauges and counters.
+  var delivererStatistics: DelivererStatistics { get }
+
   /// Stops delivering and lets go of the store.
   ///
   /// - Throws: An ``OutboxError`` if the store could not be closed cleanly.
@@ -91,6 +96,11 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
 }
 
 /// What an outbox holds, as ``DurableOutbox/counts()`` reads it.
+///
+/// A *blocked* key is one no delivery moves until someone acts: its line waits at a dead letter
+/// (under ``DeadLetterPolicy/stopLine``), or the key was paused on its own (`PostgresOutbox`'s
+/// `pause(partition:)`). Pausing the whole outbox blocks no key in this sense: see
+/// ``DurableOutbox/isPaused``.
 public struct OutboxCounts: Sendable, Equatable {
   /// Messages waiting for delivery, those being delivered included; dead letters are not
   /// counted.
@@ -99,6 +109,17 @@ public struct OutboxCounts: Sendable, Equatable {
   public var deadLetters: Int
   /// When the oldest waiting message was appended; `nil` when none waits.
   public var oldestPendingAppendedAt: Date?
+  /// How many keys are blocked: their line waits at a dead letter, or they are paused.
+  public var blockedKeys: Int
+  /// The key blocked longest.
+  ///
+  /// The one whose oldest message (its dead letter, or its oldest waiting message) was
+  /// appended first. `nil` for the default line, or when no key is
+  /// blocked; ``worstBlockedSince`` tells which.
+  public var worstBlockedPartition: String?
+  /// When the oldest message of the key blocked longest was appended; `nil` when no blocked
+  /// key holds a message.
+  public var worstBlockedSince: Date?
 
   /// Counts as read from a store.
   ///
@@ -106,10 +127,23 @@ public struct OutboxCounts: Sendable, Equatable {
   ///   - pending: Messages waiting for delivery.
   ///   - deadLetters: Dead letters kept.
   ///   - oldestPendingAppendedAt: When the oldest waiting message was appended.
-  public init(pending: Int, deadLetters: Int, oldestPendingAppendedAt: Date?) {
+  ///   - blockedKeys: How many keys are blocked.
+  ///   - worstBlockedPartition: The key blocked longest (`nil` for the default line or none).
+  ///   - worstBlockedSince: When its oldest message was appended.
+  public init(
+    pending: Int,
+    deadLetters: Int,
+    oldestPendingAppendedAt: Date?,
+    blockedKeys: Int = 0,
+    worstBlockedPartition: String? = nil,
+    worstBlockedSince: Date? = nil
+  ) {
     self.pending = pending
     self.deadLetters = deadLetters
     self.oldestPendingAppendedAt = oldestPendingAppendedAt
+    self.blockedKeys = blockedKeys
+    self.worstBlockedPartition = worstBlockedPartition
+    self.worstBlockedSince = worstBlockedSince
   }
 
   /// How long the oldest waiting message has waited at `now`; zero when none waits.
@@ -118,6 +152,51 @@ public struct OutboxCounts: Sendable, Equatable {
   /// - Returns: The age, never negative.
   public func oldestPendingAge(at now: Date = Date()) -> TimeInterval {
     oldestPendingAppendedAt.map { max(0, now.timeIntervalSince($0)) } ?? 0
+  }
+
+  /// How long the key blocked longest has held its oldest message at `now`; zero when no
+  /// blocked key holds one.
+  ///
+  /// - Parameter now: The time to measure at.
+  /// - Returns: The age, never negative.
+  public func worstBlockedAge(at now: Date = Date()) -> TimeInterval {
+    worstBlockedSince.map { max(0, now.timeIntervalSince($0)) } ?? 0
+  }
+}
+
+/// What one process's delivery of an outbox holds now, and what it has met since the outbox
+/// was created, as ``DurableOutbox/delivererStatistics`` reports it.
+///
+/// The counts only grow; they start at zero when the outbox object is created, and survive
+/// `stop` and a new `start`.
+public struct DelivererStatistics: Sendable, Equatable {
+  /// Keys this process delivers now: for `PostgresOutbox`, the lines it holds a lease on; for
+  /// `Outbox`, the lines with a delivery under way or about to begin.
+  public var keysHeld: Int
+  /// Lease renewals that failed.
+  ///
+  /// Each held key whose lease could not be renewed counts once per renewal: the query
+  /// failed, or another worker had taken it, or it had run out. Always zero for `Outbox`,
+  /// which has no leases.
+  public var leaseRenewalsFailed: Int
+  /// Acknowledgements refused by the fence.
+  ///
+  /// An acknowledgement (a delivery recorded, or a message set aside as a dead letter) that the
+  /// database refused because another worker holds the key under a higher fence, or that this
+  /// worker withheld because its lease was no longer certain. The message is
+  /// delivered again by the key's next holder. Always zero for `Outbox`, which has no fences.
+  public var acknowledgementsRefused: Int
+
+  /// Statistics with the given values; all zero by default.
+  ///
+  /// - Parameters:
+  ///   - keysHeld: Keys delivered now.
+  ///   - leaseRenewalsFailed: Lease renewals that failed.
+  ///   - acknowledgementsRefused: Acknowledgements refused by the fence.
+  public init(keysHeld: Int = 0, leaseRenewalsFailed: Int = 0, acknowledgementsRefused: Int = 0) {
+    self.keysHeld = keysHeld
+    self.leaseRenewalsFailed = leaseRenewalsFailed
+    self.acknowledgementsRefused = acknowledgementsRefused
   }
 }
 

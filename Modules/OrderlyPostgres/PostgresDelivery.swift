@@ -210,6 +210,16 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     self.state = OrderlyLock(WorkerState(paused: paused))
   }
 
+  /// The lines this worker holds a lease on and has not given up.
+  var keysHeld: Int {
+    state.withLock(announcingTo: self) { state in state.held.values.count { !$0.lost } }
+  }
+
+  /// Counts into the outbox's ``DelivererStatistics``.
+  private func count(_ change: (inout DelivererStatistics) -> Void) {
+    outbox.state.withLock(announcingTo: outbox) { change(&$0.statistics) }
+  }
+
   fileprivate var logger: Logger { outbox.logger }
   fileprivate var client: PostgresClient { outbox.client }
 
@@ -572,10 +582,12 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
               }
             }
           } else {
+            count { $0.leaseRenewalsFailed += 1 }
             lose(line, fence: fence, why: "another worker took it, or it expired")
           }
         }
       } catch {
+        count { $0.leaseRenewalsFailed += held.count }
         logger.warning(
           "could not renew leases",
           metadata: [
@@ -972,7 +984,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     return next.map(Step.next) ?? .again
   }
 
+  /// Gives the line up without acknowledging: its lease is no longer certain (another worker
+  /// may hold a higher fence), or the database refused the acknowledgement under the fence.
   private func refused(_ claimed: ClaimedMessage, fence: Int64) -> Stop {
+    count { $0.acknowledgementsRefused += 1 }
     lose(claimed.line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
     return .lost
   }

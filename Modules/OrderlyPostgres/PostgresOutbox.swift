@@ -461,28 +461,60 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///
   /// - Returns: The counts.
   /// - Throws: The database's error as an `OutboxError`.
+  ///
+  /// A key is blocked when it is paused (``pause(partition:)``), or when its line waits at a dead
+  /// letter: under ``DeadLetterPolicy/stopLine``, the policy of this worker's current (or a
+  /// coming) `start`. Every worker's keys count.
   public func counts() async throws(OutboxError) -> OutboxCounts {
+    let stops =
+      state.withLock(announcingTo: self) { $0.worker?.settings.onDeadLetter ?? .stopLine }
+      == .stopLine
     do {
       var counts = OutboxCounts(pending: 0, deadLetters: 0, oldestPendingAppendedAt: nil)
       let rows = try await client.query(
         """
+        WITH blocked AS (
+          SELECT line, min(appended_at) AS since FROM orderly_outbox_dead_letter
+          WHERE \(stops) GROUP BY line
+          UNION ALL
+          SELECT l.line,
+            (SELECT min(m.appended_at) FROM orderly_outbox_message m WHERE m.line = l.line)
+          FROM orderly_outbox_lease l WHERE l.paused
+        ),
+        worst AS (SELECT line, since FROM blocked WHERE since IS NOT NULL ORDER BY since LIMIT 1)
         SELECT (SELECT count(*)::bigint FROM orderly_outbox_message),
           (SELECT count(*)::bigint FROM orderly_outbox_dead_letter),
-          (SELECT min(appended_at) FROM orderly_outbox_message)
+          (SELECT min(appended_at) FROM orderly_outbox_message),
+          (SELECT count(DISTINCT line)::bigint FROM blocked),
+          (SELECT line FROM worst), (SELECT since FROM worst)
         """,
         logger: logger
       )
-      for try await (pending, dead, oldest) in rows.decode((Int64, Int64, Date?).self) {
+      for try await (pending, dead, oldest, blocked, worst, since) in rows.decode(
+        (Int64, Int64, Date?, Int64, String?, Date?).self
+      ) {
         counts = OutboxCounts(
           pending: Int(pending),
           deadLetters: Int(dead),
-          oldestPendingAppendedAt: oldest
+          oldestPendingAppendedAt: oldest,
+          blockedKeys: Int(blocked),
+          worstBlockedPartition: worst.flatMap(Line.partition),
+          worstBlockedSince: since
         )
       }
       return counts
     } catch {
       throw outboxError(error, database: database)
     }
+  }
+
+  /// What this worker holds and has met since this outbox was created: the lines it holds a
+  /// lease on now, the lease renewals that failed, the acknowledgements the fence refused.
+  public var delivererStatistics: DelivererStatistics {
+    let (worker, statistics) = state.withLock(announcingTo: self) { ($0.worker, $0.statistics) }
+    var result = statistics
+    result.keysHeld = worker?.keysHeld ?? 0
+    return result
   }
 
   private func count(_ query: PostgresQuery) async throws(OutboxError) -> Int {
@@ -705,6 +737,8 @@ struct PostgresOutboxState<Message: Codable & Sendable>: Sendable {
   var paused = false
   /// The current (or last) worker's name.
   var workerID = ""
+  /// Renewals failed and acknowledgements refused, over every `start`.
+  var statistics = DelivererStatistics()
 }
 
 /// A line's key in the tables: the partition key behind a prefix, or the empty string for the

@@ -2,6 +2,7 @@
 public import CoreMetrics
 public import Foundation
 import Metrics
+import OrderlyCore
 public import OrderlyOutboxCore
 
 /// The swift-metrics an outbox reports: what was appended, delivered, retried and given up, how
@@ -21,10 +22,17 @@ public import OrderlyOutboxCore
 /// | `orderly_outbox_pending_messages` | gauge | | messages waiting, dead letters excluded |
 /// | `orderly_outbox_dead_letters` | gauge | | dead letters kept |
 /// | `orderly_outbox_oldest_pending_age_seconds` | gauge | | age of the oldest waiting message; 0 when none |
+/// | `orderly_outbox_blocked_keys` | gauge | | keys waiting at a dead letter (`stopLine`), or paused on their own |
+/// | `orderly_outbox_worst_blocked_key_age_seconds` | gauge | | the key blocked longest: age of its oldest message (its dead letter, or its oldest waiting message); 0 when none |
+/// | `orderly_outbox_keys_held` | gauge | | keys this process delivers now (on PostgreSQL, the lines it holds a lease on) |
+/// | `orderly_outbox_lease_renewals_failed_total` | counter | | held keys whose lease renewal failed (PostgreSQL) |
+/// | `orderly_outbox_acknowledgements_refused_total` | counter | | acknowledgements refused by the fence (PostgreSQL): the key's next holder delivers the message again |
 ///
 /// The same names for every store: an outbox on SQLite counts its own file, one on PostgreSQL
-/// the whole fleet's tables (the gauges read the store; the counters and timers count what this
-/// process did).
+/// the whole fleet's tables (the gauges of messages and keys read the store; `keys_held`, the
+/// counters and the timers count what this process did). The key blocked longest is named in
+/// ``OutboxCounts/worstBlockedPartition``, and ``OutboxService`` logs it when it changes: keys
+/// are not a dimension, so that a fleet with a million keys has a handful of series.
 ///
 /// ``OutboxService`` records them all when given an `OutboxMetrics`, for any `DurableOutbox`:
 /// the gauges when delivery starts, every 10 seconds while it runs, and when it stops. Outside
@@ -44,6 +52,13 @@ public struct OutboxMetrics: Sendable {
   let pending: Gauge
   let deadLetters: Gauge
   let oldestAge: Gauge
+  let blockedKeys: Gauge
+  let worstBlockedAge: Gauge
+  let keysHeld: Gauge
+  let renewalsFailed: Counter
+  let acknowledgementsRefused: Counter
+  /// The deliverer's counts last recorded, so that each read adds only what is new.
+  private let recorded = RecordedStatistics()
 
   /// Creates the metrics of one outbox.
   ///
@@ -103,6 +118,27 @@ public struct OutboxMetrics: Sendable {
       dimensions: dimensions,
       factory: factory
     )
+    blockedKeys = Gauge(
+      label: "orderly_outbox_blocked_keys",
+      dimensions: dimensions,
+      factory: factory
+    )
+    worstBlockedAge = Gauge(
+      label: "orderly_outbox_worst_blocked_key_age_seconds",
+      dimensions: dimensions,
+      factory: factory
+    )
+    keysHeld = Gauge(label: "orderly_outbox_keys_held", dimensions: dimensions, factory: factory)
+    renewalsFailed = Counter(
+      label: "orderly_outbox_lease_renewals_failed_total",
+      dimensions: dimensions,
+      factory: factory
+    )
+    acknowledgementsRefused = Counter(
+      label: "orderly_outbox_acknowledgements_refused_total",
+      dimensions: dimensions,
+      factory: factory
+    )
   }
 
   /// Counts an event, and sets the pending gauge.
@@ -130,20 +166,39 @@ public struct OutboxMetrics: Sendable {
     }
   }
 
-  /// Sets the gauges from the outbox's store: pending messages, dead letters, and the age of
-  /// the oldest pending message.
+  /// Sets the gauges from the outbox's store and its deliverer: pending messages, dead letters,
+  /// the age of the oldest pending message, blocked keys and the age of the worst, keys held;
+  /// and adds to the counters of failed lease renewals and refused acknowledgements what the
+  /// deliverer met since the last call.
   ///
   /// - Parameters:
   ///   - outbox: The outbox.
-  ///   - now: The time the age is measured at.
-  /// - Throws: `OutboxError` if the outbox cannot be read (it is closed, say).
+  ///   - now: The time the ages are measured at.
+  /// - Returns: The counts read from the store.
+  /// - Throws: `OutboxError` if the outbox cannot be read (it is closed, say); the deliverer's
+  ///   figures are recorded all the same.
+  @discardableResult
   public func recordGauges(of outbox: some DurableOutbox, now: Date = Date())
-    async throws(OutboxError)
+    async throws(OutboxError) -> OutboxCounts
   {
+    record(outbox.delivererStatistics)
     let counts = try await outbox.counts()
     pending.record(counts.pending)
     deadLetters.record(counts.deadLetters)
     oldestAge.record(counts.oldestPendingAge(at: now))
+    blockedKeys.record(counts.blockedKeys)
+    worstBlockedAge.record(counts.worstBlockedAge(at: now))
+    return counts
+  }
+
+  /// Sets the keys-held gauge, and adds to the counters what is new since the last call.
+  ///
+  /// - Parameter statistics: The outbox's ``DurableOutbox/delivererStatistics``.
+  public func record(_ statistics: DelivererStatistics) {
+    keysHeld.record(statistics.keysHeld)
+    let (renewals, refusals) = recorded.advance(to: statistics)
+    if renewals > 0 { renewalsFailed.increment(by: renewals) }
+    if refusals > 0 { acknowledgementsRefused.increment(by: refusals) }
   }
 
   /// Wraps a delivery closure so that each call is timed, and each delivery's time since its
@@ -166,6 +221,24 @@ public struct OutboxMetrics: Sendable {
       deliverySucceeded.record(duration: clock.now - start)
       let sinceAppend = max(0, Date().timeIntervalSince(envelope.appendedAt))
       appendToDelivery.recordNanoseconds(Int64(sinceAppend * 1_000_000_000))
+    }
+  }
+}
+/// The deliverer's counts an ``OutboxMetrics`` last recorded.
+private final class RecordedStatistics: Sendable {
+  private let last = OrderlyLock(DelivererStatistics())
+
+  /// How much each count grew since the last call (a count that went down, from another
+  /// outbox object, starts over).
+  func advance(to now: DelivererStatistics) -> (renewals: Int, refusals: Int) {
+    last.withLock { last in
+      let renewals = now.leaseRenewalsFailed - last.leaseRenewalsFailed
+      let refusals = now.acknowledgementsRefused - last.acknowledgementsRefused
+      last = now
+      return (
+        renewals >= 0 ? renewals : now.leaseRenewalsFailed,
+        refusals >= 0 ? refusals : now.acknowledgementsRefused
+      )
     }
   }
 }

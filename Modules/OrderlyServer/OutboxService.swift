@@ -60,6 +60,8 @@ public import Tracing
 /// | `debug` | a delivery begins; a message delivered | the above, `orderly.attempt`, `orderly.fence` (PostgreSQL) |
 /// | `warning` | an attempt failed and will be retried | the above, `orderly.retry_in`, `orderly.reason` |
 /// | `error` | a message became a dead letter; recording a delivery failed (retried) | the above, `orderly.reason`, `orderly.line_stopped` |
+/// | `warning` | (with metrics) the key blocked longest changed: it waits at a dead letter, or is paused | `orderly.blocked_keys`, `orderly.partition`, `orderly.blocked_since` |
+/// | `info` | (with metrics) no key is blocked any more | |
 ///
 /// ## Traces
 ///
@@ -272,9 +274,13 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     // at once, then every `gaugeInterval` while delivery runs (an age grows with no event to
     // tell), and once more when it stopped.
     let gauges = metrics.map { metrics in
-      Task { [outbox] in
+      Task { [outbox, logger] in
+        var blocked: OutboxCounts?
         while !Task.isCancelled {
-          try? await metrics.recordGauges(of: outbox)
+          if let counts = try? await metrics.recordGauges(of: outbox) {
+            Self.logBlocked(counts, before: blocked, to: logger)
+            blocked = counts
+          }
           // Real time on purpose: gauges are read on a scrape's time scale, not the outbox's
           // injected clock; cancelled when delivery stops.
           try? await Task.sleep(for: Self.gaugeInterval)
@@ -319,10 +325,30 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     if let metrics {
       // In a task of its own: this one may be cancelled, and the read would be too.
       let outbox = self.outbox
-      await Task { try? await metrics.recordGauges(of: outbox) }.value
+      _ = await Task { try? await metrics.recordGauges(of: outbox) }.value
     }
     let stopped = await pendingMetadata()
     logger.info("outbox delivery stopped", metadata: stopped)
+  }
+
+  /// Names the key blocked longest when it changes, so that an operator reading the logs finds
+  /// the key behind `orderly_outbox_worst_blocked_key_age_seconds`.
+  static func logBlocked(_ counts: OutboxCounts, before: OutboxCounts?, to logger: Logger) {
+    let key = counts.worstBlockedSince.map { _ in counts.worstBlockedPartition ?? "(default)" }
+    let previous = before?.worstBlockedSince.map { _ in before?.worstBlockedPartition ?? "(default)"
+    }
+    guard key != previous || counts.blockedKeys != (before?.blockedKeys ?? 0) else { return }
+    guard let key, let since = counts.worstBlockedSince else {
+      if previous != nil { logger.info("no outbox key is blocked") }
+      return
+    }
+    logger.warning(
+      "outbox keys blocked: a dead letter at their head, or paused",
+      metadata: [
+        "orderly.blocked_keys": "\(counts.blockedKeys)", "orderly.partition": "\(key)",
+        "orderly.blocked_since": "\(since.formatted(.iso8601))",
+      ]
+    )
   }
 
   /// How often the gauges are read from the store while delivery runs.

@@ -210,6 +210,9 @@ struct PostgresOutboxTests {
     #expect(await seen.wait { $0.contains("f2") })
     #expect(await eventually { try await outbox.pendingCount() == 2 })
     #expect(!seen.all.contains("h1"))
+    let blocked = try await outbox.counts()
+    #expect(blocked.blockedKeys == 1 && blocked.worstBlockedPartition == "held")
+    #expect(blocked.worstBlockedSince != nil)
     try await outbox.resume(partition: "held")
     try await outbox.waitUntilDelivered()
     await outbox.stop()
@@ -320,6 +323,46 @@ struct PostgresOutboxTests {
     try await database.restore(role)
     await cut.stop()
     #expect(seen.all == ["cut:m1:1", "other:m1:2", "other:m2:2"])
+    // Its renewals failed while it was cut off; it acknowledged nothing it did not hold.
+    #expect(cut.delivererStatistics.leaseRenewalsFailed >= 1)
+    #expect(cut.delivererStatistics.keysHeld == 0)
+  }
+
+  @Test(
+    "a delivery that ends after another worker took its line is not acknowledged: counted as refused, delivered again"
+  )
+  func refusedAcknowledgement() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    try await outbox.append(contentsOf: ["m1", "m2"], partition: "k")
+    let inDelivery = AsyncGate()
+    let finish = AsyncGate()
+    let seen = Recorder<String>()
+    try outbox.start(lease: .seconds(8), pollInterval: .milliseconds(50)) { envelope in
+      seen.record("\(envelope.message):\(envelope.fence ?? 0)")
+      if envelope.fence == 1 {
+        await inDelivery.open()
+        // Not cancellable: the handler returns as if it had delivered.
+        await finish.wait()
+      }
+    }
+    await inDelivery.wait()
+    #expect(outbox.delivererStatistics.keysHeld == 1)
+    // Another worker's takeover, as the database would record it: a higher fence, another
+    // owner, for a moment; then the line is free again.
+    try await database.execute(
+      """
+      UPDATE orderly_outbox_lease SET owner = 'elsewhere', fence = fence + 1,
+        expires_at = now() + interval '200 milliseconds'
+      WHERE line = 'p:k'
+      """
+    )
+    await finish.open()
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(outbox.delivererStatistics.acknowledgementsRefused == 1)
+    #expect(seen.all == ["m1:1", "m1:3", "m2:3"])
   }
 
   @Test(

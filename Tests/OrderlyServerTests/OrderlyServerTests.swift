@@ -210,6 +210,52 @@ struct OrderlyServerTests {
     )
   }
 
+  @Test(
+    "the blocked-key gauges: a line at a dead letter is one blocked key, aged from its dead letter"
+  )
+  func blockedKeyGauges() async throws {
+    let metrics = TestMetrics()
+    let outbox = try Outbox<String>()
+    try await outbox.append("poison", partition: "k")
+    try await outbox.append("behind", partition: "k")
+    let events = outbox.events
+    try outbox.start(onDeadLetter: .stopLine) { envelope in
+      if envelope.message == "poison" { throw PermanentDeliveryFailure("refused") }
+    }
+    for await event in events {
+      if case .deadLettered = event { break }
+    }
+    let letter = try #require(try await outbox.deadLetters().first)
+    let appended = letter.appendedAt
+    let gauges = OutboxMetrics(outboxName: "o", factory: metrics)
+    let counts = try await gauges.recordGauges(of: outbox, now: appended.addingTimeInterval(40))
+    await outbox.stop()
+    #expect(counts.worstBlockedPartition == "k")
+    let o = [("outbox", "o")]
+    #expect(try metrics.expectGauge("orderly_outbox_blocked_keys", o).lastValue == 1)
+    let age = try metrics.expectGauge("orderly_outbox_worst_blocked_key_age_seconds", o)
+    #expect(age.lastValue.map { abs($0 - 40) < 0.001 } == true)
+    #expect(try metrics.expectGauge("orderly_outbox_keys_held", o).lastValue == 0)
+  }
+
+  @Test("the deliverer's counts become counters: each read adds what is new since the last")
+  func delivererCounters() throws {
+    let metrics = TestMetrics()
+    let gauges = OutboxMetrics(outboxName: "o", factory: metrics)
+    gauges.record(
+      DelivererStatistics(keysHeld: 3, leaseRenewalsFailed: 2, acknowledgementsRefused: 1)
+    )
+    gauges.record(
+      DelivererStatistics(keysHeld: 1, leaseRenewalsFailed: 5, acknowledgementsRefused: 1)
+    )
+    let o = [("outbox", "o")]
+    #expect(try metrics.expectGauge("orderly_outbox_keys_held", o).lastValue == 1)
+    let renewals = try metrics.expectCounter("orderly_outbox_lease_renewals_failed_total", o)
+    #expect(renewals.totalValue == 5)
+    let refused = try metrics.expectCounter("orderly_outbox_acknowledgements_refused_total", o)
+    #expect(refused.totalValue == 1)
+  }
+
   @Test("queue metrics: enqueued, started, ended by outcome, cancelled, wait, pending")
   func queueMetrics() async throws {
     let metrics = TestMetrics()

@@ -317,7 +317,91 @@ struct OutboxContractTests {
     let oldest = try #require(two.oldestPendingAppendedAt)
     #expect(abs(oldest.timeIntervalSince(before)) < 60)
     #expect(two.oldestPendingAge(at: oldest.addingTimeInterval(90)) == 90)
+    #expect(two.blockedKeys == 0 && two.worstBlockedSince == nil)
     await subject.finish()
+  }
+
+  @Test(
+    "counts: a line waiting at a dead letter is a blocked key, named with its age; retried, it is not",
+    arguments: Store.all
+  )
+  func blockedKeys(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    let poisoned = Switch(on: true)
+    try await subject.outbox.append(contentsOf: ["poison", "behind"], partition: "k", headers: [:])
+    let before = Date()
+    try await subject.outbox.append("other", partition: "j", headers: [:])
+    let seen = Recorder<String>()
+    try subject.start(onDeadLetter: .stopLine) { envelope in
+      if envelope.message == "poison" && poisoned.isOn {
+        throw PermanentDeliveryFailure("refused for good")
+      }
+      seen.record(envelope.message)
+    }
+    let stopped = await eventually {
+      let counts = try await subject.outbox.counts()
+      return counts.blockedKeys == 1 && seen.all.contains("other")
+    }
+    #expect(stopped)
+    let counts = try await subject.outbox.counts()
+    #expect(counts.worstBlockedPartition == "k")
+    let since = try #require(counts.worstBlockedSince)
+    #expect(since <= before)
+    #expect(counts.worstBlockedAge(at: since.addingTimeInterval(30)) == 30)
+    #expect(counts.pending == 1 && counts.deadLetters == 1)
+    poisoned.set(false)
+    let letters = try await subject.outbox.deadLetters()
+    try await subject.outbox.retryDeadLetter(id: try #require(letters.first).id)
+    try await subject.outbox.waitUntilDelivered()
+    let after = try await subject.outbox.counts()
+    await subject.finish()
+    #expect(after.blockedKeys == 0 && after.worstBlockedPartition == nil)
+    #expect(after.worstBlockedSince == nil && after.worstBlockedAge() == 0)
+  }
+
+  @Test(
+    "counts: under continueLine a dead letter blocks no key",
+    arguments: Store.all
+  )
+  func deadLetterThatBlocksNothing(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    try await subject.outbox.append(contentsOf: ["bad", "after"], partition: "k", headers: [:])
+    try subject.start(retry: quickRetry(maximumAttempts: 1), onDeadLetter: .continueLine) {
+      envelope in
+      if envelope.message == "bad" { throw Refused() }
+    }
+    try await subject.outbox.waitUntilDelivered()
+    let counts = try await subject.outbox.counts()
+    await subject.finish()
+    #expect(counts.deadLetters == 1 && counts.blockedKeys == 0 && counts.worstBlockedSince == nil)
+  }
+
+  @Test(
+    "deliverer statistics: the keys being delivered are held; when idle, none is",
+    arguments: Store.all
+  )
+  func keysHeld(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    let release = Switch(on: false)
+    let started = Recorder<String>()
+    try await subject.outbox.append("a", partition: "a", headers: [:])
+    try await subject.outbox.append("b", partition: "b", headers: [:])
+    try subject.start(limit: 4) { envelope in
+      started.record(envelope.message)
+      while !release.isOn { try await Task.sleep(for: .milliseconds(5)) }
+    }
+    let both = await eventually { started.all.count == 2 }
+    #expect(both)
+    let busy = subject.outbox.delivererStatistics
+    release.set(true)
+    try await subject.outbox.waitUntilDelivered()
+    // A line is let go just after its last delivery is recorded.
+    let idle = await eventually { subject.outbox.delivererStatistics.keysHeld == 0 }
+    let statistics = subject.outbox.delivererStatistics
+    await subject.finish()
+    #expect(busy.keysHeld == 2)
+    #expect(idle)
+    #expect(statistics.acknowledgementsRefused == 0)
   }
 }
 
