@@ -1,5 +1,6 @@
 // swift-tools-version: 6.2
-// Order across processes: three workers of one outbox on PostgreSQL, one of them killed. A
+// Order across processes: three workers of one outbox on PostgreSQL, each a service; one of
+// them killed, one stopped with SIGTERM. A
 // package of its own, so that users of Orderly's other examples never fetch PostgresNIO and
 // SwiftNIO; `.ci/run` builds it and runs its test against the server it starts.
 import PackageDescription
@@ -11,15 +12,19 @@ let package = Package(
     .executable(name: "fleet-outbox", targets: ["fleet-outbox"])
   ],
   dependencies: [
-    .package(name: "Orderly", path: "../..", traits: ["Postgres"]),
+    .package(name: "Orderly", path: "../..", traits: ["Server", "Postgres"]),
     .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+    .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
   ],
   targets: [
     .executableTarget(
       name: "fleet-outbox",
       dependencies: [
         .product(name: "OrderlyPostgres", package: "Orderly"),
+        .product(name: "OrderlyServer", package: "Orderly"),
+        .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+        .product(name: "UnixSignals", package: "swift-service-lifecycle"),
         .product(name: "PostgresNIO", package: "postgres-nio"),
         .product(name: "Logging", package: "swift-log"),
       ]

@@ -54,5 +54,5 @@ let gallery: [GalleryEntry] = [
   GalleryEntry(name: "notes-sync", title: "Notes sync", lesson: 9,
     summary: "Edit offline, get killed, restart, go online: the server catches up in order, each change applied once.", command: "swift run --package-path Examples/notes-sync notes-sync"),
   GalleryEntry(name: "fleet-outbox", title: "Fleet outbox", lesson: 10,
-    summary: "Three worker processes share one outbox on PostgreSQL; one is killed mid-delivery, and every key goes on in order.", command: "swift run --package-path Examples/fleet-outbox fleet-outbox"),
+    summary: "Three worker processes, each a service, share one outbox on PostgreSQL; one is killed and its keys wait for the lease, one gets SIGTERM and its key moves at once.", command: "swift run --package-path Examples/fleet-outbox fleet-outbox"),
 ]

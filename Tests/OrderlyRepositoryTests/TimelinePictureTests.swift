@@ -353,4 +353,41 @@ struct TimelinePictureTimeTests {
     // The static picture has none of the player's attributes.
     #expect(!picture.svg().contains("data-first"))
   }
+
+  @Test("a fleet's keys: who held each, the kill, the lease running out, the hand-over on SIGTERM")
+  func holds() {
+    let log = [
+      "[0 ms] took 1 alice: A, fence 1",
+      "[100 ms] took 2 carol: B, fence 1",
+      "[1000 ms] killed 1 alice: A was killed holding the key",
+      "[1010 ms] released 2 carol: B stopped on SIGTERM",
+      "[1050 ms] took 2 carol: C, fence 2",
+      "[1200 ms] delivered 2 carol: #16 #17 #18",
+      "[3000 ms] took 1 alice: C, fence 2",
+      "[3300 ms] delivered 1 alice: #4 #5 #6",
+    ]
+    let picture = TimelinePicture(log: log, caption: "hand-over")
+    #expect(picture.unit == "ms")
+    #expect(picture.rows.map(\.label) == ["1 alice", "2 carol"])
+    #expect(picture.rows.map(\.outcome) == [.finished, .finished])
+    let alice = picture.rows[0].segments
+    #expect(alice.map(\.kind) == [.hold, .leaseWait, .hold])
+    #expect(alice.map(\.holder) == ["A, fence 1", nil, "C, fence 2"])
+    #expect(alice.map(\.ending) == [.killed, nil, nil])
+    #expect(alice.map(\.start) == [0, 1000, 3000] && alice.map(\.end) == [1000, 3000, 3300])
+    let carol = picture.rows[1].segments
+    #expect(carol.map(\.kind) == [.hold, .hold])
+    #expect(carol.map(\.ending) == [.released, nil])
+    #expect(carol.map(\.start) == [100, 1050])
+    // Holds are not attempts: nothing is summed up as retried.
+    #expect(picture.attemptsSummary.isEmpty)
+    #expect(picture.description.contains("held by A, fence 1 (killed (SIGKILL)), then C, fence 2"))
+    let svg = picture.svg()
+    for words in [
+      "killed (SIGKILL)", "released on SIGTERM", "waiting for the lease to run out",
+      ">A, fence 1</text>", "held by C, fence 2",
+    ] {
+      #expect(svg.contains(words), "no \(words)")
+    }
+  }
 }

@@ -15,7 +15,8 @@
 //                                             `// end sample` in Tests/DocSamples, a target
 //                                             `swift build` compiles: DocC's code samples
 // An example whose front matter says `output: varies` shows a recorded run: its output regions
-// are compared (and rewritten) only when more than their numbers differ.
+// are compared (and rewritten) only when more than their numbers differ, and its pictures are
+// drawn from the recorded run (a fresh run's times differ; its structure must not).
 // With no FILE: README.md, every Markdown file under docs/ and the DocC catalogs in Modules/.
 // It also writes Modules/OrderlyCLI/Gallery.swift, the list `orderly examples` prints.
 // Examples are run from the build folder: a binary that is missing there is built first (the
@@ -32,6 +33,9 @@ struct DocsGenError: Error, CustomStringConvertible {
 let root = URL(fileURLWithPath: FileManager.default.currentDirectoryPath)
 let products = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
 var outputCache: [String: String] = [:]
+/// The recorded run an `output: varies` example's output region keeps, by example: its pictures
+/// are drawn from it, so that they match the output shown beside them.
+var recordedRuns: [String: String] = [:]
 /// The pictures drawn so far, by what they draw: a later picture with the same bars says so.
 var drawnPictures: [[String]: String] = [:]
 
@@ -271,7 +275,7 @@ func sample(named name: String) throws -> [String] {
 /// The timeline picture of an example's log lines, from the first line starting with `from`.
 @MainActor
 func picture(of example: String, from: String?) throws -> TimelinePicture {
-  var lines = try run(example: example).components(separatedBy: "\n")
+  var lines = try (recordedRuns[example] ?? run(example: example)).components(separatedBy: "\n")
   let everyLine = lines
   if let from {
     guard let start = lines.firstIndex(where: { $0.hasPrefix(from) }) else {
@@ -449,6 +453,9 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
       // A run that varies on purpose keeps its recorded run while only its numbers differ.
       let varies = try frontMatter(of: arguments[0]).outputVaries
       block = varies && structure(of: committed) == structure(of: fresh) ? committed : fresh
+      if varies {
+        recordedRuns[arguments[0]] = block.dropFirst().dropLast().joined(separator: "\n")
+      }
     case "code":
       let source = try code(of: arguments[0])
       block =

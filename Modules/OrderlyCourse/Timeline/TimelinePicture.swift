@@ -41,6 +41,19 @@ public struct TimelinePicture: Sendable, Equatable {
       case wait = "backoff wait"
       /// The last attempt, which ended as the row's outcome says.
       case lastAttempt
+      /// A worker holding the row's key (a fleet's lease): ``Segment/holder`` says who, with
+      /// which fence.
+      case hold = "held"
+      /// The key waiting for a dead holder's lease to run out.
+      case leaseWait = "waiting for the lease to run out"
+    }
+
+    /// How a hold ended, when not with the row's last delivery.
+    public enum Ending: String, Sendable, Equatable {
+      /// Its worker was killed (SIGKILL): the key waits for the lease.
+      case killed = "killed (SIGKILL)"
+      /// Its worker released the key on a graceful stop (SIGTERM): it moves at once.
+      case released = "released on SIGTERM"
     }
 
     /// Where it starts on the axis.
@@ -53,6 +66,10 @@ public struct TimelinePicture: Sendable, Equatable {
     public var firstStep: Int?
     /// The step that ends it, when drawn from a log.
     public var lastStep: Int?
+    /// Who held the key, for a ``Kind/hold``: `A, fence 1`.
+    public var holder: String?
+    /// How a ``Kind/hold`` ended, when its worker was killed or let the key go.
+    public var ending: Ending?
 
     /// Creates a segment.
     ///
@@ -62,19 +79,28 @@ public struct TimelinePicture: Sendable, Equatable {
     ///   - kind: What it was.
     ///   - firstStep: The step that begins it, when drawn from a log.
     ///   - lastStep: The step that ends it, when drawn from a log.
+    ///   - holder: Who held the key, for a ``Kind/hold``.
+    ///   - ending: How a ``Kind/hold`` ended, when not with a delivery.
     public init(
       start: Double,
       end: Double,
       kind: Kind,
       firstStep: Int? = nil,
-      lastStep: Int? = nil
+      lastStep: Int? = nil,
+      holder: String? = nil,
+      ending: Ending? = nil
     ) {
       self.start = start
       self.end = end
       self.kind = kind
       self.firstStep = firstStep
       self.lastStep = lastStep
+      self.holder = holder
+      self.ending = ending
     }
+
+    /// Whether it is an attempt at the job (not a wait, not a hold).
+    var isAttempt: Bool { kind == .failedAttempt || kind == .lastAttempt }
   }
 
   /// One job's bar.
@@ -247,7 +273,10 @@ public struct TimelinePicture: Sendable, Equatable {
   /// A line is an event when its first word is one of `start`, `started`, `delivering`,
   /// `finish`, `finished`, `delivered`, `error`, `failed`, `dead`, `cancelled`, `dropped` or
   /// `ended` (whose outcome follows the colon), and a later word before any colon is a number
-  /// (`3`, `#3`, `task 3`). Lines may be
+  /// (`3`, `#3`, `task 3`). A fleet's keys add `took 1 alice: A, fence 1` (a worker takes the
+  /// key: a hold begins, named after the colon), `killed 1 alice: ...` (its worker was killed:
+  /// the key waits for the lease) and `released 1 alice: ...` (its worker let it go on
+  /// SIGTERM); the row's last `delivered` ends its last hold. Lines may be
   /// indented; any other line takes no step. A job that started but never ended is drawn as
   /// running to the last step. See ``init(log:caption:answersChecked:)`` for lines that carry
   /// their time.
@@ -292,12 +321,66 @@ public struct TimelinePicture: Sendable, Equatable {
       // A job tried more than once (an outbox's `retrying #3 ...`): its attempts and waits.
       var segments: [Int: [Segment]] = [:]
       var open: [Int: (at: Double, step: Int, waiting: Bool)] = [:]
+      // A key's holder (a fleet's lease), and a key waiting for a dead holder's lease.
+      var holds: [Int: (at: Double, step: Int, holder: String)] = [:]
+      var leaseWaits: [Int: (at: Double, step: Int)] = [:]
       var last = (at: 0.0, step: 0)
+      func endHold(_ number: Int, at: Double, step: Int, ending: Segment.Ending?) {
+        guard let hold = holds.removeValue(forKey: number) else { return }
+        segments[number, default: []].append(
+          Segment(
+            start: hold.at - pad,
+            end: at + pad,
+            kind: .hold,
+            firstStep: hold.step,
+            lastStep: step,
+            holder: hold.holder,
+            ending: ending
+          )
+        )
+      }
       for (index, event) in events.enumerated() {
         let step = index + 1
         let at = timed ? event.time ?? 0 : Double(step)
         last = (at, step)
         steps.append(Step(line: event.text, position: at, row: 0))
+        if let change = event.hold {
+          switch change {
+          case .took:
+            if starts[event.number] == nil {
+              let label = event.label.isEmpty ? "\(event.number)" : "\(event.number) \(event.label)"
+              starts[event.number] = (label, at, step)
+            }
+            if let wait = leaseWaits.removeValue(forKey: event.number) {
+              segments[event.number, default: []].append(
+                Segment(
+                  start: wait.at,
+                  end: at - pad,
+                  kind: .leaseWait,
+                  firstStep: wait.step,
+                  lastStep: step
+                )
+              )
+            }
+            endHold(event.number, at: at, step: step, ending: nil)
+            holds[event.number] = (at, step, event.detail)
+          case .killed:
+            endHold(event.number, at: at, step: step, ending: .killed)
+            leaseWaits[event.number] = (at, step)
+          case .released:
+            endHold(event.number, at: at, step: step, ending: .released)
+          }
+          continue
+        }
+        if event.outcome != nil, holds[event.number] != nil {
+          endHold(event.number, at: at, step: step, ending: nil)
+          ends[event.number] = (at, event.outcome ?? .finished, step)
+          continue
+        }
+        if holds[event.number] != nil || leaseWaits[event.number] != nil {
+          // Deliveries inside a hold are the hold's: the picture draws who held the key.
+          continue
+        }
         if event.isRetry {
           if let attempt = open[event.number], !attempt.waiting {
             segments[event.number, default: []].append(
@@ -353,7 +436,28 @@ public struct TimelinePicture: Sendable, Equatable {
         let start = starts[number] ?? ("\(number)", 0, 1)
         let end = ends[number]
         var parts = segments[number] ?? []
-        if !parts.isEmpty, end == nil, let attempt = open[number] {
+        if let hold = holds[number] {
+          parts.append(
+            Segment(
+              start: hold.at - pad,
+              end: last.at + pad,
+              kind: .hold,
+              firstStep: hold.step,
+              lastStep: last.step,
+              holder: hold.holder
+            )
+          )
+        } else if let wait = leaseWaits[number] {
+          parts.append(
+            Segment(
+              start: wait.at,
+              end: last.at + pad,
+              kind: .leaseWait,
+              firstStep: wait.step,
+              lastStep: last.step
+            )
+          )
+        } else if !parts.isEmpty, end == nil, let attempt = open[number] {
           parts.append(
             Segment(
               start: attempt.waiting ? attempt.at : attempt.at - pad,
@@ -384,6 +488,12 @@ public struct TimelinePicture: Sendable, Equatable {
     let outcome: Outcome?
     /// A failed attempt that will be tried again: `retrying #3 in 0.1 seconds: ...`.
     var isRetry = false
+    /// A change of a key's holder: `took`, `killed`, `released`.
+    var hold: HoldChange?
+    /// What follows the colon: a hold's holder.
+    var detail = ""
+
+    enum HoldChange { case took, killed, released }
     /// When it happened, in milliseconds, if the line starts with its time: `[120 ms] ...`.
     var time: Double?
     /// The line without its indentation and time stamp.
@@ -397,9 +507,19 @@ public struct TimelinePicture: Sendable, Equatable {
       }
       text = line
       let (head, detail) = Self.split(line)
+      self.detail = detail
       let words = head.split(separator: " ")
       guard let kind = words.first?.lowercased() else { return nil }
       switch kind {
+      case "took":
+        outcome = nil
+        hold = .took
+      case "killed":
+        outcome = nil
+        hold = .killed
+      case "released":
+        outcome = nil
+        hold = .released
       case "start", "started", "delivering": outcome = nil
       case "finish", "finished", "delivered": outcome = .finished
       case "error", "failed":
@@ -469,7 +589,15 @@ public struct TimelinePicture: Sendable, Equatable {
     // The damage words sit in a column of their own, right of the bars.
     let damageWidth =
       damaged.isEmpty ? 0 : (damaged.compactMap { $0.damage?.count }.max() ?? 0) * 7 + 36
-    let width = labelWidth + plotWidth + damageWidth + 24
+    // A fleet's rows name their holders, in turn, in a column of their own: `A, fence 1 → C,
+    // fence 2` says who held the key and how the fence went up.
+    let holders = rows.map { row in
+      row.segments.compactMap { $0.kind == .hold ? $0.holder : nil }
+    }
+    let holdersWidth =
+      holders.allSatisfy(\.isEmpty)
+      ? 0 : (holders.map { $0.joined(separator: " → ").count }.max() ?? 0) * 7 + 36
+    let width = labelWidth + plotWidth + damageWidth + holdersWidth + 24
     let captionLines = Self.wrapped(fullCaption, width: (width - 24) / 8)
     let top = 16
     let plotHeight = max(rows.count, 1) * rowHeight
@@ -523,6 +651,16 @@ public struct TimelinePicture: Sendable, Equatable {
       let what = row.damage.map { "wrong answer: \($0)" } ?? row.outcome.rawValue
       let bar =
         "x=\"\(start)\" y=\"\(y + 5)\" width=\"\(end - start)\" height=\"\(rowHeight - 10)\" rx=\"3\""
+      if !holders[index].isEmpty {
+        let spans = holders[index].enumerated().map { turn, holder in
+          (turn == 0 ? "" : "<tspan fill=\"#515154\"> → </tspan>")
+            + "<tspan fill=\"\(Self.holderColour(holder))\">\(Self.escaped(holder))</tspan>"
+        }
+        parts.append(
+          "<text x=\"\(labelWidth + plotWidth + damageWidth + 16)\" y=\"\(y + 17)\""
+            + "\(shown(at: row.lastStep)) font-weight=\"bold\">\(spans.joined())</text>"
+        )
+      }
       if !row.segments.isEmpty {
         for segment in row.segments {
           let left = x(segment.start)
@@ -532,6 +670,32 @@ public struct TimelinePicture: Sendable, Equatable {
           let what = segment.kind == .lastAttempt ? row.outcome.rawValue : segment.kind.rawValue
           let reach = drawn(segment.firstStep, segment.lastStep, left, right)
           switch segment.kind {
+          case .hold:
+            let holder = segment.holder ?? ""
+            let ending = segment.ending.map { ", \($0.rawValue)" } ?? ""
+            parts.append(
+              "<rect \(shape)\(reach) fill=\"\(Self.holderColour(holder))\"><title>"
+                + "\(Self.escaped(row.label)): held by \(Self.escaped(holder))\(ending)</title></rect>"
+            )
+            // The holder's name inside its bar, where it fits.
+            if Double(right - left) >= Double(holder.count) * 6.5 + 8 {
+              parts.append(
+                "<text x=\"\(left + 5)\" y=\"\(y + 17)\"\(shown(at: segment.firstStep)) "
+                  + "fill=\"#ffffff\" font-size=\"11\">\(Self.escaped(holder))</text>"
+              )
+            }
+            if let ending = segment.ending {
+              parts.append(
+                "<rect x=\"\(right - 4)\" y=\"\(y + 2)\" width=\"4\" height=\"\(rowHeight - 4)\"\(shown(at: segment.lastStep)) "
+                  + "fill=\"\(Self.endingColour(ending))\"><title>\(Self.escaped(row.label)): "
+                  + "\(Self.escaped(ending.rawValue))</title></rect>"
+              )
+            }
+          case .leaseWait:
+            parts.append(
+              "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#a50e0e\" stroke-dasharray=\"4 3\">"
+                + "<title>\(Self.escaped(row.label)): waiting for the lease to run out</title></rect>"
+            )
           case .wait:
             parts.append(
               "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#5f6368\" stroke-dasharray=\"4 3\">"
@@ -605,7 +769,7 @@ public struct TimelinePicture: Sendable, Equatable {
     }
     // The legend has a line of its own, under the axis's, right-aligned.
     let legendY = axisY + 18
-    var legendX = labelWidth + plotWidth + damageWidth
+    var legendX = labelWidth + plotWidth + damageWidth + holdersWidth
     if !damaged.isEmpty {
       let words = "wrong answer"
       legendX -= words.count * 7 + 26
@@ -614,6 +778,25 @@ public struct TimelinePicture: Sendable, Equatable {
           + "fill=\"\(Self.wrongColour)\"/>"
           + "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
           + "fill=\"url(#wrong-answer)\"/>"
+          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
+      )
+    }
+    for ending in [Segment.Ending.released, .killed]
+    where rows.contains(where: { $0.segments.contains { $0.ending == ending } }) {
+      let words = ending.rawValue
+      legendX -= words.count * 7 + 26
+      parts.append(
+        "<rect x=\"\(legendX + 4)\" y=\"\(legendY + 5)\" width=\"4\" height=\"16\" "
+          + "fill=\"\(Self.endingColour(ending))\"/>"
+          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
+      )
+    }
+    if rows.contains(where: { $0.segments.contains { $0.kind == .leaseWait } }) {
+      let words = Segment.Kind.leaseWait.rawValue
+      legendX -= words.count * 7 + 26
+      parts.append(
+        "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "fill=\"#ffffff\" stroke=\"#a50e0e\" stroke-dasharray=\"4 3\"/>"
           + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
       )
     }
@@ -630,7 +813,9 @@ public struct TimelinePicture: Sendable, Equatable {
     for outcome in [
       Outcome.running, .skipped, .cancelled, .timedOut, .deadLettered, .failed, .finished,
     ]
-    where rows.contains(where: { $0.outcome == outcome && $0.damage == nil })
+    where rows.contains(where: {
+      $0.outcome == outcome && $0.damage == nil && !$0.segments.contains { $0.kind == .hold }
+    })
       || (outcome == .failed && failedAttempts)
     {
       let failedRows = rows.contains { $0.outcome == .failed && $0.segments.isEmpty }
@@ -670,7 +855,7 @@ public struct TimelinePicture: Sendable, Equatable {
   public var attemptsSummary: String {
     rows.compactMap { row -> String? in
       let name = row.label.split(separator: " ").first.map(String.init) ?? row.label
-      let attempts = row.segments.filter { $0.kind != .wait }.count
+      let attempts = row.segments.filter(\.isAttempt).count
       if row.outcome == .deadLettered {
         return attempts > 1
           ? "\(name) a dead letter after \(attempts) attempts" : "\(name) a dead letter"
@@ -692,8 +877,15 @@ public struct TimelinePicture: Sendable, Equatable {
   /// The picture in words, for a screen reader: each row, how it ended, and its damage.
   public var description: String {
     rows.map { row in
-      let attempts = row.segments.filter { $0.kind != .wait }.count
-      let tries = attempts > 1 ? " after \(attempts) attempts" : ""
+      let attempts = row.segments.filter(\.isAttempt).count
+      let holders = row.segments.compactMap { segment -> String? in
+        guard segment.kind == .hold, let holder = segment.holder else { return nil }
+        return holder + (segment.ending.map { " (\($0.rawValue))" } ?? "")
+      }
+      let tries =
+        attempts > 1
+        ? " after \(attempts) attempts"
+        : holders.isEmpty ? "" : " (held by \(holders.joined(separator: ", then ")))"
       let when =
         unit == "step" ? "" : ", \(Self.number(row.start)) to \(Self.number(row.end)) \(unit)"
       return "\(row.label): "
@@ -736,6 +928,22 @@ public struct TimelinePicture: Sendable, Equatable {
     }
     if !line.isEmpty { lines.append(line) }
     return lines.isEmpty ? [""] : lines
+  }
+
+  /// A holder's bar: one colour per worker (by its name's first letter), each dark enough for
+  /// white words (4.5:1) and apart from the outcome colours.
+  static func holderColour(_ holder: String) -> String {
+    let palette = ["#1967d2", "#8430ce", "#00796b", "#b06000", "#5f6368"]
+    let letter = holder.unicodeScalars.first.map { Int($0.value) } ?? 0
+    return palette[letter % palette.count]
+  }
+
+  /// The mark at the end of a hold that did not end with a delivery.
+  static func endingColour(_ ending: Segment.Ending) -> String {
+    switch ending {
+    case .killed: "#d93025"
+    case .released: "#1d1d1f"
+    }
   }
 
   /// A finished call whose answer is wrong: dark orange (4.5:1 on white), under dark stripes.

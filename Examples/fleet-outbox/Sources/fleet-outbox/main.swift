@@ -1,24 +1,27 @@
-// Order across processes: three worker processes share one outbox on PostgreSQL. Worker A
-// takes every key and is killed with SIGKILL in the middle of a delivery; B and C take the keys
-// over once A's leases run out, deliver A's unfinished message again first, and every key
-// stays in order.
+// Order across processes: three worker processes share one outbox on PostgreSQL, each running
+// its delivery as a service in a ServiceGroup. Worker A is killed with SIGKILL in the middle of
+// a delivery: its keys wait until its leases run out. Worker B gets SIGTERM in the middle of a
+// delivery: it finishes it and lets its key go at once. Worker C carries every key on, in order.
 //
 //   swift run --package-path Examples/fleet-outbox fleet-outbox
 //
 // It uses the server ORDERLY_POSTGRES_URL names, or the throwaway one Tools/postgres/cluster.sh
-// runs, or starts one with that script (and stops it at the end). `fleet-outbox worker NAME URL SCHEMA`
-// is one worker: the story starts three.
+// runs, or starts one with that script (and stops it at the end). `fleet-outbox worker NAME
+// LIMIT URL SCHEMA` is one worker: the story starts three.
 import Foundation
 import Logging
 import OrderlyPostgres
+import OrderlyServer
 import PostgresNIO
+import ServiceLifecycle
+import UnixSignals
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A change to one customer's account: `number` counts messages across every key (#1-#6 are
-/// alice's, #7-#12 bob's, #13-#18 carol's), so each has a row of its own in the picture.
+/// alice's, #7-#12 bob's, #13-#18 carol's).
 struct Change: Codable, Sendable {
   let key: String
   let number: Int
@@ -26,9 +29,9 @@ struct Change: Codable, Sendable {
 
 let keys = ["alice", "bob", "carol"]
 let perKey = 6
-/// The message each key's first worker is killed in the middle of.
+/// The message of each key its first worker is stopped in the middle of.
 let stalled = 4
-let lease = Duration.seconds(2)
+let lease = Duration.seconds(3)
 
 nonisolated var quiet: Logger {
   var logger = Logger(label: "fleet-outbox")
@@ -54,33 +57,67 @@ func client(url: String, schema: String) throws -> PostgresClient {
   return client
 }
 
+/// Writes one line of the receiver's log, at the database's clock.
+func record(
+  _ client: PostgresClient,
+  worker: String,
+  key: String,
+  number: Int,
+  fence: Int64,
+  event: String
+) async throws {
+  try await client.query(
+    """
+    INSERT INTO receiver_log (worker, key, number, fence, event)
+    VALUES (\(worker), \(key), \(number), \(fence), \(event))
+    """,
+    logger: quiet
+  )
+}
+
 // MARK: - One worker
 
-/// Delivers until SIGTERM.
+/// Delivers as an `OutboxService` in a `ServiceGroup` until SIGTERM: the service then takes no
+/// new message, lets the delivery in flight finish (up to 10 seconds), and releases its keys.
 ///
-/// Its receiver records each delivery as it begins and ends, and
-/// applies each message once, by its id. Worker A never finishes a key's message #4.
-func work(name: String, url: String, schema: String) async throws -> Never {
-  signal(SIGTERM, SIG_IGN)
-  let (stops, stop) = AsyncStream.makeStream(of: Void.self)
-  let source = DispatchSource.makeSignalSource(signal: SIGTERM)
-  source.setEventHandler { stop.yield() }
-  source.resume()
+/// The receiver logs each delivery as it begins and ends, and applies each change once, by its
+/// id. Worker A never finishes a key's fourth change; worker B finishes its key's fourth change
+/// only once it has been sent SIGTERM, so that the signal comes in the middle of a delivery.
+func work(name: String, limit: Int, url: String, schema: String) async throws -> Never {
   let client = try client(url: url, schema: schema)
   let outbox = try await PostgresOutbox<Change>(client: client, logger: quiet)
-  try outbox.start(limit: 3, lease: lease, pollInterval: .milliseconds(100)) { envelope in
+  let delivery = OutboxService(
+    outbox: outbox,
+    name: "accounts",
+    limit: limit,
+    lease: lease,
+    pollInterval: .milliseconds(100),
+    shutdownGracePeriod: .seconds(10),
+    logger: quiet
+  ) { envelope in
     let change = envelope.message
     let fence = envelope.fence ?? 0
-    try await client.query(
-      """
-      INSERT INTO receiver_log (worker, key, number, attempt, fence, event)
-      VALUES (\(name), \(change.key), \(change.number), \(envelope.attempt), \(fence), 'delivering')
-      """,
-      logger: quiet
+    try await record(
+      client,
+      worker: name,
+      key: change.key,
+      number: change.number,
+      fence: fence,
+      event: "delivering"
     )
-    if name == "A" && (change.number - 1) % perKey + 1 == stalled {
-      // Killed here: this delivery never ends.
-      try await Task.sleep(for: .seconds(3_600))
+    if (change.number - 1) % perKey + 1 == stalled {
+      if name == "A" {
+        // Killed here: this delivery never ends.
+        try await Task.sleep(for: .seconds(3_600))
+      } else if name == "B" {
+        // The receiver answers once B has been told to stop, a moment later.
+        while try await count(client, "SELECT count(*)::bigint FROM story_cue WHERE name = 'B'")
+          == 0
+        {
+          try await Task.sleep(for: .milliseconds(20))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+      }
     }
     try await client.withTransaction(logger: quiet) { connection in
       try await connection.query(
@@ -89,16 +126,17 @@ func work(name: String, url: String, schema: String) async throws -> Never {
       )
       try await connection.query(
         """
-        INSERT INTO receiver_log (worker, key, number, attempt, fence, event)
-        VALUES (\(name), \(change.key), \(change.number), \(envelope.attempt), \(fence), 'delivered')
+        INSERT INTO receiver_log (worker, key, number, fence, event)
+        VALUES (\(name), \(change.key), \(change.number), \(fence), 'delivered')
         """,
         logger: quiet
       )
     }
   }
+  let group = ServiceGroup(services: [delivery], gracefulShutdownSignals: [.sigterm], logger: quiet)
   say("ready")
-  for await _ in stops { break }
-  await outbox.stop()
+  try await group.run()
+  await outbox.close()
   exit(0)
 }
 
@@ -136,11 +174,11 @@ func cluster(_ script: String, _ command: String) -> String? {
   return process.terminationStatus == 0 && !text.isEmpty ? text : nil
 }
 
-/// Starts a worker process and waits until it delivers.
-func startWorker(_ name: String, url: String, schema: String) throws -> Process {
+/// Starts a worker process and waits until its service runs.
+func startWorker(_ name: String, limit: Int, url: String, schema: String) throws -> Process {
   let process = Process()
   process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
-  process.arguments = ["worker", name, url, schema]
+  process.arguments = ["worker", name, "\(limit)", url, schema]
   let output = Pipe()
   process.standardOutput = output
   try process.run()
@@ -161,13 +199,36 @@ func count(_ client: PostgresClient, _ query: PostgresQuery) async throws -> Int
   return value
 }
 
-/// Waits, looking every 50 ms, until `condition` holds (or a minute passed: the run fails).
+/// Waits, looking every 50 ms, until `condition` holds (or two minutes passed: the run fails).
 func waitUntil(_ what: String, _ condition: () async throws -> Bool) async throws {
-  let deadline = ContinuousClock.now + .seconds(60)
+  let deadline = ContinuousClock.now + .seconds(120)
   while try await !condition() {
     if ContinuousClock.now > deadline { fail("gave up waiting until \(what)") }
     try await Task.sleep(for: .milliseconds(50))
   }
+}
+
+/// Waits until `worker` has begun delivering change `number`.
+func waitUntilBegun(_ app: PostgresClient, _ worker: String, _ number: Int) async throws {
+  try await waitUntil("\(worker) delivers #\(number)") {
+    try await count(
+      app,
+      """
+      SELECT count(*)::bigint FROM receiver_log
+      WHERE worker = \(worker) AND number = \(number) AND event = 'delivering'
+      """
+    ) == 1
+  }
+}
+
+/// One line of the receiver's log, or of the story's own (a kill, a signal).
+struct Entry {
+  let milliseconds: Double
+  let worker: String
+  let key: String
+  let number: Int
+  let fence: Int64
+  let event: String
 }
 
 func story() async throws {
@@ -187,77 +248,112 @@ func story() async throws {
   let app = try client(url: url, schema: schema)
   try await app.query(
     """
-    CREATE TABLE receiver_log (seq bigserial PRIMARY KEY, worker text, key text, number int,
-      attempt int, fence bigint, event text)
+    CREATE TABLE receiver_log (seq bigserial PRIMARY KEY,
+      at timestamptz NOT NULL DEFAULT clock_timestamp(), worker text, key text, number int,
+      fence bigint, event text)
     """,
     logger: quiet
   )
   try await app.query("CREATE TABLE receiver_applied (id uuid PRIMARY KEY)", logger: quiet)
+  try await app.query("CREATE TABLE story_cue (name text PRIMARY KEY)", logger: quiet)
   let outbox = try await PostgresOutbox<Change>(client: app, logger: quiet)
-  say("Three workers share one outbox on PostgreSQL; each holds a key through a 2-second lease.")
-  say("alice (#1-#6), bob (#7-#12) and carol (#13-#18) get 6 changes each, a line per key.")
+  say("Three workers share one outbox on PostgreSQL, each running its delivery as a service;")
+  say("each holds a key through a 3-second lease. alice (#1-#6), bob (#7-#12) and carol")
+  say("(#13-#18) get 6 changes each, a line per key.")
   say()
 
-  let a = try startWorker("A", url: url, schema: schema)
-  // One key at a time, so that A takes them in this order on every run.
-  for (index, key) in keys.enumerated() {
-    let changes = (1...perKey).map { Change(key: key, number: index * perKey + $0) }
-    try await outbox.append(contentsOf: changes, partition: key)
-    let stuck = index * perKey + stalled
-    try await waitUntil("A delivers #\(stuck)") {
-      try await count(
-        app,
-        "SELECT count(*)::bigint FROM receiver_log WHERE worker = 'A' AND number = \(stuck)"
-      ) == 1
-    }
+  // A delivers two keys at most, so that B, started once A holds two, takes the third.
+  let a = try startWorker("A", limit: 2, url: url, schema: schema)
+  func append(_ index: Int) async throws {
+    let key = keys[index]
+    try await outbox.append(
+      contentsOf: (1...perKey).map { Change(key: key, number: index * perKey + $0) },
+      partition: key
+    )
   }
-  say("A starts alone and takes every key as its changes are appended.")
+  // One key at a time, so that each run hands the keys out the same way.
+  try await append(0)
+  try await waitUntilBegun(app, "A", stalled)
+  try await append(1)
+  try await waitUntilBegun(app, "A", perKey + stalled)
+  let b = try startWorker("B", limit: 3, url: url, schema: schema)
+  try await append(2)
+  try await waitUntilBegun(app, "B", 2 * perKey + stalled)
+  say("A takes alice and bob (its limit is two keys) and hangs in #4 and #10.")
+  say("B takes carol and is delivering #16.")
+  let c = try startWorker("C", limit: 3, url: url, schema: schema)
+  say("C starts: every key is held, so it waits.")
+
   kill(a.processIdentifier, SIGKILL)
+  try await app.query(
+    """
+    INSERT INTO receiver_log (worker, key, number, fence, event)
+    VALUES ('A', 'alice', 0, 1, 'killed'), ('A', 'bob', 0, 1, 'killed')
+    """,
+    logger: quiet
+  )
+  kill(b.processIdentifier, SIGTERM)
+  try await app.query("INSERT INTO story_cue (name) VALUES ('B')", logger: quiet)
+  try await app.query(
+    "INSERT INTO receiver_log (worker, key, number, fence, event) VALUES ('B', 'carol', 0, 1, 'sigterm')",
+    logger: quiet
+  )
   a.waitUntilExit()
-  say("A is killed (SIGKILL) in the middle of delivering #4, #10 and #16.")
-  let b = try startWorker("B", url: url, schema: schema)
-  let c = try startWorker("C", url: url, schema: schema)
-  say("B and C start. No key moves until A's lease on it runs out; then one of them takes it.")
+  say("A is killed (SIGKILL) in the middle of #4 and #10; B is sent SIGTERM in the middle of #16.")
   try await waitUntil("every change is delivered") {
     try await outbox.pendingCount() == 0
   }
-  for worker in [b, c] {
-    kill(worker.processIdentifier, SIGTERM)
-    worker.waitUntilExit()
-  }
+  b.waitUntilExit()
+  kill(c.processIdentifier, SIGTERM)
+  c.waitUntilExit()
+  say(
+    "B "
+      + (b.terminationStatus == 0
+        ? "finished #16 and exited" : "exited with \(b.terminationStatus)")
+      + "; C delivered the rest and stopped on its own SIGTERM."
+  )
   say()
 
-  struct Entry {
-    let worker: String
-    let key: String
-    let number: Int
-    let attempt: Int
-    let fence: Int64
-    let event: String
-  }
   var entries: [Entry] = []
-  for try await (worker, key, number, attempt, fence, event) in try await app.query(
-    "SELECT worker, key, number, attempt, fence, event FROM receiver_log ORDER BY seq",
+  for try await (at, worker, key, number, fence, event) in try await app.query(
+    """
+    SELECT extract(epoch FROM at)::float8 * 1000, worker, key, number, fence, event
+    FROM receiver_log ORDER BY at, seq
+    """,
     logger: quiet
-  ).decode((String, String, Int, Int, Int64, String).self) {
+  ).decode((Double, String, String, Int, Int64, String).self) {
     entries.append(
-      Entry(worker: worker, key: key, number: number, attempt: attempt, fence: fence, event: event)
+      Entry(
+        milliseconds: at,
+        worker: worker,
+        key: key,
+        number: number,
+        fence: fence,
+        event: event
+      )
     )
   }
+  let delivered = entries.filter { $0.event == "delivered" }
   say("What each key's receiver saw, in order:")
   var allInOrder = true
   for key in keys {
-    let delivered = entries.filter { $0.key == key && $0.event == "delivered" }
-    let numbers = delivered.map(\.number)
+    let numbers = delivered.filter { $0.key == key }.map(\.number)
     let inOrder = numbers == numbers.sorted() && Set(numbers).count == perKey
     allInOrder = allInOrder && inOrder
-    let before = delivered.filter { $0.worker == "A" }.map { "#\($0.number)" }
-    let after = delivered.filter { $0.worker != "A" }
-    let fences = Set(after.map(\.fence)).sorted().map(String.init).joined(separator: ", ")
+    var runs: [(worker: String, fence: Int64, numbers: [Int])] = []
+    for entry in delivered where entry.key == key {
+      if let lastRun = runs.last, lastRun.worker == entry.worker, lastRun.fence == entry.fence {
+        runs[runs.count - 1].numbers.append(entry.number)
+      } else {
+        runs.append((entry.worker, entry.fence, [entry.number]))
+      }
+    }
     say(
-      "  \(key): \(before.joined(separator: " ")) by A (fence 1), then "
-        + after.map { "#\($0.number)" }.joined(separator: " ")
-        + " by the worker that took it over (fence \(fences))"
+      "  \(key): "
+        + runs.map { run in
+          run.numbers.map { "#\($0)" }.joined(separator: " ")
+            + " by \(run.worker) (fence \(run.fence))"
+        }.joined(separator: ", then ")
         + (inOrder ? "" : "  OUT OF ORDER")
     )
   }
@@ -265,68 +361,98 @@ func story() async throws {
   let begun = entries.filter { $0.event == "delivering" }.count
   say(
     "\(applied) of \(keys.count * perKey) changes applied, each once (by its id); "
-      + "\(begun) deliveries began: the three A was killed in were delivered again, first in "
-      + "their keys."
+      + "\(begun) deliveries began: the two A was killed in were delivered again, first in "
+      + "their keys; the one B was stopped in was not."
   )
   say(allInOrder ? "Every key in order." : "A key was out of order.")
-  // Who took which key changes from run to run; how many each took is printed as numbers, so
-  // the course's recorded run stays comparable.
-  let takers = Dictionary(grouping: keys) { key in
-    entries.first { $0.key == key && $0.worker != "A" }?.worker ?? "nobody"
+
+  // When each key moved on: its first delivery by C, after the kill or the signal.
+  func moved(_ key: String, after event: String) -> Double? {
+    guard let stop = entries.first(where: { $0.key == key && $0.event == event }),
+      let taken = entries.first(where: {
+        $0.key == key && $0.worker == "C" && $0.event == "delivering"
+      })
+    else { return nil }
+    return taken.milliseconds - stop.milliseconds
   }
+  let waits = [("alice", "killed"), ("bob", "killed"), ("carol", "sigterm")].map {
+    moved($0.0, after: $0.1) ?? .infinity
+  }
+  let handedOver = waits[2] < min(waits[0], waits[1])
   say(
-    "Keys taken over: "
-      + ["B", "C"].map { "\($0) \(takers[$0]?.count ?? 0)" }.joined(separator: ", ")
-      + " (of \(keys.count))."
+    "carol moved to C \(Int(waits[2].rounded())) ms after B's SIGTERM; alice and bob "
+      + "\(Int(waits[0].rounded())) ms and \(Int(waits[1].rounded())) ms after A was killed."
   )
   say()
-  // The picture: one row per key, in the story's three steps (within a step, keys in the order
-  // A took them). A took the keys one after the other, was killed holding all three, and the
-  // next holders took each key only after A's lease on it ran out.
-  say("Hand-over, key by key (the picture's rows):")
-  func numbers(_ key: String, _ worker: (String) -> Bool, _ event: String) -> String {
-    entries.filter { $0.key == key && worker($0.worker) && $0.event == event }
-      .map { "#\($0.number)" }.joined(separator: " ")
+
+  // The picture, on the database's clock from A's first delivery: who held each key, when.
+  say("Hand-over: who held each key, over time (the picture's rows):")
+  let origin = entries.first?.milliseconds ?? 0
+  // Each line has its phase in the story: the first holders take the keys; A is killed and
+  // B stopped; carol moves; alice and bob move. Printed phase by phase and, within a phase,
+  // key by key: when two keys move in the same few milliseconds, which goes first is chance,
+  // and the printed run should not change with it. The times are the database's.
+  var lines: [(phase: Int, key: Int, milliseconds: Double, text: String)] = []
+  for (index, key) in keys.enumerated() {
+    let row = "\(index + 1) \(key)"
+    let mine = entries.filter { $0.key == key }
+    let stopped = mine.contains { $0.event == "sigterm" }
+    // A hold begins with a worker's first delivery of the key under a fence.
+    var seen = Set<String>()
+    for entry in mine where entry.event == "delivering" {
+      let holder = "\(entry.worker), fence \(entry.fence)"
+      if seen.insert(holder).inserted {
+        let phase = entry.fence == 1 ? 0 : stopped ? 2 : 3
+        lines.append((phase, index, entry.milliseconds, "took \(row): \(holder)"))
+      }
+    }
+    if let killed = mine.first(where: { $0.event == "killed" }) {
+      lines.append(
+        (
+          1, index, killed.milliseconds,
+          "killed \(row): A was killed in #\(index * perKey + stalled); the key waits for its lease"
+        )
+      )
+    }
+    if stopped, let last = mine.last(where: { $0.worker == "B" && $0.event == "delivered" }) {
+      lines.append(
+        (
+          1, index, last.milliseconds,
+          "released \(row): B finished #\(last.number) after its SIGTERM and let the key go"
+        )
+      )
+    }
+    if let end = mine.last(where: { $0.event == "delivered" }) {
+      let byC = mine.filter { $0.worker == "C" && $0.event == "delivered" }.map { "#\($0.number)" }
+      lines.append(
+        (
+          stopped ? 2 : 3, index, end.milliseconds,
+          "delivered \(row): \(byC.joined(separator: " ")) by C, in order"
+        )
+      )
+    }
   }
-  for (row, key) in keys.enumerated() {
-    say(
-      "  delivering \(row + 1) \(key): A takes the key (fence 1), delivers "
-        + numbers(key, { $0 == "A" }, "delivered") + ", then begins #\(row * perKey + stalled)"
-    )
-  }
-  for (row, key) in keys.enumerated() {
-    say(
-      "  retrying \(row + 1) \(key) in 2 seconds: A was killed in #\(row * perKey + stalled); "
-        + "the key waits until A's lease runs out"
-    )
-  }
-  for (row, key) in keys.enumerated() {
-    let fences = Set(entries.filter { $0.key == key && $0.worker != "A" }.map(\.fence))
-    say(
-      "  delivering \(row + 1) \(key): the next holder takes the key (fence "
-        + fences.sorted().map(String.init).joined(separator: ", ") + ") and begins "
-        + "#\(row * perKey + stalled) again"
-    )
-  }
-  for (row, key) in keys.enumerated() {
-    say(
-      "  delivered \(row + 1) \(key): "
-        + numbers(key, { $0 != "A" }, "delivered") + ", in order, each once"
-    )
+  for line in lines.sorted(by: {
+    ($0.phase, $0.key, $0.milliseconds) < ($1.phase, $1.key, $1.milliseconds)
+  }) {
+    say("  [\(Int((line.milliseconds - origin).rounded())) ms] \(line.text)")
   }
   say(
     "Verdict: "
-      + (allInOrder
-        ? "A held every key when it was killed; each key waited for A's lease to run out, and "
-          + "its next holder delivered the change A was killed in first, then the rest, in order."
-        : "a key was out of order.")
+      + (allInOrder && handedOver
+        ? "the key of the worker stopped with SIGTERM moved at once; the keys of the killed "
+          + "worker waited for their leases, and their next holder, with a higher fence, "
+          + "delivered the change A was killed in first."
+        : allInOrder
+          ? "every key in order, but carol did not move before A's leases ran out."
+          : "a key was out of order.")
   )
   try await admin.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE"), logger: quiet)
 }
 
 let arguments = CommandLine.arguments
-if arguments.count == 5, arguments[1] == "worker" {
-  try await work(name: arguments[2], url: arguments[3], schema: arguments[4])
+if arguments.count == 6, arguments[1] == "worker", let limit = Int(arguments[3]) {
+  try await work(name: arguments[2], limit: limit, url: arguments[4], schema: arguments[5])
 }
 try await story()
 exit(0)
