@@ -386,8 +386,9 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// - Returns: The counts.
   /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
   ///
-  /// A key is blocked when its line waits at a dead letter: under ``DeadLetterPolicy/stopLine``,
-  /// the policy of the current (or a coming) `start`. This store has no per-key pause.
+  /// A key is blocked when it is paused (``pause(partition:)``), or when its line waits at a
+  /// dead letter: under ``DeadLetterPolicy/stopLine``, the policy of the current (or a coming)
+  /// `start`.
   public func counts() async throws(OutboxError) -> OutboxCounts {
     try checkOpen()
     let stops = state.withLock(announcingTo: self) { $0.delivery?.onDeadLetter ?? .stopLine }
@@ -410,8 +411,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     do {
       return try await database.read { db in
         let oldest = try OutboxStore.oldestAppendedAt(db)
-        guard stops else { return (oldest, (0, nil)) }
-        return (oldest, try OutboxStore.stoppedLines(db))
+        return (oldest, try OutboxStore.blockedLines(db, deadLettersStop: stops))
       }
     } catch {
       throw failure(error)

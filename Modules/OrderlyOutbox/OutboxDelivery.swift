@@ -29,6 +29,8 @@ struct OutboxState<Message: Sendable>: Sendable {
   var parked: Set<String?> = []
   /// Lines waiting for a dead letter to be retried or dropped.
   var stoppedLines: Set<String?> = []
+  /// Lines paused on their own (``Outbox/pause(partition:)``), as last read from the store.
+  var pausedLines: Set<String?> = []
   /// The message each line is delivering: it must not be merged into.
   var delivering: [String?: Int64] = [:]
   /// Tasks in ``Outbox/waitUntilDelivered()``.
@@ -52,6 +54,13 @@ struct OutboxState<Message: Sendable>: Sendable {
   init(pending: Int, deadLetters: Int) {
     self.pending = pending
     self.deadLetters = deadLetters
+  }
+
+  /// Whether a line must not take a message now: the outbox is paused (the line is parked, for
+  /// ``Outbox/resume()``), or the line is (``Outbox/resume(partition:)`` schedules it).
+  mutating func holdsBack(_ partition: String?) -> Bool {
+    if paused { parked.insert(partition) }
+    return paused || pausedLines.contains(partition)
   }
 
   mutating func nextToken() -> UInt64 {
@@ -189,10 +198,14 @@ extension Outbox {
   /// processes did.
   private func beginDelivering(_ settings: DeliverySettings<Message>) throws {
     let lines = try database.read { db in
-      (busy: try OutboxStore.busyPartitions(db), dead: try OutboxStore.deadPartitions(db))
+      (
+        busy: try OutboxStore.busyPartitions(db), dead: try OutboxStore.deadPartitions(db),
+        paused: try OutboxStore.pausedPartitions(db)
+      )
     }
     state.withLock(announcingTo: self) { state in
       state.stoppedLines = settings.onDeadLetter == .stopLine ? Set(lines.dead) : []
+      state.pausedLines = Set(lines.paused)
     }
     for partition in lines.busy { schedule(partition) }
   }
@@ -208,9 +221,11 @@ extension Outbox {
     let counts = try OutboxStore.counts(db)
     let busy = try OutboxStore.busyPartitions(db)
     let dead = settings == nil ? [] : try OutboxStore.deadPartitions(db)
+    let paused = try OutboxStore.pausedPartitions(db)
     state.withLock(announcingTo: self) { state in
       state.pending = counts.pending
       state.deadLetters = counts.deadLetters
+      state.pausedLines = Set(paused)
       if let settings {
         state.stoppedLines = settings.onDeadLetter == .stopLine ? Set(dead) : []
       }
@@ -325,6 +340,59 @@ extension Outbox {
     }
     retryWaits.wakeAll()
     for partition in parked { schedule(partition) }
+  }
+
+  /// Stops delivering one line until ``resume(partition:)``.
+  ///
+  /// In this process and every other that opens the file, the line's delivery in progress
+  /// finishes and is recorded, a retry wait ends at once, and no message of the line is taken
+  /// after it. Appends go on, and the other
+  /// lines deliver as before. The pause is kept in the file: it outlives the process.
+  ///
+  /// - Parameter partition: The line's partition key; `nil` for the default line.
+  /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the write fails.
+  public func pause(partition: String?) async throws(OutboxError) {
+    try await setPaused(partition, true)
+    state.withLock(announcingTo: self) { _ = $0.pausedLines.insert(partition) }
+    retryWaits.wakeAll()
+  }
+
+  /// Lets a line that ``pause(partition:)`` stopped deliver again, from its oldest message.
+  ///
+  /// A message that waited to be retried is tried at once. Resuming a line that is not paused
+  /// changes nothing.
+  ///
+  /// - Parameter partition: The line's partition key; `nil` for the default line.
+  /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the write fails.
+  public func resume(partition: String?) async throws(OutboxError) {
+    try await setPaused(partition, false)
+    state.withLock(announcingTo: self) { _ = $0.pausedLines.remove(partition) }
+    retryWaits.wakeAll()
+    schedule(partition)
+  }
+
+  /// The lines paused with ``pause(partition:)``, by partition key (`nil`: the default line).
+  ///
+  /// - Returns: The paused lines, in key order.
+  /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
+  public func pausedPartitions() async throws(OutboxError) -> [String?] {
+    try checkOpen()
+    do {
+      return try await database.read { db in try OutboxStore.pausedPartitions(db) }
+    } catch {
+      throw failure(error)
+    }
+  }
+
+  private func setPaused(_ partition: String?, _ on: Bool) async throws(OutboxError) {
+    try checkOpen()
+    do {
+      _ = try await database.write { db in
+        try OutboxStore.setPaused(db, partition: partition, on)
+      }
+    } catch {
+      throw failure(error)
+    }
   }
 
   /// Stops delivering and waits until no delivery runs.
@@ -512,12 +580,9 @@ extension Outbox {
       // A file outbox delivers only while it holds the file's deliverer lock.
       guard let settings = state.delivery, !state.stopping, !state.closed,
         path == nil || state.lock != nil,
-        !state.stoppedLines.contains(partition), !state.scheduled.contains(partition)
+        !state.stoppedLines.contains(partition), !state.scheduled.contains(partition),
+        !state.holdsBack(partition)
       else { return nil }
-      if state.paused {
-        state.parked.insert(partition)
-        return nil
-      }
       state.scheduled.insert(partition)
       return settings
     }
@@ -537,8 +602,7 @@ extension Outbox {
   private func turn(of partition: String?, settings: DeliverySettings<Message>) async {
     let proceed = state.withLock(announcingTo: self) { state -> Bool in
       state.scheduled.remove(partition)
-      if state.paused { state.parked.insert(partition) }
-      return !state.paused && !state.stopping && !state.closed
+      return !state.holdsBack(partition) && !state.stopping && !state.closed
         && !state.stoppedLines.contains(partition)
     }
     guard proceed, !Task.isCancelled else { return }
@@ -649,8 +713,7 @@ extension Outbox {
   /// Whether a line may take its next message in this turn.
   private func canGoOn(_ partition: String?) -> Bool {
     state.withLock(announcingTo: self) { state in
-      if state.paused { state.parked.insert(partition) }
-      return !state.paused && !state.stopping && !state.closed
+      !state.holdsBack(partition) && !state.stopping && !state.closed
     }
   }
 
@@ -710,8 +773,7 @@ extension Outbox {
     func haltsBeforeRetry() -> Bool {
       let partition = stored.partition
       return outbox.state.withLock(announcingTo: outbox) { state -> Bool in
-        if state.paused { state.parked.insert(partition) }
-        return state.paused || state.stopping || state.closed
+        state.holdsBack(partition) || state.stopping || state.closed
       }
     }
 

@@ -20,6 +20,9 @@ package enum OutboxSchema {
   /// own, so that an outbox written before headers existed gains it by a migration, and
   /// messages without headers cost nothing.
   static let headerTable = "outbox_header"
+  /// The lines paused on their own (`Outbox.pause(partition:)`), by line key (`LineKey`): kept
+  /// in the file, so that a pause outlives the process and holds for every process.
+  static let pausedTable = "outbox_paused_line"
 
   package static let migrations = [
     DatabaseSchema.Migration(
@@ -67,6 +70,12 @@ package enum OutboxSchema {
           );
           """
       )
+    },
+    DatabaseSchema.Migration(
+      "orderly outbox 3: paused lines",
+      tables: [pausedTable]
+    ) { db in
+      try db.execute(sql: "CREATE TABLE \(pausedTable) (line TEXT PRIMARY KEY NOT NULL)")
     },
   ]
 

@@ -36,6 +36,7 @@ package enum OutboxStore {
   static let messages = OutboxSchema.messageTable
   static let deadLetters = OutboxSchema.deadLetterTable
   static let headers = OutboxSchema.headerTable
+  static let paused = OutboxSchema.pausedTable
 
   static func counts(_ db: Database) throws -> (pending: Int, deadLetters: Int) {
     (
@@ -44,22 +45,28 @@ package enum OutboxStore {
     )
   }
 
-  /// The lines with a dead letter (each waits there under `stopLine`), and the one whose dead
-  /// letter was appended first.
-  static func stoppedLines(_ db: Database) throws -> (
+  /// The blocked lines: those with a dead letter (each waits there under `stopLine`) and those
+  /// paused on their own; and the one whose oldest message was appended first.
+  static func blockedLines(_ db: Database, deadLettersStop: Bool) throws -> (
     count: Int, worst: (partition: String?, since: Date)?
   ) {
-    let lines = try Row.fetchAll(
-      db,
-      sql: """
-        SELECT partition, MIN(appendedAt) AS since FROM \(deadLetters)
-        GROUP BY partition ORDER BY since
-        """
-    )
-    let worst = lines.first.map { row -> (partition: String?, since: Date) in
-      (row["partition"], Date(timeIntervalSince1970: row["since"]))
+    var since: [String?: Date?] = [:]
+    if deadLettersStop {
+      for row in try Row.fetchAll(
+        db,
+        sql: "SELECT partition, MIN(appendedAt) AS since FROM \(deadLetters) GROUP BY partition"
+      ) {
+        since[row["partition"] as String?] = Date(timeIntervalSince1970: row["since"])
+      }
     }
-    return (lines.count, worst)
+    for (partition, oldest) in try pausedSince(db) {
+      let known = since[partition] ?? nil
+      since[partition] = [known, oldest].compactMap { $0 }.min()
+    }
+    let worst = since.compactMap { line -> (partition: String?, since: Date)? in
+      line.value.map { (line.key, $0) }
+    }.min { $0.since < $1.since }
+    return (since.count, worst)
   }
 
   /// Writes a new message at the end of its line.
@@ -184,6 +191,35 @@ package enum OutboxStore {
   static func deadPartitions(_ db: Database) throws -> [String?] {
     try Row.fetchAll(db, sql: "SELECT DISTINCT partition FROM \(deadLetters)").map {
       $0["partition"]
+    }
+  }
+
+  /// The lines paused on their own, in key order.
+  static func pausedPartitions(_ db: Database) throws -> [String?] {
+    try String.fetchAll(db, sql: "SELECT line FROM \(paused) ORDER BY line").map(LineKey.partition)
+  }
+
+  /// Pauses or resumes a line; returns whether that changed anything.
+  static func setPaused(_ db: Database, partition: String?, _ on: Bool) throws -> Bool {
+    let key = LineKey.key(partition)
+    try db.execute(
+      sql: on
+        ? "INSERT OR IGNORE INTO \(paused) (line) VALUES (?)"
+        : "DELETE FROM \(paused) WHERE line = ?",
+      arguments: [key]
+    )
+    return db.changesCount > 0
+  }
+
+  /// When the oldest message of each paused line was appended (`nil` for one with none).
+  static func pausedSince(_ db: Database) throws -> [(partition: String?, since: Date?)] {
+    try pausedPartitions(db).map { partition in
+      let since = try Double.fetchOne(
+        db,
+        sql: "SELECT MIN(appendedAt) FROM \(messages) WHERE partition IS ?",
+        arguments: [partition]
+      )
+      return (partition, since.map(Date.init(timeIntervalSince1970:)))
     }
   }
 

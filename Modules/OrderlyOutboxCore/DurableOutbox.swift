@@ -64,6 +64,27 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// Whether delivery is paused with ``pause()``.
   var isPaused: Bool { get }
 
+  /// Stops delivering one line, for every process that delivers the outbox, until
+  /// ``resume(partition:)``: its delivery in progress finishes, a retry wait ends, and none of
+  /// its messages is taken after that. The other lines go on; appends go on. The pause is kept
+  /// in the store.
+  ///
+  /// - Parameter partition: The line's partition key; `nil` for the default line.
+  /// - Throws: An ``OutboxError`` if the store cannot be written.
+  func pause(partition: String?) async throws(OutboxError)
+
+  /// Lets a line that ``pause(partition:)`` stopped deliver again, from its oldest message.
+  ///
+  /// - Parameter partition: The line's partition key; `nil` for the default line.
+  /// - Throws: An ``OutboxError`` if the store cannot be written.
+  func resume(partition: String?) async throws(OutboxError)
+
+  /// The lines paused with ``pause(partition:)`` (`nil`: the default line).
+  ///
+  /// - Returns: The paused lines.
+  /// - Throws: An ``OutboxError`` if the store cannot be read.
+  func pausedPartitions() async throws(OutboxError) -> [String?]
+
   /// Stops delivering and waits until no delivery of this outbox runs; messages stay stored.
   func stop() async
 

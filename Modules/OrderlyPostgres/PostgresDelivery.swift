@@ -194,6 +194,12 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   struct WorkerState: Sendable {
     var held: [String: Held] = [:]
     var paused: Bool
+    /// Lines known to be paused on their own.
+    ///
+    /// Paused by ``PostgresOutbox/pause(partition:)`` in this process, or read from the flag by
+    /// a renewal: a line in it stops before its next message or retry, and is released. Cleared for a line this worker takes (the database said it was
+    /// not paused) or that is resumed.
+    var pausedLines: Set<String> = []
     /// Taking no new message, for a graceful stop: each line is released after its delivery.
     var draining = false
     /// Tasks in ``waitUntilIdle()``.
@@ -508,6 +514,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           refused.append((line, fence))
           continue
         }
+        state.pausedLines.remove(line)
         var held = Held(fence: fence, deadline: sent + settings.lease)
         held.task = Task { await self.deliverLine(line, fence: fence) }
         state.held[line] = held
@@ -560,20 +567,29 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       let sent = ContinuousClock.now
       let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
       do {
+        let paused = OrderlyLock([String]())
         let renewed = try await bounded { () -> [String: Int64] in
           var renewed: [String: Int64] = [:]
+          var pausedNow: [String] = []
+          defer { paused.withLock { $0 = pausedNow } }
           let rows = try await client.query(
             """
             UPDATE orderly_outbox_lease
             SET expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds)
             WHERE owner = \(id) AND line = ANY(\(lines)) AND expires_at > now()
-            RETURNING line, fence
+            RETURNING line, fence, paused
             """,
             logger: logger
           )
-          for try await (line, fence) in rows.decode((String, Int64).self) { renewed[line] = fence }
+          for try await (line, fence, paused) in rows.decode((String, Int64, Bool).self) {
+            renewed[line] = fence
+            if paused { pausedNow.append(line) }
+          }
           return renewed
         }
+        // A line paused by another process: its retry wait ends, and it stops.
+        let pausedNow = paused.withLock { $0 }
+        if !pausedNow.isEmpty { linesPaused(pausedNow) }
         for (line, fence) in held {
           if renewed[line] == fence {
             state.withLock(announcingTo: self) { state in
@@ -618,6 +634,18 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         .mapValues(\.fence)
     }
     for (line, fence) in late { lose(line, fence: fence, why: "its renewal failed for too long") }
+  }
+
+  /// Stops the given lines before their next message or retry (they were paused on their own),
+  /// and ends their retry waits at once.
+  func linesPaused(_ lines: [String]) {
+    state.withLock(announcingTo: self) { $0.pausedLines.formUnion(lines) }
+    outbox.retryWaits.wakeAll()
+  }
+
+  /// Lets the given lines go on (they were resumed).
+  func linesResumed(_ lines: [String]) {
+    state.withLock(announcingTo: self) { $0.pausedLines.subtract(lines) }
   }
 
   /// Marks a line as lost and cancels its delivery; its task ends without acknowledging.
@@ -752,7 +780,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   fileprivate func checkpoint(_ line: String, fence: Int64) -> Stop? {
     if Task.isCancelled { return .ending }
     let (ending, paused) = state.withLock(announcingTo: self) {
-      ($0.ending || $0.draining, $0.paused)
+      ($0.ending || $0.draining, $0.paused || $0.pausedLines.contains(line))
     }
     if ending { return .ending }
     if paused { return .paused }

@@ -540,12 +540,16 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   // MARK: - Pausing one line
 
   /// Stops every worker from delivering a line, until ``resume(partition:)``: the line's
-  /// current delivery finishes, and no worker takes its next message.
+  /// current delivery finishes, a retry wait ends (at once on this worker; on others, at their
+  /// next lease renewal), and no worker takes its next message.
   ///
   /// - Parameter partition: The line; `nil` for the default line.
   /// - Throws: The database's error as an `OutboxError`.
   public func pause(partition: String?) async throws(OutboxError) {
     try await setPaused(true, partition: partition)
+    // This worker stops the line at once (a retry wait ends); another process's worker reads
+    // the flag with its next renewal, within a quarter of its lease.
+    state.withLock(announcingTo: self) { $0.worker }?.linesPaused([Line.key(partition)])
   }
 
   /// Lets workers deliver a line that ``pause(partition:)`` stopped.
@@ -553,6 +557,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// - Parameter partition: The line; `nil` for the default line.
   /// - Throws: The database's error as an `OutboxError`.
   public func resume(partition: String?) async throws(OutboxError) {
+    state.withLock(announcingTo: self) { $0.worker }?.linesResumed([Line.key(partition)])
     try await setPaused(false, partition: partition)
   }
 
@@ -741,20 +746,6 @@ struct PostgresOutboxState<Message: Codable & Sendable>: Sendable {
   var statistics = DelivererStatistics()
 }
 
-/// A line's key in the tables: the partition key behind a prefix, or the empty string for the
-/// default line, so that no partition key can be mistaken for the default line.
-enum Line {
-  static func key(_ partition: String?) -> String {
-    partition.map { "p:" + $0 } ?? ""
-  }
-
-  static func partition(_ key: String) -> String? {
-    key.hasPrefix("p:") ? String(key.dropFirst(2)) : nil
-  }
-
-  /// A line as logs name it: its partition key, or `(default)`.
-  static func shown(_ key: String) -> String {
-    partition(key) ?? "(default)"
-  }
-}
+/// A line's key in the tables (see `LineKey`, which the SQLite store shares).
+typealias Line = LineKey
 #endif

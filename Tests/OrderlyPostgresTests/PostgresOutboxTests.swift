@@ -219,6 +219,40 @@ struct PostgresOutboxTests {
     #expect(seen.all.filter { $0.hasPrefix("h") } == ["h1", "h2"])
   }
 
+  @Test(
+    "a key paused from another process ends this worker's retry wait by its next renewal; resumed, it goes on"
+  )
+  func pausedElsewhere() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let worker = try await database.outbox(of: String.self)
+    let operator_ = try await database.outbox(of: String.self)
+    try await worker.append(contentsOf: ["m1", "m2"], partition: "k")
+    let failing = Recorder<Bool>()
+    let seen = Recorder<String>()
+    let retry = try RetryPolicy(
+      initialDelay: .seconds(3_600),
+      maximumDelay: .seconds(3_600),
+      jitter: 0,
+      maximumAttempts: 5
+    )
+    try worker.start(retry: retry, lease: .seconds(2), pollInterval: .milliseconds(50)) {
+      envelope in
+      seen.record("\(envelope.message)#\(envelope.attempt)")
+      if failing.all.isEmpty { throw Refused() }
+    }
+    #expect(await seen.wait { $0 == ["m1#1"] })
+    try await operator_.pause(partition: "k")
+    // The worker reads the flag with a renewal (every half second here), ends the wait and
+    // lets the key go.
+    #expect(await eventually { worker.delivererStatistics.keysHeld == 0 })
+    failing.record(false)
+    try await operator_.resume(partition: "k")
+    try await worker.waitUntilDelivered()
+    await worker.stop()
+    #expect(seen.all == ["m1#1", "m1#2", "m2#1"])
+  }
+
   @Test("merging folds a new message into a pending one, never into one being delivered")
   func merging() async throws {
     guard let database = try await TestDatabase.make() else { return }

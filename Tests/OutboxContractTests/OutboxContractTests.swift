@@ -360,6 +360,64 @@ struct OutboxContractTests {
   }
 
   @Test(
+    "a paused key waits (a blocked key) while the others flow; resumed, it delivers in order",
+    arguments: Store.all
+  )
+  func pausedKey(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    try await subject.outbox.pause(partition: "held")
+    let paused = try await subject.outbox.pausedPartitions()
+    #expect(paused == ["held"])
+    try await subject.outbox.append(contentsOf: ["h1", "h2"], partition: "held", headers: [:])
+    try await subject.outbox.append(contentsOf: ["f1", "f2"], partition: "free", headers: [:])
+    let seen = Recorder<String>()
+    try subject.start { envelope in seen.record(envelope.message) }
+    let flowed = await eventually { seen.all.contains("f2") }
+    #expect(flowed)
+    let blocked = try await subject.outbox.counts()
+    #expect(blocked.pending == 2 && blocked.blockedKeys == 1)
+    #expect(blocked.worstBlockedPartition == "held" && blocked.worstBlockedSince != nil)
+    #expect(!seen.all.contains("h1"))
+    try await subject.outbox.resume(partition: "held")
+    try await subject.outbox.waitUntilDelivered()
+    let after = try await subject.outbox.pausedPartitions()
+    let counts = try await subject.outbox.counts()
+    await subject.finish()
+    #expect(seen.all.filter { $0.hasPrefix("h") } == ["h1", "h2"])
+    #expect(after.isEmpty && counts.blockedKeys == 0)
+  }
+
+  @Test(
+    "pausing a key ends its retry wait; the message waits, first in its line, for resume(partition:)",
+    arguments: Store.all
+  )
+  func pausedKeyEndsRetryWait(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    try await subject.outbox.append(contentsOf: ["m1", "m2"], partition: "k", headers: [:])
+    let failing = Switch(on: true)
+    let seen = Recorder<String>()
+    let retry = try RetryPolicy(
+      initialDelay: .seconds(3_600),
+      maximumDelay: .seconds(3_600),
+      jitter: 0,
+      maximumAttempts: 5
+    )
+    try subject.start(retry: retry) { envelope in
+      seen.record("\(envelope.message)#\(envelope.attempt)")
+      if failing.isOn { throw Refused() }
+    }
+    let waiting = await eventually { seen.all == ["m1#1"] }
+    #expect(waiting)
+    try await subject.outbox.pause(partition: "k")
+    failing.set(false)
+    try await subject.outbox.resume(partition: "k")
+    // Within the hour's wait: the pause ended it, and the resume took the line up again.
+    try await subject.outbox.waitUntilDelivered()
+    await subject.finish()
+    #expect(seen.all == ["m1#1", "m1#2", "m2#1"])
+  }
+
+  @Test(
     "counts: under continueLine a dead letter blocks no key",
     arguments: Store.all
   )
