@@ -387,7 +387,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
   ///
   /// A key is blocked when it is paused (``pause(partition:)``), or when its line waits at a
-  /// dead letter: under ``DeadLetterPolicy/stopLine``, the policy of the current (or a coming)
+  /// dead letter: under `DeadLetterPolicy.stopLine`, the policy of the current (or a coming)
   /// `start`.
   public func counts() async throws(OutboxError) -> OutboxCounts {
     try checkOpen()

@@ -221,7 +221,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     state.withLock(announcingTo: self) { state in state.held.values.count { !$0.lost } }
   }
 
-  /// Counts into the outbox's ``DelivererStatistics``.
+  /// Counts into the outbox's `DelivererStatistics`.
   private func count(_ change: (inout DelivererStatistics) -> Void) {
     outbox.state.withLock(announcingTo: outbox) { change(&$0.statistics) }
   }

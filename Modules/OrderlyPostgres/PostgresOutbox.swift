@@ -463,7 +463,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// - Throws: The database's error as an `OutboxError`.
   ///
   /// A key is blocked when it is paused (``pause(partition:)``), or when its line waits at a dead
-  /// letter: under ``DeadLetterPolicy/stopLine``, the policy of this worker's current (or a
+  /// letter: under `DeadLetterPolicy.stopLine`, the policy of this worker's current (or a
   /// coming) `start`. Every worker's keys count.
   public func counts() async throws(OutboxError) -> OutboxCounts {
     let stops =

@@ -31,7 +31,7 @@ public import OrderlyOutboxCore
 /// The same names for every store: an outbox on SQLite counts its own file, one on PostgreSQL
 /// the whole fleet's tables (the gauges of messages and keys read the store; `keys_held`, the
 /// counters and the timers count what this process did). The key blocked longest is named in
-/// ``OutboxCounts/worstBlockedPartition``, and ``OutboxService`` logs it when it changes: keys
+/// `OutboxCounts.worstBlockedPartition`, and ``OutboxService`` logs it when it changes: keys
 /// are not a dimension, so that a fleet with a million keys has a handful of series.
 ///
 /// ``OutboxService`` records them all when given an `OutboxMetrics`, for any `DurableOutbox`:
@@ -193,7 +193,7 @@ public struct OutboxMetrics: Sendable {
 
   /// Sets the keys-held gauge, and adds to the counters what is new since the last call.
   ///
-  /// - Parameter statistics: The outbox's ``DurableOutbox/delivererStatistics``.
+  /// - Parameter statistics: The outbox's `DurableOutbox.delivererStatistics`.
   public func record(_ statistics: DelivererStatistics) {
     keysHeld.record(statistics.keysHeld)
     let (renewals, refusals) = recorded.advance(to: statistics)
