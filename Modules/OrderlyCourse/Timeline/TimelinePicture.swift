@@ -781,33 +781,27 @@ public struct TimelinePicture: Sendable, Equatable {
           + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
       )
     }
+    /// A legend entry, right to left: its swatch (drawn at the given x) and its words.
+    func legend(_ words: String, swatch: (Int) -> String) {
+      legendX -= words.count * 7 + 26
+      parts.append(
+        swatch(legendX)
+          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
+      )
+    }
     for ending in [Segment.Ending.released, .killed]
     where rows.contains(where: { $0.segments.contains { $0.ending == ending } }) {
-      let words = ending.rawValue
-      legendX -= words.count * 7 + 26
-      parts.append(
-        "<rect x=\"\(legendX + 4)\" y=\"\(legendY + 5)\" width=\"4\" height=\"16\" "
+      legend(ending.rawValue) { x in
+        "<rect x=\"\(x + 4)\" y=\"\(legendY + 5)\" width=\"4\" height=\"16\" "
           + "fill=\"\(Self.endingColour(ending))\"/>"
-          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
-      )
+      }
     }
-    if rows.contains(where: { $0.segments.contains { $0.kind == .leaseWait } }) {
-      let words = Segment.Kind.leaseWait.rawValue
-      legendX -= words.count * 7 + 26
-      parts.append(
-        "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
-          + "fill=\"#ffffff\" stroke=\"#a50e0e\" stroke-dasharray=\"4 3\"/>"
-          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
-      )
-    }
-    if rows.contains(where: { $0.segments.contains { $0.kind == .wait } }) {
-      let words = Segment.Kind.wait.rawValue
-      legendX -= words.count * 7 + 26
-      parts.append(
-        "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
-          + "fill=\"#ffffff\" stroke=\"#5f6368\" stroke-dasharray=\"4 3\"/>"
-          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
-      )
+    for (kind, stroke) in [(Segment.Kind.leaseWait, "#a50e0e"), (.wait, "#5f6368")]
+    where rows.contains(where: { $0.segments.contains { $0.kind == kind } }) {
+      legend(kind.rawValue) { x in
+        "<rect x=\"\(x)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "fill=\"#ffffff\" stroke=\"\(stroke)\" stroke-dasharray=\"4 3\"/>"
+      }
     }
     let failedAttempts = rows.contains { $0.segments.contains { $0.kind == .failedAttempt } }
     for outcome in [
