@@ -234,6 +234,39 @@ side 8.98x and 9.76x for synchronous jobs (target 2x), 11.9x and 13.1x for async
 4x), 8 producers on their own executor 3.87x and 3.48x (target 2x), memory per pending
 detached job 184-185 B (was 193 B). The instruction counts above do not move that way.
 
+## One outbox engine, two stores: the old build and the new
+
+The outbox's rules now live once, in `OrderlyOutboxCore`, for both stores (SQLite and
+PostgreSQL), with new per-key pauses and operator counters on the delivery path. Its cost was
+measured against the build before that work (861e667), the two release builds run alternately
+(old, new, old, new) on one quiet machine (2 cores; the server and the benchmark sharing them),
+on 2026-11-26. The outbox rows of `ratios --only Outbox` (5 rounds per side, medians):
+
+| row | old: Orderly, ratio | new: Orderly, ratio |
+|---|---|---|
+| `Outbox.append`, one per transaction | 145 us 0.87x; 129 us 0.92x | 145 us 1.03x; 132 us 0.90x |
+| `Outbox.append(contentsOf:)`, 100 per transaction | 15.4 us 0.76x; 13.6 us 0.67x | 12.8 us 0.71x; 12.5 us 0.68x |
+| `Outbox` delivery to a no-op handler | 302 us 0.95x; 209 us 0.84x | 280 us 0.81x; 221 us 0.94x |
+
+The `fleet` rows (each a full run, 40,000 messages over 1,000 keys; ordered messages/s and
+the ratio to the unordered SKIP LOCKED queue, which is the same code in both builds):
+
+| row | old, run 1 | new, run 1 | old, run 2 | new, run 2 |
+|---|---|---|---|---|
+| 1 worker | 2,978 (0.87x) | 1,638 (0.76x) | 1,579 (0.83x) | 2,015 (0.84x) |
+| 2 workers | 2,190 (0.84x) | 1,663 (0.82x) | 1,577 (0.85x) | 1,875 (0.86x) |
+| 4 workers | 1,532 (0.87x) | 1,453 (0.91x) | 1,872 (0.83x) | 1,733 (1.02x) |
+| append p50 / p99 | 0.92 / 1.53 ms | 1.20 / 4.06 ms | 0.83 / 1.28 ms | 0.92 / 1.51 ms |
+| SIGKILL to the next delivery | 2,015 ms | 2,010 ms | 2,015 ms | 2,016 ms |
+
+Within noise: the old build's own two runs differ by more (delivery 302 against 209 us; one
+worker 2,978 against 1,579 messages/s) than the old and the new build do. The absolute
+messages/s fell during the session for both builds and for the unordered queue alike (the
+server's table had been filled and emptied many times), so the ratios are what compare; they
+range 0.83x-0.87x for the old build and 0.76x-1.02x for the new one, and the kill row stays at
+the lease time. These figures are lower than the latest fleet run below, which ran on a fresh
+server.
+
 ## Latest run
 
 HEADER
