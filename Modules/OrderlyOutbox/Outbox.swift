@@ -383,12 +383,12 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// The two counts are this outbox's own (``pendingCount``, ``deadLetterCount``); the oldest
   /// message is read from the file.
   ///
-  /// - Returns: The counts.
-  /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
-  ///
   /// A key is blocked when it is paused (``pause(partition:)``), or when its line waits at a
   /// dead letter: under `DeadLetterPolicy.stopLine`, the policy of the current (or a coming)
   /// `start`.
+  ///
+  /// - Returns: The counts.
+  /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
   public func counts() async throws(OutboxError) -> OutboxCounts {
     try checkOpen()
     let stops = state.withLock(announcingTo: self) { $0.delivery?.onDeadLetter ?? .stopLine }

@@ -459,12 +459,12 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// How many messages wait in the whole database, how many are dead letters, and when the
   /// oldest waiting message was appended, in one query.
   ///
-  /// - Returns: The counts.
-  /// - Throws: The database's error as an `OutboxError`.
-  ///
   /// A key is blocked when it is paused (``pause(partition:)``), or when its line waits at a dead
   /// letter: under `DeadLetterPolicy.stopLine`, the policy of this worker's current (or a
   /// coming) `start`. Every worker's keys count.
+  ///
+  /// - Returns: The counts.
+  /// - Throws: The database's error as an `OutboxError`.
   public func counts() async throws(OutboxError) -> OutboxCounts {
     let stops =
       state.withLock(announcingTo: self) { $0.worker?.settings.onDeadLetter ?? .stopLine }
