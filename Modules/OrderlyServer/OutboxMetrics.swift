@@ -36,8 +36,9 @@ public import OrderlyOutboxCore
 ///
 /// ``OutboxService`` records them all when given an `OutboxMetrics`, for any `DurableOutbox`:
 /// the gauges when delivery starts, every 10 seconds while it runs, and when it stops. Outside
-/// a service, feed it the outbox's events with ``record(_:)``, set the gauges with
-/// ``recordGauges(of:now:)``, and wrap the delivery closure with ``measure(_:)``.
+/// a service, feed it the outbox's events with `record(_:)`, set the gauges with
+/// ``recordGauges(of:now:)`` (which records the outbox's `delivererStatistics` too), and wrap
+/// the delivery closure with ``measure(_:)``.
 public struct OutboxMetrics: Sendable {
   /// The value of the `outbox` dimension.
   public let outboxName: String
