@@ -340,7 +340,8 @@ struct OutboxContractTests {
     }
     let stopped = await eventually {
       let counts = try await subject.outbox.counts()
-      return counts.blockedKeys == 1 && seen.all.contains("other")
+      // "other" delivered and acknowledged; "behind" waits behind the dead letter.
+      return counts.blockedKeys == 1 && seen.all.contains("other") && counts.pending == 1
     }
     #expect(stopped)
     let counts = try await subject.outbox.counts()
@@ -372,7 +373,11 @@ struct OutboxContractTests {
     try await subject.outbox.append(contentsOf: ["f1", "f2"], partition: "free", headers: [:])
     let seen = Recorder<String>()
     try subject.start { envelope in seen.record(envelope.message) }
-    let flowed = await eventually { seen.all.contains("f2") }
+    // The free line's two messages delivered and acknowledged; the paused line's two wait.
+    let flowed = await eventually {
+      let counts = try await subject.outbox.counts()
+      return seen.all.contains("f2") && counts.pending == 2
+    }
     #expect(flowed)
     let blocked = try await subject.outbox.counts()
     #expect(blocked.pending == 2 && blocked.blockedKeys == 1)
