@@ -24,24 +24,13 @@ struct ExamplesCommand: ParsableCommand {
   )
 
   func run() {
-    let lessons = [
-      1: "Why Task {} calls finish out of order",
-      2: "A serial queue by hand",
-      3: "SerialQueue",
-      4: "Other orders",
-      5: "Start order on an actor",
-      6: "Launch steps",
-      7: "Keyed tasks",
-      8: "The repository layer on a real database",
-      9: "An outbox: ordered work that survives the process",
-    ]
     let width = gallery.map(\.name.count).max() ?? 0
     var lesson = 0
     for entry in gallery {
       if entry.lesson != lesson {
         lesson = entry.lesson
         if lesson > 1 { print("") }
-        print("Lesson \(lesson): \(lessons[lesson] ?? "")")
+        print("Lesson \(lesson): \(lessonTitles[lesson] ?? "")")
       }
       print(
         "  \(entry.name.padding(toLength: width, withPad: " ", startingAt: 0))  \(entry.summary)"

@@ -1,14 +1,18 @@
 // The code the OrderlyLaunch, OrderlyTaskStore and OrderlySQLite documentation shows, compiled
 // by `swift build`; docs-gen copies each sample into its `orderly:sample` region.
+// sample: task-store-overview
 import Observation
-// sample: launch-overview
+// end sample
+// sample: launch-overview, launch-minimal-step, launch-waiting-step
 import OrderlyLaunch
 // end sample
 // sample: sqlite-overview
 import OrderlyRepository
 import OrderlySQLite
 // end sample
+// sample: task-store-overview
 import OrderlyTaskStore
+// end sample
 
 /// The launch screen the samples take down.
 @MainActor enum LaunchScreen {

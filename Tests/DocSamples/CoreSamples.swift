@@ -1,13 +1,17 @@
 // The code the OrderlyCore, OrderlyTestSupport and OrderlyRepository documentation shows,
 // compiled by `swift build`; docs-gen copies each sample into its `orderly:sample` region.
-// sample: core-overview
+// sample: core-overview, core-blocking-work, testing-order-gates
 import OrderlyCore
 // end sample
 // sample: repository-overview
 import OrderlyRepository
 // end sample
+// sample: testing-order-gates, testing-order-clock
 import OrderlyTestSupport
+// end sample
+// sample: testing-order-gates
 import Testing
+// end sample
 
 /// What the samples save and fetch.
 struct Draft: Sendable {}

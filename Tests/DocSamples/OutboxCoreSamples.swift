@@ -1,6 +1,8 @@
 // The code the OrderlyOutboxCore documentation shows, compiled by `swift build` (with no trait:
 // the module needs none); docs-gen copies each sample into its `orderly:sample` region.
+// sample: outbox-core-any-store
 import OrderlyOutboxCore
+// end sample
 
 /// A change the core samples record.
 struct NoteEdit: Codable, Sendable {

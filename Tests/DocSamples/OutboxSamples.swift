@@ -2,8 +2,12 @@
 // each sample into its `orderly:sample` region.
 #if SQLite
 import Foundation
+// sample: outbox-in-transaction
 import GRDB
+// end sample
+// sample: outbox-overview, outbox-in-transaction
 import OrderlyOutbox
+// end sample
 
 /// What the samples send to.
 struct NotesAPI: Sendable {

@@ -3,8 +3,10 @@
 #if Postgres
 import Foundation
 import OrderlyOutbox
+// sample: postgres-outbox
 import OrderlyPostgres
 import PostgresNIO
+// end sample
 
 /// A change to one account: the samples' message.
 struct AccountChange: Codable, Sendable {

@@ -3,11 +3,13 @@
 // into its `orderly:sample` region.
 #if Server && Postgres
 import Foundation
+// sample: server-postgres-worker
 import Logging
 import OrderlyPostgres
 import OrderlyServer
 import ServiceLifecycle
 import UnixSignals
+// end sample
 
 func serverPostgresWorker(httpServer: some Service, ledger: Ledger) async throws {
   // sample: server-postgres-worker

@@ -2,12 +2,24 @@
 // trait (.ci/run builds with it); docs-gen copies each sample into its `orderly:sample` region.
 #if Server && SQLite
 import Foundation
+// sample: server-service-group, server-queue-observer
 import Logging
+// end sample
+// sample: server-queue-observer
 import OrderlyCore
+// end sample
+// sample: server-service-group, server-append-traced
 import OrderlyOutbox
+// end sample
+// sample: server-service-group, server-queue-observer, server-append-traced
 import OrderlyServer
+// end sample
+// sample: server-service-group, server-queue-observer
 import ServiceLifecycle
+// end sample
+// sample: server-service-group
 import UnixSignals
+// end sample
 
 /// A message the samples deliver.
 struct OrderPlaced: Codable, Sendable {

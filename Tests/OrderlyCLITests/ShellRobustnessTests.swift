@@ -235,6 +235,23 @@ struct GalleryAndPictureTests {
       #expect(result.stdout.contains(command + "\n"), "\(folder) is not listed")
     }
     #expect(result.stdout.hasPrefix("Lesson 1: Why Task {} calls finish out of order\n"))
+    // Every lesson of the course, with the title its page gives it (code marks taken out).
+    let course = root.appendingPathComponent("docs/course")
+    let pages = try FileManager.default.contentsOfDirectory(atPath: course.path)
+      .filter { $0.first?.isNumber == true && $0.hasSuffix(".md") }
+    #expect(pages.count >= 10)
+    for page in pages {
+      let text = try String(contentsOf: course.appendingPathComponent(page), encoding: .utf8)
+      let heading = text.split(separator: "\n").first { $0.hasPrefix("# Lesson ") }
+      let title = heading.map { $0.dropFirst(2).replacingOccurrences(of: "`", with: "") }
+      let line = (title ?? "no heading in \(page)") + "\n"
+      let listed = result.stdout.contains(line)
+      #expect(listed, "orderly examples does not print `\(line)`")
+    }
+    let untitled = result.stdout.split(separator: "\n").filter {
+      $0.hasPrefix("Lesson ") && $0.hasSuffix(": ")
+    }
+    #expect(untitled.isEmpty)
   }
 
   @Test("orderly demo --format svg prints a timeline picture, or writes it with --output")

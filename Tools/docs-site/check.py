@@ -18,9 +18,12 @@ Usage: check.py SITE MODULE [MODULE ...]
 3. Every run player of the course (docs/course/players/*.html) is loaded the same way, and a
    driver script the server adds to it works it as a reader would: → and ← step, End and Home
    jump, then Step is pressed until it is disabled. The player must open on its first event, answer
-   every key, take one press per event, and end on the last; its picture's shapes at the end
-   (each rect's and text's place, size, fill and visibility) must equal the static picture's
-   (docs/course/pictures/NAME.svg), and no console error may occur.
+   every key, take one press per event, and end on the last; at every event, each bar must be
+   drawn in a colour its legend names (or, for a key's holder, the holders' column); its
+   picture's shapes at the end (each rect's and text's place, size, fill and visibility) must
+   equal the static picture's (docs/course/pictures/NAME.svg), and no console error may occur.
+4. Every link of a run player resolves in the repository as well (docs/course/players/*.html
+   link to the lessons' Markdown pages, which the site renders as HTML).
 
 Chromium comes from Debian's `chromium` package, installed when missing (as root, or through
 sudo). Exits 1 naming each failure.
@@ -102,8 +105,30 @@ DRIVER = b"""<script>window.addEventListener("load", function () {
   }
   key("End"); if (at() !== last) problems.push("End went to " + at() + ", not " + last);
   key("Home"); if (at() !== 1) problems.push("Home went to " + at() + ", not 1");
+  // Every colour a bar is drawn in, at every event, must be named: by the legend's swatches,
+  // or for a key's holder by the holders' column. A white bar is named by its dashed outline.
+  var unnamed = {};
+  function colours() {
+    var named = {};
+    svg.querySelectorAll("[data-legend], tspan").forEach(function (e) {
+      named[e.getAttribute("fill") === "#ffffff"
+        ? "outline " + e.getAttribute("stroke") : e.getAttribute("fill")] = true;
+    });
+    svg.querySelectorAll("rect[data-first]").forEach(function (bar) {
+      if (bar.getAttribute("visibility") === "hidden") return;
+      var fill = bar.getAttribute("fill");
+      var colour = fill === "#ffffff" ? "outline " + bar.getAttribute("stroke") : fill;
+      if (!named[colour] && !unnamed[colour]) {
+        unnamed[colour] = true;
+        problems.push("at event " + at() + " a bar is drawn in " + colour
+          + ", which the legend does not name");
+      }
+    });
+  }
+  key("Home");
+  colours();
   var presses = 0;
-  while (!step.disabled && presses < 100000) { step.click(); presses += 1; }
+  while (!step.disabled && presses < 100000) { step.click(); presses += 1; colours(); }
   var current = document.querySelectorAll("#log li.current");
   var result = document.createElement("pre");
   result.id = "orderly-check-player";
@@ -120,13 +145,14 @@ DRIVER = b"""<script>window.addEventListener("load", function () {
 def shapes(svg_text):
     """The drawn shapes of an SVG: each rect's and text's place, size, fill, visibility, words.
 
-    The player's highlight of the current row is not part of the static picture; `<title>`
+    The player's highlight of the current row and its legend entry for bars still running are
+    not part of the static picture; `<title>`
     tooltips are left out (the DOM and the file spell their text alike anyway)."""
     drawn = []
     for match in re.finditer(r"<(rect|text|line)\b([^>]*?)/?>(?:([^<]*)</text>)?", svg_text):
         tag, attributes, words = match.group(1), match.group(2), match.group(3) or ""
         values = dict(re.findall(r'([a-zA-Z-]+)="([^"]*)"', attributes))
-        if values.get("id") == "orderly-current-row":
+        if values.get("id") == "orderly-current-row" or 'data-player-only="1"' in attributes:
             continue
         kept = tuple(
             (name, values.get(name, ""))
@@ -322,6 +348,21 @@ def main():
         print("  %-55s %s" % (path, "FAILED" if problems else "ok (stepped to the end, as its picture)"))
 
     server.shutdown()
+    # The players as the repository has them: a reader on GitHub follows their links too.
+    repository = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    folder = os.path.join(repository, "docs", "course", "players")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        if not name.endswith(".html"):
+            continue
+        parser = Links()
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            parser.feed(f.read())
+        for target in parser.targets:
+            if re.match(r"^[a-z]+:", target) or target.startswith("#"):
+                continue
+            if not os.path.exists(os.path.normpath(os.path.join(folder, target.split("#")[0]))):
+                failures.append("docs/course/players/%s: broken link %s" % (name, target))
+
     if failures:
         print("site check failed:")
         for failure in failures:

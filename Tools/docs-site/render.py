@@ -213,7 +213,20 @@ def main():
             dst = os.path.normpath(os.path.join(os.path.dirname(target), picture))
             if os.path.isfile(src):
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
-                shutil.copyfile(src, dst)
+                if src.endswith(".html"):
+                    # A player links back to its lesson's Markdown page, which the site serves
+                    # as HTML.
+                    with open(src, encoding="utf-8") as f:
+                        player = f.read()
+                    player = re.sub(
+                        r'href="([^":#]+)\.md(#[^"]*)?"',
+                        lambda m: 'href="%s.html%s"' % (m.group(1), m.group(2) or ""),
+                        player,
+                    )
+                    with open(dst, "w", encoding="utf-8") as f:
+                        f.write(player)
+                else:
+                    shutil.copyfile(src, dst)
                 # A player's script and style sheet, shared by the players of its folder.
                 if src.endswith(".html"):
                     with open(src, encoding="utf-8") as f:

@@ -6,6 +6,9 @@ is checked, one or more lines inside `<!-- exercise: ... -->`, with clauses sepa
 
   edit EXAMPLE            apply the replacements to Examples/EXAMPLE's main.swift, build, run
   run ARGUMENTS           `swift run ARGUMENTS` (an `orderly` command, an example)
+  sh SCRIPT               a bash script, run in a scratch folder with the root package's built
+                          products (`orderly`, the examples) first on its PATH: for an exercise
+                          that runs commands side by side, as in two terminals
   input TEXT              standard input for `run` (`\\n` for a new line)
   replace OLD => NEW      text the exercise changes (it must be in the file: the lesson and the
                           code cannot drift apart)
@@ -84,7 +87,7 @@ def parse(clauses):
             spec["replace"].append((unquote(old), unquote(new)))
         elif word in ("expect", "expect-not"):
             spec[word].append(unquote(rest))
-        elif word in ("edit", "run", "manual", "input"):
+        elif word in ("edit", "run", "manual", "input", "sh"):
             spec[word] = rest
         elif word in ("hangs", "same-twice", "read"):
             spec[word] = True
@@ -173,8 +176,23 @@ def check(spec, scratch):
         outputs = [run_program(command, spec, scratch)]
         if spec.get("same-twice"):
             outputs.append(run_program(command, spec, scratch))
+    elif "sh" in spec:
+        built = swift(["build", "--product", "orderly"])
+        if built.returncode != 0:
+            raise Failure("`orderly` does not build:\n" + built.stderr[-3000:])
+        binary = swift(["build", "--show-bin-path"]).stdout.strip()
+        env = {**os.environ, "NO_COLOR": "1", "XDG_DATA_HOME": scratch,
+               "PATH": binary + os.pathsep + os.environ.get("PATH", "")}
+        try:
+            result = subprocess.run(["bash", "-c", unquote(spec["sh"])], cwd=scratch, env=env,
+                                    capture_output=True, text=True, timeout=RUN_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            raise Failure(f"did not end within {RUN_TIMEOUT} s")
+        if result.returncode != 0:
+            raise Failure(f"exited {result.returncode}:\n{result.stdout}{result.stderr}")
+        outputs = [result.stdout]
     else:
-        raise Failure("an exercise needs edit, run, read or manual")
+        raise Failure("an exercise needs edit, run, sh, read or manual")
     if spec.get("hangs"):
         if outputs[0] is not None:
             raise Failure(f"expected it to hang, but it exited:\n{outputs[0]}")

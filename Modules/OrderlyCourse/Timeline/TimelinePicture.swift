@@ -616,6 +616,12 @@ public struct TimelinePicture: Sendable, Equatable {
     func shown(at step: Int?) -> String {
       forPlayer ? " data-show=\"\(step ?? steps.count)\"" : ""
     }
+    // A bar that has not ended yet is drawn as running (the legend says so); its colour once
+    // it ends is `data-fill`.
+    func ended(_ colour: String) -> String {
+      forPlayer ? " data-fill=\"\(colour)\" data-running-fill=\"\(Self.colour(.running))\"" : ""
+    }
+    var runningInLegend = false
     var parts: [String] = [
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"\(width)\" height=\"\(height)\" "
         + "viewBox=\"0 0 \(width) \(height)\" font-family=\"Helvetica, Arial, sans-serif\" "
@@ -705,7 +711,7 @@ public struct TimelinePicture: Sendable, Equatable {
             let colour =
               segment.kind == .failedAttempt ? Self.colour(.failed) : Self.colour(row.outcome)
             parts.append(
-              "<rect \(shape)\(reach) fill=\"\(colour)\"><title>\(Self.escaped(row.label)): "
+              "<rect \(shape)\(reach)\(ended(colour)) fill=\"\(colour)\"><title>\(Self.escaped(row.label)): "
                 + "\(Self.escaped(what))</title></rect>"
             )
           }
@@ -715,7 +721,7 @@ public struct TimelinePicture: Sendable, Equatable {
       let reach = drawn(row.firstStep, row.lastStep, start, end)
       if let damage = row.damage {
         parts.append(
-          "<rect \(bar)\(reach) fill=\"\(Self.wrongColour)\"><title>\(Self.escaped(row.label)): "
+          "<rect \(bar)\(reach)\(ended(Self.wrongColour)) fill=\"\(Self.wrongColour)\"><title>\(Self.escaped(row.label)): "
             + "\(Self.escaped(what))</title></rect>"
         )
         parts.append("<rect \(bar)\(shown(at: row.lastStep)) fill=\"url(#wrong-answer)\"/>")
@@ -725,7 +731,7 @@ public struct TimelinePicture: Sendable, Equatable {
         )
       } else {
         parts.append(
-          "<rect \(bar)\(reach) fill=\"\(Self.colour(row.outcome))\"\(Self.outline(row.outcome))>"
+          "<rect \(bar)\(reach)\(ended(Self.colour(row.outcome))) fill=\"\(Self.colour(row.outcome))\"\(Self.outline(row.outcome))>"
             + "<title>\(Self.escaped(row.label)): "
             + "\(Self.escaped(what))</title></rect>"
         )
@@ -775,7 +781,7 @@ public struct TimelinePicture: Sendable, Equatable {
       legendX -= words.count * 7 + 26
       parts.append(
         "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
-          + "fill=\"\(Self.wrongColour)\"/>"
+          + "data-legend=\"1\" fill=\"\(Self.wrongColour)\"/>"
           + "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
           + "fill=\"url(#wrong-answer)\"/>"
           + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
@@ -793,14 +799,14 @@ public struct TimelinePicture: Sendable, Equatable {
     where rows.contains(where: { $0.segments.contains { $0.ending == ending } }) {
       legend(ending.rawValue) { x in
         "<rect x=\"\(x + 4)\" y=\"\(legendY + 5)\" width=\"4\" height=\"16\" "
-          + "fill=\"\(Self.endingColour(ending))\"/>"
+          + "data-legend=\"1\" fill=\"\(Self.endingColour(ending))\"/>"
       }
     }
     for (kind, stroke) in [(Segment.Kind.leaseWait, "#a50e0e"), (.wait, "#5f6368")]
     where rows.contains(where: { $0.segments.contains { $0.kind == kind } }) {
       legend(kind.rawValue) { x in
         "<rect x=\"\(x)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
-          + "fill=\"#ffffff\" stroke=\"\(stroke)\" stroke-dasharray=\"4 3\"/>"
+          + "data-legend=\"1\" fill=\"#ffffff\" stroke=\"\(stroke)\" stroke-dasharray=\"4 3\"/>"
       }
     }
     let failedAttempts = rows.contains { $0.segments.contains { $0.kind == .failedAttempt } }
@@ -812,15 +818,31 @@ public struct TimelinePicture: Sendable, Equatable {
     })
       || (outcome == .failed && failedAttempts)
     {
+      runningInLegend = runningInLegend || outcome == .running
       let failedRows = rows.contains { $0.outcome == .failed && $0.segments.isEmpty }
       let name =
         outcome == .failed && failedAttempts && !failedRows ? "failed attempt" : outcome.rawValue
       legendX -= name.count * 7 + 26
       parts.append(
         "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
-          + "fill=\"\(Self.colour(outcome))\"\(Self.outline(outcome))/>"
+          + "data-legend=\"1\" fill=\"\(Self.colour(outcome))\"\(Self.outline(outcome))/>"
           + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">"
           + "\(name)</text>"
+      )
+    }
+    // A replay draws every bar that has not ended yet as running: its legend says so, in an
+    // entry the static picture (every bar ended or running already) does not need.
+    let replayedBars = rows.contains { row in
+      row.segments.isEmpty || row.segments.contains(where: \.isAttempt)
+    }
+    if forPlayer, !runningInLegend, replayedBars {
+      let name = "running"
+      legendX -= name.count * 7 + 26
+      parts.append(
+        "<rect x=\"\(legendX)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "data-player-only=\"1\" data-legend=\"1\" fill=\"\(Self.colour(.running))\"/>"
+          + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" data-player-only=\"1\" "
+          + "fill=\"#515154\">\(name)</text>"
       )
     }
     for (index, line) in captionLines.enumerated() {

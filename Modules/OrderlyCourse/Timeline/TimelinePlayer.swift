@@ -9,7 +9,8 @@ extension TimelinePicture {
   /// event; **Play** moves on every 700 milliseconds, **Step** and **Back** one event, the
   /// slider to any event, and the keyboard does the same (→ and ←, Space, Home and End). The
   /// current event's log line and its row are highlighted, each bar grows as far as the run had
-  /// got, and a call's damage appears when it ends. The last frame is the static picture.
+  /// got, drawn as running until it ends (the legend has that colour), and a call's damage
+  /// appears when it ends. The last frame is the static picture.
   ///
   /// - Parameters:
   ///   - title: The page's heading, as in `Lesson 9: the outbox`.
@@ -17,8 +18,10 @@ extension TimelinePicture {
   /// - Returns: The HTML text, ending with a newline.
   public func playerPage(title: String, back: (href: String, text: String)) -> String {
     let log = steps.enumerated().map { index, step in
+      // On the step axis the list's own number is the step: no second number beside it.
       "<li id=\"step-\(index + 1)\" data-row=\"\(step.row)\">"
-        + "<span class=\"at\">\(Self.placeOnAxis(step.position, unit: unit))</span> "
+        + (unit == "step"
+          ? "" : "<span class=\"at\">\(Self.placeOnAxis(step.position, unit: unit))</span> ")
         + "\(Self.escapedHTML(step.line))</li>"
     }
     let axis =
@@ -60,9 +63,9 @@ extension TimelinePicture {
       """
   }
 
-  /// `300 ms`, or `#4` for a step.
+  /// `300 ms`: where an event happened on a clock.
   private static func placeOnAxis(_ position: Double, unit: String) -> String {
-    unit == "step" ? "#\(number(position))" : "\(number(position)) \(unit)"
+    "\(number(position)) \(unit)"
   }
 
   private static func escapedHTML(_ text: String) -> String {

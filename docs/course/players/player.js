@@ -32,6 +32,11 @@
       var reached = x - Number(bar.getAttribute("data-x"));
       var drawn = current >= end ? width : Math.max(3, Math.min(width, reached));
       bar.setAttribute("width", String(drawn));
+      // A job that has not ended is running: its outcome's colour comes when it ends.
+      if (bar.hasAttribute("data-fill")) {
+        var fill = current >= end ? "data-fill" : "data-running-fill";
+        bar.setAttribute("fill", bar.getAttribute(fill));
+      }
     });
     marks.forEach(function (mark) {
       if (current >= Number(mark.getAttribute("data-show"))) mark.removeAttribute("visibility");
