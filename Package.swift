@@ -181,7 +181,7 @@ package.targets += [
   // teaching scaffolding for the CLI, the examples and docs-gen. No product, so not API.
   .target(
     name: "OrderlyCourse",
-    dependencies: ["OrderlyCore", "OrderlyRepository"],
+    dependencies: ["OrderlyCore", "OrderlyRepository", "OrderlyTestSupport"],
     path: "Modules/OrderlyCourse"
   ),
   // The launch sequencer: steps run one at a time on the main actor, with timeouts.

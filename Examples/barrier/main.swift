@@ -2,6 +2,7 @@
 // reads already running, runs alone, and only then do the reads behind it start. Readers never
 // see a half-written cache, and no reader waits for another reader.
 import OrderlyCore
+import OrderlyCourse
 import Synchronization
 
 /// The cache, and a record of who was inside at the same time.
@@ -61,3 +62,34 @@ print(
   "Reads the refresh found inside: \(record.overlaps) "
     + (record.overlaps == 0 ? "(it ran alone)" : "(it ran beside them)")
 )
+
+// The same queue on the clock: each job takes a set time on a story clock, which moves to the
+// next end once every job in flight waits on it, so every run prints the same times.
+print("")
+print("On the clock: reads 1-3, the refresh (4), reads 5-7, on ConcurrentQueue(limit: 3):")
+let story = StoryClock()
+let clocked = ConcurrentQueue(name: "clocked", limit: 3)
+func read(_ number: Int, taking milliseconds: Int) {
+  clocked.enqueue {
+    story.record(.start, number, "read")
+    let end = try await story.work(for: .milliseconds(milliseconds))
+    story.record(.finish, number, "read: \(milliseconds) ms", at: end)
+  }
+}
+read(1, taking: 30)
+read(2, taking: 50)
+read(3, taking: 40)
+clocked.enqueueBarrier(name: "refresh") {
+  story.record(.start, 4, "refresh")
+  let end = try await story.work(for: .milliseconds(25))
+  story.record(.finish, 4, "refresh: 25 ms, alone", at: end)
+}
+read(5, taking: 35)
+read(6, taking: 20)
+read(7, taking: 45)
+// How many jobs are in flight before each end: the three reads, then the refresh alone, then
+// the three reads behind it.
+for inFlight in [3, 2, 1, 1, 3, 2, 1] { try await story.advance(whenSleeping: inFlight) }
+try await clocked.waitUntilIdle()
+for line in story.lines { print("  \(line)") }
+print("  (the refresh starts when the last read before it ends, and the reads after it wait)")

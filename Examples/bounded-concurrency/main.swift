@@ -3,6 +3,7 @@
 // ConcurrentQueue(limit: 4), enqueued from synchronous code. Downloads are fake: each sleeps a
 // fixed time and returns a size, so nothing touches the network.
 import OrderlyCore
+import OrderlyCourse
 import Synchronization
 
 /// Counts downloads in flight, the most seen at once, and the order they started in.
@@ -78,3 +79,24 @@ print("  results, in enqueue order: \(sizes.map { "\($0 / 1024)K" }.joined(separ
 
 downloads.setLimit(1)
 print("  after setLimit(1) the same queue is serial: limit \(downloads.limit)")
+
+// The same cap on the clock: each download takes a set time on a story clock, which moves to
+// the next end once every download in flight waits on it, so every run prints the same times.
+print("")
+print("On the clock: 8 downloads through ConcurrentQueue(limit: \(maxConcurrency)):")
+let story = StoryClock()
+let clocked = ConcurrentQueue(name: "clocked", limit: maxConcurrency)
+let durations = [40, 25, 55, 30, 20, 35, 10, 45]
+for (index, milliseconds) in durations.enumerated() {
+  clocked.enqueue {
+    story.record(.start, index + 1, "download")
+    let end = try await story.work(for: .milliseconds(milliseconds))
+    story.record(.finish, index + 1, "download: \(milliseconds) ms", at: end)
+  }
+}
+for ended in durations.indices {
+  try await story.advance(whenSleeping: min(maxConcurrency, durations.count - ended))
+}
+try await clocked.waitUntilIdle()
+for line in story.lines { print("  \(line)") }
+print("  (at most \(maxConcurrency) bars at once: a waiting download starts the moment one ends)")

@@ -2,6 +2,7 @@
 // document's latest version. Saves of one document must land in order (or an old version
 // overwrites a newer one); saves of different documents may run side by side.
 import OrderlyCore
+import OrderlyCourse
 import Synchronization
 
 /// A fake store: version 1 of each document is slow to save, later versions are fast.
@@ -61,3 +62,29 @@ report(store)
 print("  documents saved side by side, at most: \(store.peak)")
 while !saves.isIdle { await Task.yield() }
 print("  lines in use afterwards: \(saves.busyKeyCount) (a key's line is freed when empty)")
+
+// The lines on the clock: each save takes a set time on a story clock, which moves to the next
+// end once every save in flight waits on it, so every run prints the same times.
+print("")
+print("On the clock: three saves of each document, one line per document:")
+let story = StoryClock()
+let clocked = KeyedSerialQueue<String>(name: "clocked")
+let times = ["notes.md": [20, 30, 25], "todo.txt": [35, 10, 40], "plan.key": [15, 45, 20]]
+for version in 1...3 {
+  for (index, document) in documents.enumerated() {
+    // Numbered by document, so each document's saves are three rows together.
+    let job = index * 3 + version
+    let milliseconds = times[document]?[version - 1] ?? 10
+    clocked.enqueue(forKey: document) {
+      story.record(.start, job, "\(document) v\(version)")
+      let end = try await story.work(for: .milliseconds(milliseconds))
+      story.record(.finish, job, "\(document) v\(version): saved", at: end)
+    }
+  }
+}
+// One save in flight per document until a document's line is done: notes.md's ends first
+// (75 ms), then plan.key's (80 ms), then todo.txt's (85 ms).
+for inFlight in [3, 3, 3, 3, 3, 3, 3, 2, 1] { try await story.advance(whenSleeping: inFlight) }
+try await clocked.waitUntilIdle()
+for line in story.lines { print("  \(line)") }
+print("  (each document's versions one after another; the three documents side by side)")

@@ -37,7 +37,7 @@ var outputCache: [String: String] = [:]
 /// are drawn from it, so that they match the output shown beside them.
 var recordedRuns: [String: String] = [:]
 /// The pictures drawn so far, by what they draw: a later picture with the same bars says so.
-var drawnPictures: [[String]: String] = [:]
+var drawnPictures: [[String]: (name: String, lesson: Int?)] = [:]
 
 // MARK: - Examples
 
@@ -522,10 +522,18 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
       let page = String(file.split(separator: "/").last ?? "")
       let lesson = page.split(separator: "-").first.flatMap { Int($0) }
       let here = "\(try frontMatter(of: example).title)" + (lesson.map { " (lesson \($0))" } ?? "")
-      if let earlier = drawnPictures[bars], earlier != here {
-        drawn.caption += ", the same bars as \(earlier): the same order"
+      // Within a lesson that is a point made on purpose (an actor gives the same order as bare
+      // tasks); across lessons it is a picture that shows nothing the reader has not seen.
+      if let earlier = drawnPictures[bars], earlier.name != here {
+        if let lesson, let other = earlier.lesson, other != lesson {
+          throw DocsGenError(
+            description: "\(file): the picture of \(example) draws the same bars as \(earlier.name); "
+              + "draw what this lesson's queue changes (on the clock), or show no picture"
+          )
+        }
+        drawn.caption += ", the same bars as \(earlier.name): the same order"
       } else if drawnPictures[bars] == nil {
-        drawnPictures[bars] = here
+        drawnPictures[bars] = (here, lesson)
       }
       pictures.append(
         Change(
