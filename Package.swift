@@ -353,7 +353,7 @@ package.targets += [
   ),
   .testTarget(
     name: "OrderlyRepositoryTests",
-    dependencies: ["OrderlyRepository", "OrderlyCourse", "OrderlyTestSupport"]
+    dependencies: ["OrderlyCore", "OrderlyRepository", "OrderlyCourse", "OrderlyTestSupport"]
   ),
   .testTarget(
     name: "OrderlySQLiteTests",

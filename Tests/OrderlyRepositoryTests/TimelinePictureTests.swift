@@ -1,4 +1,5 @@
 import Foundation
+import OrderlyCore
 import OrderlyCourse
 import OrderlyRepository
 import Testing
@@ -389,5 +390,47 @@ struct TimelinePictureTimeTests {
     ] {
       #expect(svg.contains(words), "no \(words)")
     }
+  }
+}
+
+@Suite("StoryClock")
+struct StoryClockTests {
+  @Test("jobs on a limited queue get the times their durations give, ends before starts")
+  func boundedQueueTimes() async throws {
+    let story = StoryClock()
+    let queue = ConcurrentQueue(name: "story", limit: 2)
+    for (index, milliseconds) in [30, 10, 25].enumerated() {
+      queue.enqueue {
+        story.record(.start, index + 1, "job")
+        let end = try await story.work(for: .milliseconds(milliseconds))
+        story.record(.finish, index + 1, "job", at: end)
+      }
+    }
+    for inFlight in [2, 2, 1] { try await story.advance(whenSleeping: inFlight) }
+    try await queue.waitUntilIdle()
+    let lines = story.lines
+    #expect(
+      lines == [
+        "[ 0 ms] start 1 job", "[ 0 ms] start 2 job", "[10 ms] finish 2 job",
+        "[10 ms] start 3 job", "[30 ms] finish 1 job", "[35 ms] finish 3 job",
+      ]
+    )
+    let picture = TimelinePicture(log: lines, caption: "story")
+    #expect(picture.unit == "ms")
+    #expect(picture.rows.map(\.end) == [30, 10, 35])
+  }
+
+  @Test("a replay draws a bar that has not ended as running, and its legend names that colour")
+  func replayRunningColour() {
+    let picture = TimelinePicture(
+      log: ["start 1 a", "start 2 b", "finish 2 b", "finish 1 a"],
+      caption: "replay"
+    )
+    let player = picture.playerPage(title: "Lesson 3: `SerialQueue`", back: ("../03.md", "Back"))
+    #expect(player.contains("data-running-fill=\"#1a73e8\""))
+    #expect(player.contains("data-player-only=\"1\" data-legend=\"1\" fill=\"#1a73e8\""))
+    #expect(!picture.svg().contains("data-player-only"))
+    // The log's numbers are the list's own on the step axis.
+    #expect(!player.contains("class=\"at\""))
   }
 }
