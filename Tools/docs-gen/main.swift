@@ -527,8 +527,8 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
       if let earlier = drawnPictures[bars], earlier.name != here {
         if let lesson, let other = earlier.lesson, other != lesson {
           throw DocsGenError(
-            description: "\(file): the picture of \(example) draws the same bars as \(earlier.name); "
-              + "draw what this lesson's queue changes (on the clock), or show no picture"
+            description: "\(file): the picture of \(example) draws the same bars as "
+              + "\(earlier.name); draw what this lesson's queue changes (on the clock), or show no picture"
           )
         }
         drawn.caption += ", the same bars as \(earlier.name): the same order"

@@ -128,6 +128,7 @@ public final class StoryClock: Clock, Sendable {
   }
 
   private static func milliseconds(_ duration: Duration) -> Int {
-    Int(duration.components.seconds * 1_000 + duration.components.attoseconds / 1_000_000_000_000_000)
+    let (seconds, attoseconds) = duration.components
+    return Int(seconds * 1_000 + attoseconds / 1_000_000_000_000_000)
   }
 }
