@@ -4,6 +4,7 @@
 // suspends shows the difference between the two queues: ActorQueue orders starts only,
 // SerialQueue orders starts and ends.
 import OrderlyCore
+import OrderlyCourse
 
 let priorities: [TaskPriority] = [.low, .high, .medium, .background, .userInitiated]
 
@@ -58,47 +59,67 @@ try await serialQueue.waitUntilIdle()
 print("  " + (await viaSerialQueue.report("SerialQueue (FIFO):      ")))
 
 // Start order and end order: the same two jobs on each queue. Job 1 suspends halfway, on a
-// slow call; job 2 does not suspend at all.
+// slow call; job 2 does not suspend at all. Each part is told on a story clock: the slow call
+// takes 50 ms of the story's time, so every run prints the same times.
 actor Journal {
-  private(set) var lines: [String] = []
+  private var entries: [(at: StoryClock.Instant, line: String)] = []
 
-  func write(_ line: String) { lines.append(line) }
+  /// Writes `line` at `instant`, or at the story's current time.
+  func write(_ line: String, at instant: StoryClock.Instant? = nil, on story: StoryClock) {
+    entries.append((instant ?? story.now, line))
+  }
+
+  /// The lines, `[50 ms] finish 1 slow`, in the order of their times.
+  var lines: [String] {
+    let ordered = entries.indices.sorted { (entries[$0].at, $0) < (entries[$1].at, $1) }
+    return ordered.map { index -> String in
+      let entry = entries[index]
+      return StoryClock.stamp(entry.at, width: 2) + " " + entry.line
+    }
+  }
 }
 
-/// A slow call job 1 awaits: 50 ms, long enough for job 2 to run meanwhile if it may.
-func slowCall() async {
-  try? await Task.sleep(for: .milliseconds(50))
+/// A slow call job 1 awaits: 50 ms of the story's time.
+///
+/// Long enough for job 2 to run meanwhile if it may. Returns when it ended.
+func slowCall(_ story: StoryClock) async -> StoryClock.Instant {
+  (try? await story.work(for: .milliseconds(50))) ?? story.now
 }
 
 print("")
 print("ActorQueue, two jobs (job 1 suspends on a 50 ms call; job 2 never suspends):")
+let story = StoryClock()
 let journal = Journal()
 let queue = ActorQueue<Journal>(name: "journal")
 queue.enqueue(on: journal) { journal in
-  journal.write("start 1 slow")
-  await slowCall()
-  journal.write("finish 1 slow")
+  journal.write("start 1 slow", on: story)
+  let end = await slowCall(story)
+  journal.write("finish 1 slow", at: end, on: story)
 }
 queue.enqueue(on: journal) { journal in
-  journal.write("start 2 quick")
-  journal.write("finish 2 quick")
+  journal.write("start 2 quick", on: story)
+  journal.write("finish 2 quick", on: story)
 }
+// The story moves its clock once job 1's slow call waits on it.
+try await story.advance(whenSleeping: 1)
 try await queue.waitUntilIdle()
 for line in await journal.lines { print("  \(line)") }
 print("  (job 2 starts while job 1 is suspended: starts in order, ends not)")
 
 print("SerialQueue, the same two jobs:")
+let fifoStory = StoryClock()
 let fifoJournal = Journal()
 let fifo = SerialQueue(name: "journal")
 fifo.enqueue {
-  await fifoJournal.write("start 1 slow")
-  await slowCall()
-  await fifoJournal.write("finish 1 slow")
+  await fifoJournal.write("start 1 slow", on: fifoStory)
+  let end = await slowCall(fifoStory)
+  await fifoJournal.write("finish 1 slow", at: end, on: fifoStory)
 }
 fifo.enqueue {
-  await fifoJournal.write("start 2 quick")
-  await fifoJournal.write("finish 2 quick")
+  await fifoJournal.write("start 2 quick", on: fifoStory)
+  await fifoJournal.write("finish 2 quick", on: fifoStory)
 }
+try await fifoStory.advance(whenSleeping: 1)
 try await fifo.waitUntilIdle()
 for line in await fifoJournal.lines { print("  \(line)") }
 print("  (job 2 waits for job 1 to end: starts and ends in order)")

@@ -29,12 +29,27 @@ import Synchronization
 /// Give jobs durations that end at different instants: two deadlines at one instant wake
 /// together, and a story counting sleepers one ending at a time would wait for good.
 public final class StoryClock: Clock, Sendable {
-  /// What an event is to a job: its start or its end.
+  /// What an event is to a job. Among the events of one instant, ends come first, then
+  /// starts, then jobs put in line: what ends lets the next start.
   public enum Event: Int, Sendable {
-    /// The job ended (printed first among the events of one instant).
+    /// The job ended.
     case finish = 0
+    /// The job was taken out of line before it ran (a newer one replaced it, say).
+    case dropped = 1
     /// The job started.
-    case start = 1
+    case start = 2
+    /// The job was put in line, to start later.
+    case waiting = 3
+
+    /// The line's first word: `finish`, `dropped`, `start`, `waiting`.
+    var word: String {
+      switch self {
+      case .finish: "finish"
+      case .dropped: "dropped"
+      case .start: "start"
+      case .waiting: "waiting"
+      }
+    }
   }
 
   /// A point of the story's time.
@@ -84,7 +99,7 @@ public final class StoryClock: Clock, Sendable {
   /// Writes a job's event.
   ///
   /// - Parameters:
-  ///   - event: Whether the job starts or ends.
+  ///   - event: What happened to the job.
   ///   - job: The job's number.
   ///   - text: What follows `start 3 ` or `finish 3 `, as in `download: 3K`.
   ///   - instant: When it happened: the current time if `nil`; for an end, the instant
@@ -113,7 +128,7 @@ public final class StoryClock: Clock, Sendable {
   }
 
   /// The events, as `[ 30 ms] finish 1 download: 3K`, in the order of their times; at one
-  /// instant, the ends before the starts (what ends lets the next start), each by job number.
+  /// instant, in the order ``Event`` gives, each by job number.
   public var lines: [String] {
     let events = state.withLock { $0.events }.sorted {
       ($0.at, $0.event.rawValue, $0.job, $0.order) < ($1.at, $1.event.rawValue, $1.job, $1.order)
@@ -122,9 +137,20 @@ public final class StoryClock: Clock, Sendable {
     return events.map { event in
       let time = "\(Self.milliseconds(event.at))"
       let padded = String(repeating: " ", count: width - time.count) + time
-      let word = event.event == .start ? "start" : "finish"
-      return "[\(padded) ms] \(word) \(event.job) \(event.text)"
+      return "[\(padded) ms] \(event.event.word) \(event.job) \(event.text)"
     }
+  }
+
+  /// `[ 50 ms]`: an instant as the story's lines print it, its number right-aligned in `width`
+  /// digits.
+  ///
+  /// - Parameters:
+  ///   - instant: The instant.
+  ///   - width: The digits to align to.
+  /// - Returns: The time in brackets.
+  public static func stamp(_ instant: Instant, width: Int = 3) -> String {
+    let time = "\(milliseconds(instant.offset))"
+    return "[\(String(repeating: " ", count: max(0, width - time.count)))\(time) ms]"
   }
 
   private static func milliseconds(_ duration: Duration) -> Int {

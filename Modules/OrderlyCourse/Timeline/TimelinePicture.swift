@@ -46,6 +46,8 @@ public struct TimelinePicture: Sendable, Equatable {
       case hold = "held"
       /// The key waiting for a dead holder's lease to run out.
       case leaseWait = "waiting for the lease to run out"
+      /// The job waiting in its queue's line, before it started.
+      case queued = "waiting in line"
     }
 
     /// How a hold ended, when not with the row's last delivery.
@@ -276,7 +278,9 @@ public struct TimelinePicture: Sendable, Equatable {
   /// (`3`, `#3`, `task 3`). A fleet's keys add `took 1 alice: A, fence 1` (a worker takes the
   /// key: a hold begins, named after the colon), `killed 1 alice: ...` (its worker was killed:
   /// the key waits for the lease) and `released 1 alice: ...` (its worker let it go on
-  /// SIGTERM); the row's last `delivered` ends its last hold. Lines may be
+  /// SIGTERM); the row's last `delivered` ends its last hold. `waiting 5 search` puts a job in
+  /// its queue's line: its bar begins there, with the wait drawn apart until it starts, or as
+  /// the whole bar if it is dropped before it starts. Lines may be
   /// indented; any other line takes no step. A job that started but never ended is drawn as
   /// running to the last step. See ``init(log:caption:answersChecked:)`` for lines that carry
   /// their time.
@@ -324,6 +328,8 @@ public struct TimelinePicture: Sendable, Equatable {
       // A key's holder (a fleet's lease), and a key waiting for a dead holder's lease.
       var holds: [Int: (at: Double, step: Int, holder: String)] = [:]
       var leaseWaits: [Int: (at: Double, step: Int)] = [:]
+      // A job waiting in its queue's line (`waiting 5 ...`) until it starts or is dropped.
+      var queued: [Int: (at: Double, step: Int)] = [:]
       var last = (at: 0.0, step: 0)
       func endHold(_ number: Int, at: Double, step: Int, ending: Segment.Ending?) {
         guard let hold = holds.removeValue(forKey: number) else { return }
@@ -379,6 +385,35 @@ public struct TimelinePicture: Sendable, Equatable {
         }
         if holds[event.number] != nil || leaseWaits[event.number] != nil {
           // Deliveries inside a hold are the hold's: the picture draws who held the key.
+          continue
+        }
+        if event.isQueued {
+          if starts[event.number] == nil {
+            let label = event.label.isEmpty ? "\(event.number)" : "\(event.number) \(event.label)"
+            starts[event.number] = (label, at, step)
+          }
+          queued[event.number] = (at, step)
+          continue
+        }
+        if let line = queued.removeValue(forKey: event.number) {
+          if event.outcome == nil {
+            // It leaves the line and starts: the wait is a part of its bar, the run the next.
+            if at - pad > line.at {
+              segments[event.number, default: []].append(
+                Segment(
+                  start: line.at,
+                  end: at - pad,
+                  kind: .queued,
+                  firstStep: line.step,
+                  lastStep: step
+                )
+              )
+            }
+            open[event.number] = (at, step, false)
+            continue
+          }
+          // Taken out of line before it ran: one bar, the time it waited, as it ended.
+          ends[event.number] = (at, event.outcome ?? .cancelled, step)
           continue
         }
         if event.isRetry {
@@ -488,6 +523,8 @@ public struct TimelinePicture: Sendable, Equatable {
     let outcome: Outcome?
     /// A failed attempt that will be tried again: `retrying #3 in 0.1 seconds: ...`.
     var isRetry = false
+    /// A job put in its queue's line, to start later: `waiting 5 search "swift"`.
+    var isQueued = false
     /// A change of a key's holder: `took`, `killed`, `released`.
     var hold: HoldChange?
     /// What follows the colon: a hold's holder.
@@ -520,6 +557,9 @@ public struct TimelinePicture: Sendable, Equatable {
       case "released":
         outcome = nil
         hold = .released
+      case "waiting":
+        outcome = nil
+        isQueued = true
       case "start", "started", "delivering": outcome = nil
       case "finish", "finished", "delivered": outcome = .finished
       case "error", "failed":
@@ -702,6 +742,11 @@ public struct TimelinePicture: Sendable, Equatable {
               "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#a50e0e\" stroke-dasharray=\"4 3\">"
                 + "<title>\(Self.escaped(row.label)): waiting for the lease to run out</title></rect>"
             )
+          case .queued:
+            parts.append(
+              "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#80868b\" stroke-dasharray=\"2 2\">"
+                + "<title>\(Self.escaped(row.label)): waiting in line</title></rect>"
+            )
           case .wait:
             parts.append(
               "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#5f6368\" stroke-dasharray=\"4 3\">"
@@ -802,11 +847,13 @@ public struct TimelinePicture: Sendable, Equatable {
           + "data-legend=\"1\" fill=\"\(Self.endingColour(ending))\"/>"
       }
     }
-    for (kind, stroke) in [(Segment.Kind.leaseWait, "#a50e0e"), (.wait, "#5f6368")]
+    for (kind, stroke, dashes) in [
+      (Segment.Kind.leaseWait, "#a50e0e", "4 3"), (.wait, "#5f6368", "4 3"), (.queued, "#80868b", "2 2"),
+    ]
     where rows.contains(where: { $0.segments.contains { $0.kind == kind } }) {
       legend(kind.rawValue) { x in
         "<rect x=\"\(x)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
-          + "data-legend=\"1\" fill=\"#ffffff\" stroke=\"\(stroke)\" stroke-dasharray=\"4 3\"/>"
+          + "data-legend=\"1\" fill=\"#ffffff\" stroke=\"\(stroke)\" stroke-dasharray=\"\(dashes)\"/>"
       }
     }
     let failedAttempts = rows.contains { $0.segments.contains { $0.kind == .failedAttempt } }
