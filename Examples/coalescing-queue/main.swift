@@ -105,4 +105,4 @@ for (index, handle) in handles.enumerated() {
   }
 }
 for line in story.lines { print("  \(line)") }
-print("  (the search in flight runs to its end; of the queries typed meanwhile only the newest runs)")
+print("  (the search in flight runs to its end; of the queries typed meanwhile, the newest runs)")

@@ -120,11 +120,13 @@ for policy in policies {
   if case .cancelPrevious = policy {
     // The store's own account of the same run: three starts, three ends. The store numbers its
     // tasks in the order they were added, so task #N is tap N, whose record says when.
-    print("  the store's events, at the clock's time:")
+    print("  the store's events, and when each cancelled save began to roll back:")
     var iterator = events.makeAsyncIterator()
     func tap(numbered task: UInt64) -> Tap? {
       taps.first { UInt64($0.number) == task }
     }
+    // With the moment each cancelled save began to roll back, from its tap's record.
+    var lines: [(step: Int, text: String)] = []
     for _ in 0..<6 {
       guard let event = await iterator.next() else { break }
       let step: Int?
@@ -133,9 +135,20 @@ for policy in policies {
       case .ended(_, let task, _): step = tap(numbered: task)?.endedAt
       default: step = nil
       }
-      let milliseconds = step.map { "\($0 * 5)" } ?? "?"
+      lines.append((step ?? Int.max, "\(event)"))
+    }
+    for tap in taps {
+      if let cancelled = tap.cancelledAt {
+        let text = "rolling back save #\(tap.number): cancelled by tap \(tap.number + 1)"
+        lines.append((cancelled, text))
+      }
+    }
+    for line in lines.enumerated().sorted(by: {
+      ($0.element.step, $0.offset) < ($1.element.step, $1.offset)
+    }).map(\.element) {
+      let milliseconds = line.step == Int.max ? "?" : "\(line.step * 5)"
       let padding = String(repeating: " ", count: max(0, 3 - milliseconds.count))
-      print("    [\(padding)\(milliseconds) ms] \(event)")
+      print("    [\(padding)\(milliseconds) ms] \(line.text)")
     }
     print("  (each tap cancels the save before it; only the last tap's save completes)")
   }

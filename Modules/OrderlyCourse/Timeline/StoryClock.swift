@@ -29,8 +29,10 @@ import Synchronization
 /// Give jobs durations that end at different instants: two deadlines at one instant wake
 /// together, and a story counting sleepers one ending at a time would wait for good.
 public final class StoryClock: Clock, Sendable {
-  /// What an event is to a job. Among the events of one instant, ends come first, then
-  /// starts, then jobs put in line: what ends lets the next start.
+  /// What an event is to a job.
+  ///
+  /// Among the events of one instant, ends come first, then starts, then jobs put in line:
+  /// what ends lets the next start.
   public enum Event: Int, Sendable {
     /// The job ended.
     case finish = 0

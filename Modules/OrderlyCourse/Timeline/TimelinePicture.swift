@@ -48,6 +48,8 @@ public struct TimelinePicture: Sendable, Equatable {
       case leaseWait = "waiting for the lease to run out"
       /// The job waiting in its queue's line, before it started.
       case queued = "waiting in line"
+      /// A cancelled job undoing what it did before it ends (a save rolling back).
+      case rollback = "rolling back"
     }
 
     /// How a hold ended, when not with the row's last delivery.
@@ -280,7 +282,8 @@ public struct TimelinePicture: Sendable, Equatable {
   /// the key waits for the lease) and `released 1 alice: ...` (its worker let it go on
   /// SIGTERM); the row's last `delivered` ends its last hold. `waiting 5 search` puts a job in
   /// its queue's line: its bar begins there, with the wait drawn apart until it starts, or as
-  /// the whole bar if it is dropped before it starts. Lines may be
+  /// the whole bar if it is dropped before it starts. `rolling back save #1` ends what a
+  /// cancelled job did and begins its rollback, up to its end. Lines may be
   /// indented; any other line takes no step. A job that started but never ended is drawn as
   /// running to the last step. See ``init(log:caption:answersChecked:)`` for lines that carry
   /// their time.
@@ -330,6 +333,8 @@ public struct TimelinePicture: Sendable, Equatable {
       var leaseWaits: [Int: (at: Double, step: Int)] = [:]
       // A job waiting in its queue's line (`waiting 5 ...`) until it starts or is dropped.
       var queued: [Int: (at: Double, step: Int)] = [:]
+      // A cancelled job rolling back (`rolling back save #1`) until it ends.
+      var rollbacks: [Int: (at: Double, step: Int)] = [:]
       var last = (at: 0.0, step: 0)
       func endHold(_ number: Int, at: Double, step: Int, ending: Segment.Ending?) {
         guard let hold = holds.removeValue(forKey: number) else { return }
@@ -414,6 +419,36 @@ public struct TimelinePicture: Sendable, Equatable {
           }
           // Taken out of line before it ran: one bar, the time it waited, as it ended.
           ends[event.number] = (at, event.outcome ?? .cancelled, step)
+          continue
+        }
+        if event.isRollback {
+          // What it did until it was cancelled is one part of its bar; the rollback the next.
+          if let attempt = open.removeValue(forKey: event.number) {
+            segments[event.number, default: []].append(
+              Segment(
+                start: attempt.at - pad,
+                end: at,
+                kind: .lastAttempt,
+                firstStep: attempt.step,
+                lastStep: step
+              )
+            )
+          }
+          rollbacks[event.number] = (at, step)
+          continue
+        }
+        if let rollback = rollbacks[event.number], let outcome = event.outcome {
+          rollbacks[event.number] = nil
+          ends[event.number] = (at, outcome, step)
+          segments[event.number, default: []].append(
+            Segment(
+              start: rollback.at,
+              end: at + pad,
+              kind: .rollback,
+              firstStep: rollback.step,
+              lastStep: step
+            )
+          )
           continue
         }
         if event.isRetry {
@@ -525,6 +560,8 @@ public struct TimelinePicture: Sendable, Equatable {
     var isRetry = false
     /// A job put in its queue's line, to start later: `waiting 5 search "swift"`.
     var isQueued = false
+    /// A cancelled job that rolls back before it ends: `rolling back save #1: ...`.
+    var isRollback = false
     /// A change of a key's holder: `took`, `killed`, `released`.
     var hold: HoldChange?
     /// What follows the colon: a hold's holder.
@@ -560,6 +597,9 @@ public struct TimelinePicture: Sendable, Equatable {
       case "waiting":
         outcome = nil
         isQueued = true
+      case "rolling":
+        outcome = nil
+        isRollback = true
       case "start", "started", "delivering": outcome = nil
       case "finish", "finished", "delivered": outcome = .finished
       case "error", "failed":
@@ -742,6 +782,11 @@ public struct TimelinePicture: Sendable, Equatable {
               "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#a50e0e\" stroke-dasharray=\"4 3\">"
                 + "<title>\(Self.escaped(row.label)): waiting for the lease to run out</title></rect>"
             )
+          case .rollback:
+            parts.append(
+              "<rect \(shape)\(reach) fill=\"\(Self.rollbackColour)\" stroke=\"#1d1d1f\" "
+                + "stroke-dasharray=\"2 2\"><title>\(Self.escaped(row.label)): rolling back</title></rect>"
+            )
           case .queued:
             parts.append(
               "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#80868b\" stroke-dasharray=\"2 2\">"
@@ -847,8 +892,16 @@ public struct TimelinePicture: Sendable, Equatable {
           + "data-legend=\"1\" fill=\"\(Self.endingColour(ending))\"/>"
       }
     }
+    if rows.contains(where: { $0.segments.contains { $0.kind == .rollback } }) {
+      legend(Segment.Kind.rollback.rawValue) { x in
+        "<rect x=\"\(x)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "data-legend=\"1\" fill=\"\(Self.rollbackColour)\" stroke=\"#1d1d1f\" "
+          + "stroke-dasharray=\"2 2\"/>"
+      }
+    }
     for (kind, stroke, dashes) in [
-      (Segment.Kind.leaseWait, "#a50e0e", "4 3"), (.wait, "#5f6368", "4 3"), (.queued, "#80868b", "2 2"),
+      (Segment.Kind.leaseWait, "#a50e0e", "4 3"), (.wait, "#5f6368", "4 3"),
+      (.queued, "#80868b", "2 2"),
     ]
     where rows.contains(where: { $0.segments.contains { $0.kind == kind } }) {
       legend(kind.rawValue) { x in
@@ -1008,6 +1061,9 @@ public struct TimelinePicture: Sendable, Equatable {
     case .released: "#1d1d1f"
     }
   }
+
+  /// A cancelled job rolling back: the cancelled grey's darker kin, with a dark dotted outline.
+  static let rollbackColour = "#5f6368"
 
   /// A finished call whose answer is wrong: dark orange (4.5:1 on white), under dark stripes.
   private static let wrongColour = "#b06000"
