@@ -1,5 +1,6 @@
 #if Server
 import Foundation
+import Synchronization
 public import Logging
 public import OrderlyOutboxCore
 #if SQLite
@@ -63,6 +64,10 @@ public import Tracing
 /// | `warning` | (with metrics) the key blocked longest changed: it waits at a dead letter, or is paused | `orderly.blocked_keys`, `orderly.partition`, `orderly.blocked_since` |
 /// | `info` | (with metrics) no key is blocked any more | |
 ///
+/// Every line about a message of a partitioned outbox names its key (`orderly.partition`), the
+/// events' lines included: on PostgreSQL a message's number counts within its key, so a
+/// number alone names one message of every key.
+///
 /// ## Traces
 ///
 /// Each attempt runs in a span named `orderly.outbox.deliver`, of kind consumer, with the
@@ -86,6 +91,10 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
   private let spans: DeliverySpans
   private let deliver: @Sendable (Envelope<Message>) async throws -> Void
   private let events: AsyncStream<OutboxEvent>
+  /// The partition key of each message being delivered, by id, so that the lines of its events
+  /// name its key: on PostgreSQL a message's number counts within its key, and `#11` alone is
+  /// one message of every key.
+  private let keys = KeysInFlight()
 
   /// A service that delivers any outbox, started by `start`: for a store of your own.
   ///
@@ -264,9 +273,9 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
   ///   `whenDeliveredElsewhere` is `.fail`).
   public func run() async throws {
     // Subscribed when the service was created, so that nothing since is missed.
-    let observer = Task { [logger, metrics, events] in
+    let observer = Task { [logger, metrics, events, keys] in
       for await event in events {
-        Self.log(event, to: logger)
+        Self.log(event, to: logger, keys: keys)
         metrics?.record(event)
       }
     }
@@ -367,7 +376,8 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
   /// The delivery closure with its span, its timing and its debug lines.
   private func wrapped() -> @Sendable (Envelope<Message>) async throws -> Void {
     let measured = metrics?.measure(deliver) ?? deliver
-    return { [logger, spans, name] envelope in
+    return { [logger, spans, name, keys] envelope in
+      if let partition = envelope.partition { keys.deliver(envelope.id, partition: partition) }
       logger.debug("delivering", metadata: Self.metadata(of: envelope))
       try await spans.deliver(envelope, outboxName: name) { try await measured(envelope) }
     }
@@ -384,11 +394,23 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     return metadata
   }
 
-  static func log(_ event: OutboxEvent, to logger: Logger) {
+  static func log(_ event: OutboxEvent, to logger: Logger, keys: KeysInFlight = KeysInFlight()) {
     var metadata: Logger.Metadata = [
       "orderly.message_id": "\(event.id)",
       "orderly.sequence": "\(event.sequence)",
     ]
+    // A message's key, from its delivery, for the events that do not carry it; forgotten once
+    // the message is delivered or given up.
+    switch event {
+    case .delivered, .deadLettered:
+      if let partition = keys.finish(event.id) { metadata["orderly.partition"] = "\(partition)" }
+    case .retrying, .recordFailed:
+      if let partition = keys.partition(of: event.id) {
+        metadata["orderly.partition"] = "\(partition)"
+      }
+    case .appended, .merged, .delivering:
+      break
+    }
     switch event {
     case .appended(_, _, let partition):
       if let partition { metadata["orderly.partition"] = "\(partition)" }
@@ -415,6 +437,25 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       metadata["orderly.retry_in"] = "\(delay)"
       logger.error("recording a delivery failed; will retry", metadata: metadata)
     }
+  }
+}
+/// The partition key of each message an ``OutboxService`` is delivering, by id.
+final class KeysInFlight: Sendable {
+  private let keys = Mutex<[UUID: String]>([:])
+
+  /// Notes that the message `id` of `partition` is being delivered.
+  func deliver(_ id: UUID, partition: String) {
+    keys.withLock { $0[id] = partition }
+  }
+
+  /// The key of message `id`, while it is being delivered.
+  func partition(of id: UUID) -> String? {
+    keys.withLock { $0[id] }
+  }
+
+  /// The key of message `id`, which is done: it is forgotten.
+  func finish(_ id: UUID) -> String? {
+    keys.withLock { $0.removeValue(forKey: id) }
   }
 }
 #endif

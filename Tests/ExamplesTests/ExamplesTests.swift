@@ -93,10 +93,10 @@ struct ExamplesTests {
       output.contains(
         """
         ActorQueue, two jobs (job 1 suspends on a 50 ms call; job 2 never suspends):
-          start 1 slow
-          start 2 quick
-          finish 2 quick
-          finish 1 slow
+          [ 0 ms] start 1 slow
+          [ 0 ms] start 2 quick
+          [ 0 ms] finish 2 quick
+          [50 ms] finish 1 slow
         """
       )
     )
@@ -104,10 +104,10 @@ struct ExamplesTests {
       output.contains(
         """
         SerialQueue, the same two jobs:
-          start 1 slow
-          finish 1 slow
-          start 2 quick
-          finish 2 quick
+          [ 0 ms] start 1 slow
+          [50 ms] finish 1 slow
+          [50 ms] start 2 quick
+          [50 ms] finish 2 quick
         """
       )
     )

@@ -434,3 +434,53 @@ struct StoryClockTests {
     #expect(!player.contains("class=\"at\""))
   }
 }
+
+@Suite("TimelinePicture: jobs waiting in line, dropped, rolled back")
+struct TimelinePictureWaitingTests {
+  @Test("a job put in line waits apart until it starts; one dropped while waiting is one bar")
+  func waitingAndDropped() {
+    let picture = TimelinePicture(
+      log: [
+        "[  0 ms] start 1 search",
+        "[ 40 ms] waiting 2 search",
+        "[ 80 ms] dropped 2 search: replaced",
+        "[ 80 ms] waiting 3 search",
+        "[200 ms] finish 1 search: answered",
+        "[200 ms] start 3 search",
+        "[260 ms] finish 3 search: answered",
+      ],
+      caption: "coalescing"
+    )
+    #expect(picture.rows.map(\.label) == ["1 search", "2 search", "3 search"])
+    #expect(picture.rows.map(\.outcome) == [.finished, .cancelled, .finished])
+    #expect(picture.rows[1].start == 40 && picture.rows[1].end == 80)
+    #expect(picture.rows[1].segments.isEmpty)
+    let kinds = picture.rows[2].segments.map(\.kind)
+    #expect(kinds == [.queued, .lastAttempt])
+    #expect(picture.rows[2].segments.first?.end == 200)
+    let svg = picture.svg()
+    #expect(svg.contains("waiting in line</text>"))
+    #expect(svg.contains(">cancelled</text>"))
+  }
+
+  @Test("a cancelled job's rollback is a part of its bar of its own, named in the legend")
+  func rollback() {
+    let picture = TimelinePicture(
+      log: [
+        "[ 0 ms] started save #1",
+        "[10 ms] started save #2",
+        "[10 ms] rolling back save #1: cancelled by tap 2",
+        "[20 ms] ended save #1: cancelled",
+        "[40 ms] ended save #2: succeeded",
+      ],
+      caption: "rollback"
+    )
+    #expect(picture.rows.map(\.outcome) == [.cancelled, .finished])
+    let parts = picture.rows[0].segments.map { ($0.kind, $0.start, $0.end) }
+    #expect(parts.count == 2)
+    #expect(parts.first?.0 == .lastAttempt && parts.first?.2 == 10)
+    #expect(parts.last?.0 == .rollback && parts.last?.1 == 10 && parts.last?.2 == 20)
+    #expect(picture.rows[1].segments.isEmpty)
+    #expect(picture.svg().contains(">rolling back</text>"))
+  }
+}

@@ -359,6 +359,37 @@ struct OrderlyServerTests {
     #expect(handler.entries.contains { $0.message == "delivered" && $0.level == .debug })
   }
 
+  @Test("each event's line names its message's key: numbers alone repeat across keys")
+  func eventsNameTheKey() async throws {
+    let handler = InMemoryLogHandler()
+    var logger = Logger(label: "test") { _ in handler }
+    logger.logLevel = .debug
+    let clock = ManualClock()
+    let outbox = try Outbox<String>(clock: clock)
+    let failed = Mutex(Set<String>())
+    let service = OutboxService(outbox: outbox, retry: try exactRetry(), logger: logger) {
+      envelope in
+      // Each key's first attempt fails once; the second delivers.
+      let first = failed.withLock { $0.insert(envelope.message).inserted }
+      if first { throw Unreachable() }
+    }
+    for customer in ["alice", "bob", "carol"] {
+      try await outbox.append(customer, partition: customer)
+    }
+    let running = Task { try await service.run() }
+    try await clock.waitForSleepers(3)
+    clock.advance(by: .seconds(1))
+    try await outbox.waitUntilDelivered()
+    running.cancel()
+    try await running.value
+    for message in ["delivery failed; will retry", "delivered"] {
+      let lines = handler.entries.filter { "\($0.message)" == message }
+      let keys = Set(lines.compactMap { $0.metadata["orderly.partition"].map { "\($0)" } })
+      #expect(lines.count == 3, "\(message)")
+      #expect(keys == ["alice", "bob", "carol"], "\(message)")
+    }
+  }
+
   // MARK: - Traces
 
   @Test("traces: an append in one process, its delivery in another, linked by the stored context")

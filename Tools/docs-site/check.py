@@ -108,7 +108,23 @@ DRIVER = b"""<script>window.addEventListener("load", function () {
   // Every colour a bar is drawn in, at every event, must be named: by the legend's swatches,
   // or for a key's holder by the holders' column. A white bar is named by its dashed outline.
   var unnamed = {};
+  // An outcome bar (one that ends finished, failed, ...) that has not ended yet must be drawn
+  // in the colour the legend calls "running", not in the colour of how it will end.
+  var runningFill = null;
+  svg.querySelectorAll("[data-legend]").forEach(function (swatch) {
+    var words = swatch.nextElementSibling;
+    if (words && words.textContent === "running") runningFill = swatch.getAttribute("fill");
+  });
+  var early = false;
   function colours() {
+    svg.querySelectorAll("rect[data-fill]").forEach(function (bar) {
+      if (early || bar.getAttribute("visibility") === "hidden") return;
+      if (at() < Number(bar.getAttribute("data-last")) && bar.getAttribute("fill") !== runningFill) {
+        early = true;
+        problems.push("at event " + at() + " a bar that has not ended is drawn in "
+          + bar.getAttribute("fill") + ", not the legend's running colour " + runningFill);
+      }
+    });
     var named = {};
     svg.querySelectorAll("[data-legend], tspan").forEach(function (e) {
       named[e.getAttribute("fill") === "#ffffff"

@@ -17,7 +17,9 @@ is checked, one or more lines inside `<!-- exercise: ... -->`, with clauses sepa
   hangs                   the program is still running after 20 s (then it is stopped)
   same-twice              two runs print the same output
   read                    a question to think about: nothing to run
-  manual REASON           a change too open to apply mechanically; the reason is printed
+  manual open-ended: WHY  a change too open to apply mechanically, which promises no effect (an
+                          exercise that says what will happen is checked by one of the above);
+                          the reason must begin with `open-ended:`, and is printed
 
 An edited example file is restored afterwards, whatever happens. Run from anywhere:
 
@@ -134,6 +136,11 @@ def run_program(command, spec, cwd):
 
 
 def check(spec, scratch):
+    if spec.get("manual") and not spec["manual"].startswith("open-ended:"):
+        raise Failure(
+            "a manual exercise must be open-ended (`manual open-ended: WHY`): one that promises "
+            "an effect is checked with edit, run or sh, so that the promise is asserted"
+        )
     if spec.get("read") or spec.get("manual"):
         return "not run: " + ("a question to think about" if spec.get("read") else spec["manual"])
     if "edit" in spec:
