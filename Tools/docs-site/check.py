@@ -202,6 +202,13 @@ def check_player(browser, base, site, path, failures):
         problems.append("ended on event %d of %d" % (result["position"], result["last"]))
     if not result["currentIsLast"]:
         problems.append("the last log line is not the one highlighted at the end")
+    # A title is plain text: Markdown's code marks would show as literal backticks.
+    for heading in re.findall(r"<(?:h1|title)>(.*?)</(?:h1|title)>", dom.stdout, re.S):
+        if "`" in heading:
+            problems.append("its title shows literal backticks: %s" % html.unescape(heading))
+    # On the step axis the list numbers the events already: a "#N" beside each is a second count.
+    if re.search(r'<li id="step-\d+"[^>]*><span class="at">#', dom.stdout):
+        problems.append("its log is numbered twice (the list's numbers and #N beside them)")
     figure = re.search(r"<svg\b.*?</svg>", dom.stdout, re.S)
     name = os.path.splitext(os.path.basename(path))[0]
     static_path = os.path.join(site, os.path.dirname(path), "..", "pictures", name + ".svg")
