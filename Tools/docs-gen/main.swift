@@ -504,7 +504,15 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
         ["```swift"] + source.trimmingCharacters(in: .newlines).components(separatedBy: "\n")
         + ["```"]
     case "sample":
-      block = ["```swift"] + (try sample(named: arguments[0])) + ["```"]
+      let lines = try sample(named: arguments[0])
+      // A reader copies a sample into a file of their own: it shows the modules it needs.
+      guard lines.first?.hasPrefix("import ") == true else {
+        throw DocsGenError(
+          description: "\(file): the sample \(arguments[0]) shows no import line; mark its "
+            + "imports in Tests/DocSamples with `// sample: \(arguments[0])` too"
+        )
+      }
+      block = ["```swift"] + lines + ["```"]
     case "picture":
       let example = arguments[0]
       let section = arguments.count > 1 ? arguments[1] : nil
