@@ -390,6 +390,12 @@ struct TimelinePictureTimeTests {
     ] {
       #expect(svg.contains(words), "no \(words)")
     }
+    // The legend names each worker's colour.
+    for worker in ["A", "B", "C"] {
+      let colour = TimelinePicture.holderColour(worker)
+      let named = svg.contains("data-legend=\"1\" fill=\"\(colour)\"/>")
+      #expect(named && svg.contains(">held by \(worker)</text>"), "\(worker)")
+    }
   }
 }
 

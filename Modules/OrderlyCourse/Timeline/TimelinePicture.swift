@@ -885,6 +885,18 @@ public struct TimelinePicture: Sendable, Equatable {
           + "<text x=\"\(legendX + 16)\" y=\"\(legendY + 17)\" fill=\"#515154\">\(words)</text>"
       )
     }
+    // Each holder's colour, by worker (`A` of `A, fence 1`), in the names' order.
+    var workers: [String] = []
+    for segment in rows.flatMap(\.segments) where segment.kind == .hold {
+      let worker = String((segment.holder ?? "").prefix { $0 != "," })
+      if !workers.contains(worker) { workers.append(worker) }
+    }
+    for worker in workers.sorted().reversed() {
+      legend("held by \(worker)") { x in
+        "<rect x=\"\(x)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "data-legend=\"1\" fill=\"\(Self.holderColour(worker))\"/>"
+      }
+    }
     for ending in [Segment.Ending.released, .killed]
     where rows.contains(where: { $0.segments.contains { $0.ending == ending } }) {
       legend(ending.rawValue) { x in
@@ -1048,7 +1060,7 @@ public struct TimelinePicture: Sendable, Equatable {
 
   /// A holder's bar: one colour per worker (by its name's first letter), each dark enough for
   /// white words (4.5:1) and apart from the outcome colours.
-  static func holderColour(_ holder: String) -> String {
+  package static func holderColour(_ holder: String) -> String {
     let palette = ["#1967d2", "#8430ce", "#00796b", "#b06000", "#5f6368"]
     let letter = holder.unicodeScalars.first.map { Int($0.value) } ?? 0
     return palette[letter % palette.count]
