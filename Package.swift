@@ -202,7 +202,11 @@ package.targets += [
     // name (there is no product, see above).
     name: "orderly",
     dependencies: [
-      "OrderlyCore", "OrderlyRepository", "OrderlySQLite", "OrderlyCourse",
+      "OrderlyCore", "OrderlyRepository", "OrderlySQLite", "OrderlyCourse", "OrderlyOutboxCore",
+      .target(name: "OrderlyOutbox", condition: sqlite),
+      // `orderly outbox --url`: with the Postgres trait only (`swift run --traits Postgres`).
+      .target(name: "OrderlyPostgres", condition: postgres),
+      .product(name: "Logging", package: "swift-log", condition: postgres),
       .product(name: "ArgumentParser", package: "swift-argument-parser"),
     ],
     path: "Modules/OrderlyCLI"
@@ -433,7 +437,13 @@ package.targets += [
   .testTarget(
     name: "OrderlyCLITests",
     // Runs the built `orderly` binary; depending on its target builds it first.
-    dependencies: ["orderly", "BuiltProducts"]
+    dependencies: [
+      "orderly", "BuiltProducts",
+      // The outbox files `orderly outbox` is tested on are made with the library.
+      .target(name: "OrderlyOutbox", condition: sqlite),
+      .target(name: "OrderlySQLite", condition: sqlite),
+      .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
+    ]
   ),
   .testTarget(
     name: "ExamplesTests",

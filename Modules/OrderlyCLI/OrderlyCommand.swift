@@ -8,7 +8,7 @@ struct OrderlyCommand: AsyncParsableCommand {
     commandName: "orderly",
     abstract: "Put asynchronous work in order: a demo, and a notes shell to try it by hand.",
     version: "0.1.0",
-    subcommands: [DemoCommand.self, ShellCommand.self, ExamplesCommand.self]
+    subcommands: [DemoCommand.self, ShellCommand.self, ExamplesCommand.self, OutboxCommand.self]
   )
 }
 

@@ -45,6 +45,42 @@ package enum DatabaseFile {
   package static func check(_ path: String, busyTimeout: Duration, schema: DatabaseSchema)
     throws(DatabaseFileError) -> Bool
   {
+    try checked(path, busyTimeout: busyTimeout, schema: schema) != nil
+  }
+
+  /// Checks a file that must already hold the schema's tables: for a tool that inspects or
+  /// repairs a database (`orderly outbox`), which must never create one where it finds none.
+  ///
+  /// - Parameters:
+  ///   - path: The database file.
+  ///   - busyTimeout: How long to wait for another connection's lock while reading.
+  ///   - schema: What the file must hold.
+  /// - Throws: ``DatabaseFileError`` naming the cause: no file, an empty file, a database
+  ///   without the schema's tables, or any refusal of ``check(_:busyTimeout:schema:)``; nothing
+  ///   was written.
+  package static func checkExisting(_ path: String, busyTimeout: Duration, schema: DatabaseSchema)
+    throws(DatabaseFileError)
+  {
+    guard let tables = try checked(path, busyTimeout: busyTimeout, schema: schema) else {
+      throw .cannotOpen(path: path, reason: "there is no file at this path")
+    }
+    guard let tables else {
+      throw .refused(path: path, reason: "it is an empty file, not \(schema.kind)")
+    }
+    if tables.isDisjoint(with: schema.tables) {
+      let shown = tables.isEmpty ? "none" : tables.sorted().joined(separator: ", ")
+      throw .refused(
+        path: path,
+        reason: "it is an SQLite database without \(schema.kind) (its tables: \(shown))"
+      )
+    }
+  }
+
+  /// Checks the path and the file at it: `nil` when there is no file; otherwise the file's
+  /// tables, `nil` inside when the file is empty.
+  private static func checked(_ path: String, busyTimeout: Duration, schema: DatabaseSchema)
+    throws(DatabaseFileError) -> Set<String>??
+  {
     if path.isEmpty { throw .cannotOpen(path: path, reason: "the path is empty") }
     if path.unicodeScalars.contains("\0") {
       throw .cannotOpen(path: path, reason: "the path contains a NUL character")
@@ -54,7 +90,7 @@ package enum DatabaseFile {
       let code = errno
       guard code == ENOENT else { throw .cannotOpen(path: path, reason: describe(errno: code)) }
       try checkNewFile(path)
-      return false
+      return .none
     }
     switch info.st_mode & S_IFMT {
     case S_IFREG: break
@@ -67,7 +103,10 @@ package enum DatabaseFile {
     guard access(path, R_OK) == 0 else {
       throw .cannotOpen(path: path, reason: "the file cannot be read (permission denied)")
     }
-    if info.st_size > 0 { try checkContents(path, busyTimeout: busyTimeout, schema: schema) }
+    var tables: Set<String>?
+    if info.st_size > 0 {
+      tables = try checkContents(path, busyTimeout: busyTimeout, schema: schema)
+    }
     if info.st_mode & (S_IWUSR | S_IWGRP | S_IWOTH) == 0 || access(path, W_OK) != 0 {
       throw .cannotOpen(
         path: path,
@@ -75,7 +114,7 @@ package enum DatabaseFile {
       )
     }
     try checkFolderIsWritable(of: path)
-    return true
+    return .some(tables)
   }
 
   /// Removes the database and its side files, for a file the failed open created.
@@ -123,7 +162,7 @@ package enum DatabaseFile {
   // MARK: - An existing file
 
   private static func checkContents(_ path: String, busyTimeout: Duration, schema: DatabaseSchema)
-    throws(DatabaseFileError)
+    throws(DatabaseFileError) -> Set<String>
   {
     guard let handle = FileHandle(forReadingAtPath: path) else {
       throw .cannotOpen(path: path, reason: "the file cannot be read (permission denied?)")
@@ -159,6 +198,7 @@ package enum DatabaseFile {
     if let problem = schema.problem(tables: contents.tables, applied: contents.applied) {
       throw .refused(path: path, reason: problem)
     }
+    return contents.tables
   }
 
   /// The file size the header promises, when the header says it is current (SQLite's file

@@ -131,6 +131,55 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     }
   }
 
+  /// Opens the outbox at `path` only if the file is already an outbox.
+  ///
+  /// For `orderly outbox`, which must never create one where it finds none. A missing file, an empty one, or an
+  /// SQLite database without the outbox's tables is refused (`OutboxError.cannotOpen` or
+  /// `OutboxError.notAnOutbox`) and left as it was; otherwise as ``init(path:busyTimeout:clock:partition:coalescing:)``.
+  ///
+  /// - Parameters:
+  ///   - path: The outbox file.
+  ///   - busyTimeout: How long to wait when another connection holds the database's lock.
+  /// - Throws: `OutboxError` naming the cause; the file is then as it was.
+  package convenience init(existingAt path: String, busyTimeout: Duration = .seconds(60))
+    throws(OutboxError)
+  {
+    do {
+      try DatabaseFile.checkExisting(path, busyTimeout: busyTimeout, schema: OutboxSchema.alone)
+    } catch {
+      throw OutboxError(error)
+    }
+    // One connection (not a pool): opening a pool writes to the file even to read it (GRDB
+    // makes sure a `-wal` exists by creating and dropping a table), and a command that only
+    // reads, or refuses what it was asked, must leave the file byte for byte as it was. This
+    // connection writes only when a command changes something; closed last, it checkpoints and
+    // removes the side files, as a pool's does. Every commit is synced (synchronous = FULL).
+    let queue: DatabaseQueue
+    do {
+      var configuration = Configuration()
+      configuration.busyMode = DurableDatabase.busyMode(waitingUpTo: busyTimeout)
+      configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = FULL") }
+      queue = try DatabaseQueue(path: path, configuration: configuration)
+    } catch {
+      throw Self.openingError(error, path: path, busyTimeout: busyTimeout)
+    }
+    do {
+      try self.init(
+        opened: queue,
+        schema: OutboxSchema.alone,
+        path: path,
+        ownsDatabase: true,
+        busyTimeout: busyTimeout,
+        clock: ContinuousClock(),
+        partition: nil,
+        coalescing: nil
+      )
+    } catch {
+      try? queue.close()
+      throw error
+    }
+  }
+
   /// Keeps the outbox's tables in a database you opened, beside your own tables.
   ///
   /// Use it to append a message in the same transaction as the change it reports, with

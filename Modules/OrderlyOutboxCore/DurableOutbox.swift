@@ -105,6 +105,23 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// - Throws: An ``OutboxError`` if the store cannot be read.
   func counts() async throws(OutboxError) -> OutboxCounts
 
+  /// Every key with pending messages, dead letters or a pause of its own, with what holds it
+  /// up: for an operator (`orderly outbox keys`), read in one transaction.
+  ///
+  /// - Returns: The keys, in no set order (``Swift/Array/sortedForOperator(onDeadLetter:at:)``
+  ///   puts the stuck ones first).
+  /// - Throws: An ``OutboxError`` if the store cannot be read.
+  func keys() async throws(OutboxError) -> [OutboxKey]
+
+  /// One stored message, pending or dead, with its payload as stored: for an operator
+  /// (`orderly outbox peek`).
+  ///
+  /// - Parameter id: The message's identifier.
+  /// - Returns: The message, or `nil` if the outbox holds none with that identifier (it was
+  ///   delivered, dropped, or never appended).
+  /// - Throws: An ``OutboxError`` if the store cannot be read.
+  func storedMessage(id: UUID) async throws(OutboxError) -> OutboxStoredMessage?
+
   /// What this process's delivery holds and has met since the outbox was created: keys held,
   /// lease renewals that failed, acknowledgements the fence refused. Read from memory, so it
   /// does not throw; for gauges and counters.

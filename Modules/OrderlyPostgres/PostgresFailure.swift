@@ -123,12 +123,14 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
 extension PostgresClient.Configuration {
   /// A configuration from a URL, as `psql` takes it.
   ///
-  /// The URL is `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgres://...`). TLS
-  /// is off: for a server on this machine or a
-  /// private network; set `tls` on the result for anything else.
+  /// The URL is `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgres://...`),
+  /// optionally followed by `?search_path=SCHEMA` (the schema the outbox's tables are in, when
+  /// it is not the user's default) and `&application_name=NAME`. TLS is off: for a server on
+  /// this machine or a private network; set `tls` on the result for anything else.
   ///
   /// - Parameter url: The URL.
-  /// - Throws: `OutboxError.invalidOption(_:)` when it is not such a URL.
+  /// - Throws: `OutboxError.invalidOption(_:)` when it is not such a URL, or names another
+  ///   parameter.
   public init(orderlyURL url: String) throws(OutboxError) {
     guard let parts = URLComponents(string: url),
       parts.scheme == "postgres" || parts.scheme == "postgresql",
@@ -137,6 +139,18 @@ extension PostgresClient.Configuration {
       throw .invalidOption(
         "\"\(url)\" is not a PostgreSQL URL: write postgresql://USER@HOST:PORT/DATABASE"
       )
+    }
+    var startup: [(String, String)] = []
+    for item in parts.queryItems ?? [] {
+      guard ["search_path", "application_name"].contains(item.name), let value = item.value,
+        !value.isEmpty
+      else {
+        throw .invalidOption(
+          "\"\(url)\" has the parameter \"\(item.name)\": a PostgreSQL URL for Orderly takes "
+            + "only search_path=SCHEMA and application_name=NAME, each with a value"
+        )
+      }
+      startup.append((item.name, value))
     }
     let database = parts.path.hasPrefix("/") ? String(parts.path.dropFirst()) : parts.path
     self.init(
@@ -147,6 +161,7 @@ extension PostgresClient.Configuration {
       database: database.isEmpty ? nil : database,
       tls: .disable
     )
+    options.additionalStartupParameters = startup
   }
 }
 #endif

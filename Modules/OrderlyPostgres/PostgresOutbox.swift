@@ -97,7 +97,8 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
       clock: clock,
       logger: logger,
       coalescing: coalescing,
-      partition: partition
+      partition: partition,
+      creatingTables: true
     )
   }
 
@@ -125,6 +126,27 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     logger: Logger = Logger(label: "orderly.outbox.postgres"),
     coalescing: Coalescing<Message>? = nil,
     partition: (@Sendable (Message) -> String?)? = nil
+  ) async throws(OutboxError) {
+    try await self.init(
+      url: url,
+      clock: clock,
+      logger: logger,
+      coalescing: coalescing,
+      partition: partition,
+      creatingTables: true
+    )
+  }
+
+  /// Opens the outbox in the database a URL names; with `creatingTables` false, a database
+  /// without the outbox's tables is refused (`OutboxError.notAnOutbox(path:reason:)`) and left
+  /// as it was: for `orderly outbox`, which must not create an outbox where it finds none.
+  package convenience init(
+    url: String,
+    clock: any Clock<Duration> = ContinuousClock(),
+    logger: Logger = Logger(label: "orderly.outbox.postgres"),
+    coalescing: Coalescing<Message>? = nil,
+    partition: (@Sendable (Message) -> String?)? = nil,
+    creatingTables: Bool
   ) async throws(OutboxError) {
     let configuration = try PostgresClient.Configuration(orderlyURL: url)
     let shown = describe(configuration)
@@ -154,7 +176,8 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
         clock: clock,
         logger: logger,
         coalescing: coalescing,
-        partition: partition
+        partition: partition,
+        creatingTables: creatingTables
       )
     } catch {
       run.cancel()
@@ -168,7 +191,8 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     clock: any Clock<Duration>,
     logger: Logger,
     coalescing: Coalescing<Message>?,
-    partition: (@Sendable (Message) -> String?)?
+    partition: (@Sendable (Message) -> String?)?,
+    creatingTables: Bool
   ) async throws(OutboxError) {
     self.client = client
     self.clientRun = clientRun
@@ -193,7 +217,11 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     self.database = name
     let problem: String?
     do {
-      problem = try await PostgresSchema.prepare(client, logger: logger)
+      problem = try await PostgresSchema.prepare(
+        client,
+        creatingTables: creatingTables,
+        logger: logger
+      )
     } catch {
       throw outboxError(error, database: name)
     }

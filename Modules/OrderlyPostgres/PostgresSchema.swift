@@ -108,8 +108,16 @@ enum PostgresSchema {
   /// Runs in one transaction under an advisory lock, so that workers starting together create
   /// the tables once.
   ///
+  /// - Parameters:
+  ///   - client: The client to query with.
+  ///   - creatingTables: Whether a database without the tables gets them; when false, such a
+  ///     database is refused and left untouched.
+  ///   - logger: Where queries log.
   /// - Returns: Why the database cannot be used, or `nil` if it can.
-  static func prepare(_ client: PostgresClient, logger: Logger) async throws -> String? {
+  /// - Throws: The database's error, when a query fails.
+  static func prepare(_ client: PostgresClient, creatingTables: Bool = true, logger: Logger)
+    async throws -> String?
+  {
     try await client.withTransaction(logger: logger) { connection -> String? in
       try await connection.query(
         "SELECT pg_advisory_xact_lock(hashtext('orderly_outbox_schema'))",
@@ -125,6 +133,10 @@ enum PostgresSchema {
         logger: logger
       )
       for try await name in rows.decode(String.self) { present.append(name) }
+      if present.isEmpty, !creatingTables {
+        return "it holds no Orderly outbox (no orderly_outbox_* tables in its current schema): "
+          + "check the URL's database, or start a worker to create the outbox"
+      }
       if present.isEmpty {
         for statement in create { try await connection.query(statement, logger: logger) }
         try await connection.query(

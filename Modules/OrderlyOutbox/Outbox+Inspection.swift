@@ -1,0 +1,127 @@
+// Compiled with the SQLite trait (on by default); see Package.swift.
+#if SQLite
+public import Foundation
+import GRDB
+public import OrderlyOutboxCore
+
+extension Outbox {
+  /// Every key with pending messages, dead letters or a pause of its own.
+  ///
+  /// Read in one transaction. `holder` is always `nil`: one process delivers a file, without leases.
+  ///
+  /// - Returns: The keys, in no set order.
+  /// - Throws: `OutboxError.busy(path:waited:)` or `OutboxError.closed(path:)`.
+  public func keys() async throws(OutboxError) -> [OutboxKey] {
+    try checkOpen()
+    do {
+      return try await database.read { db in try OutboxStore.keys(db) }
+    } catch {
+      throw failure(error)
+    }
+  }
+
+  /// One stored message, pending or dead, with its payload and headers as stored.
+  ///
+  /// - Parameter id: The message's identifier.
+  /// - Returns: The message, or `nil` if the file holds none with that identifier.
+  /// - Throws: `OutboxError.busy(path:waited:)` or `OutboxError.closed(path:)`.
+  public func storedMessage(id: UUID) async throws(OutboxError) -> OutboxStoredMessage? {
+    try checkOpen()
+    do {
+      return try await database.read { db in try OutboxStore.storedMessage(db, id: id) }
+    } catch {
+      throw failure(error)
+    }
+  }
+}
+
+extension OutboxStore {
+  /// Every key that has pending messages, dead letters or a pause.
+  static func keys(_ db: Database) throws -> [OutboxKey] {
+    var keys: [String?: OutboxKey] = [:]
+    func key(_ partition: String?) -> OutboxKey {
+      keys[partition] ?? OutboxKey(partition: partition, pending: 0, deadLetters: 0, paused: false)
+    }
+    for row in try Row.fetchAll(
+      db,
+      sql: """
+        SELECT g.partition, g.pending, g.oldest, m.id, m.attempts FROM (
+          SELECT partition, COUNT(*) AS pending, MIN(appendedAt) AS oldest,
+            MIN(sequence) AS head
+          FROM \(messages) GROUP BY partition
+        ) g JOIN \(messages) m ON m.sequence = g.head
+        """
+    ) {
+      let partition: String? = row["partition"]
+      var entry = key(partition)
+      entry.pending = row["pending"]
+      entry.oldestPendingAppendedAt = Date(timeIntervalSince1970: row["oldest"])
+      entry.head = UUID(uuidString: row["id"])
+      entry.headAttempts = row["attempts"]
+      keys[partition] = entry
+    }
+    for row in try Row.fetchAll(
+      db,
+      sql: """
+        SELECT partition, COUNT(*) AS dead, MIN(failedAt) AS failed
+        FROM \(deadLetters) GROUP BY partition
+        """
+    ) {
+      let partition: String? = row["partition"]
+      var entry = key(partition)
+      entry.deadLetters = row["dead"]
+      entry.oldestDeadLetterFailedAt = Date(timeIntervalSince1970: row["failed"])
+      keys[partition] = entry
+    }
+    for partition in try pausedPartitions(db) {
+      var entry = key(partition)
+      entry.paused = true
+      keys[partition] = entry
+    }
+    return Array(keys.values)
+  }
+
+  /// The pending message or dead letter with this identifier, with its headers.
+  static func storedMessage(_ db: Database, id: UUID) throws -> OutboxStoredMessage? {
+    if let row = try Row.fetchOne(
+      db,
+      sql: """
+        SELECT m.*, h.headers FROM \(messages) m LEFT JOIN \(headers) h USING (sequence)
+        WHERE m.id = ?
+        """,
+      arguments: [id.uuidString]
+    ) {
+      return record(row, deadLetter: nil)
+    }
+    guard
+      let row = try Row.fetchOne(
+        db,
+        sql: """
+          SELECT d.*, h.headers FROM \(deadLetters) d LEFT JOIN \(headers) h USING (sequence)
+          WHERE d.id = ?
+          """,
+        arguments: [id.uuidString]
+      )
+    else { return nil }
+    return record(
+      row,
+      deadLetter: (Date(timeIntervalSince1970: row["failedAt"]), row["reason"])
+    )
+  }
+
+  private static func record(_ row: Row, deadLetter: (failedAt: Date, reason: String)?)
+    -> OutboxStoredMessage
+  {
+    OutboxStoredMessage(
+      id: UUID(uuidString: row["id"]) ?? UUID(),
+      sequence: row["sequence"],
+      partition: row["partition"],
+      payload: row["payload"],
+      headers: StoredHeaders.decode(row["headers"]),
+      attempts: row["attempts"],
+      appendedAt: Date(timeIntervalSince1970: row["appendedAt"]),
+      deadLetter: deadLetter
+    )
+  }
+}
+#endif

@@ -1,0 +1,249 @@
+import BuiltProducts
+import Foundation
+import GRDB
+import OrderlyOutbox
+import OrderlySQLite
+import Synchronization
+import Testing
+
+/// A message of the fixture outbox.
+private struct Change: Codable, Sendable {
+  let note: String
+  let text: String
+}
+
+/// A transient failure: retried.
+private struct Offline: Error, CustomStringConvertible {
+  var description: String { "the server did not answer" }
+}
+
+/// An outbox file with one key of each kind, as a deliverer left it.
+///
+/// - `note-1`: its first message is a dead letter ("422: title too long"), two wait behind it;
+/// - `note-2`: paused, two messages waiting;
+/// - `note-3`: its message failed once and waits an hour for its next attempt;
+/// - `note-4`: delivered, gone.
+private struct Fixture {
+  let folder: ScratchFolder
+  let path: String
+  let deadLetter: UUID
+  let retrying: UUID
+  let pausedHead: UUID
+
+  init() async throws {
+    folder = try ScratchFolder()
+    path = folder.path("outbox.sqlite")
+    let outbox = try Outbox<Change>(path: path)
+    let dead = try await outbox.append(
+      Change(note: "1", text: "a title far too long"),
+      partition: "note-1"
+    )
+    try await outbox.append(
+      contentsOf: [Change(note: "1", text: "b"), Change(note: "1", text: "c")],
+      partition: "note-1",
+      headers: [:]
+    )
+    let pausedHead = try await outbox.append(
+      Change(note: "2", text: "milk"),
+      partition: "note-2",
+      headers: ["traceparent": "00-1-2-01"]
+    )
+    try await outbox.append(Change(note: "2", text: "eggs"), partition: "note-2")
+    let retrying = try await outbox.append(Change(note: "3", text: "x"), partition: "note-3")
+    try await outbox.append(Change(note: "4", text: "y"), partition: "note-4")
+    try await outbox.pause(partition: "note-2")
+    try outbox.start(
+      retry: try RetryPolicy(initialDelay: .seconds(3600), maximumDelay: .seconds(3600), jitter: 0)
+    ) { envelope in
+      switch envelope.message.note {
+      case "1": throw PermanentDeliveryFailure("server said 422: title too long")
+      case "3": throw Offline()
+      default: return
+      }
+    }
+    // Waits for the deliverer to reach the state above (a condition, not a time).
+    let deadline = ContinuousClock.now + .seconds(120)
+    while ContinuousClock.now < deadline {
+      let keys = try await outbox.keys()
+      let one = keys.first { $0.partition == "note-1" }
+      let three = keys.first { $0.partition == "note-3" }
+      let four = keys.first { $0.partition == "note-4" }
+      if one?.deadLetters == 1, three?.headAttempts == 1, four == nil { break }
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    await outbox.stop()
+    try await outbox.close()
+    deadLetter = dead
+    self.retrying = retrying
+    self.pausedHead = pausedHead
+  }
+
+  func run(_ arguments: [String]) async throws -> CLIResult {
+    try await orderly(["outbox"] + arguments + ["--database", path])
+  }
+
+  func json(_ arguments: [String]) async throws -> Any {
+    let result = try await run(arguments + ["--format", "json"])
+    #expect(result.status == 0, "\(result.stderr)")
+    return try JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
+  }
+}
+
+@Suite("orderly outbox: reading an SQLite outbox")
+struct OutboxCommandReadTests {
+  @Test("keys lists the stuck keys first, each with why, and the moving ones after")
+  func keys() async throws {
+    let fixture = try await Fixture()
+    let rows = try #require(try await fixture.json(["keys"]) as? [[String: Any]])
+    let names = rows.map { $0["key"] as? String }
+    #expect(names == ["note-1", "note-2", "note-3"])
+    let stuck = rows.map { $0["stuck"] as? [String] ?? [] }
+    #expect(stuck == [["atDeadLetter"], ["paused"], ["retrying"]])
+    #expect(rows[0]["pending"] as? Int == 2)
+    #expect(rows[0]["deadLetters"] as? Int == 1)
+    #expect(rows[1]["next"] as? String == fixture.pausedHead.uuidString)
+    #expect(rows[2]["nextAttempts"] as? Int == 1)
+    #expect(rows.allSatisfy { $0["holder"] is NSNull })
+
+    let text = try await fixture.run(["keys"])
+    #expect(text.status == 0)
+    let lines = text.stdout.split(separator: "\n").map(String.init)
+    #expect(lines.first?.hasPrefix("KEY") == true)
+    #expect(lines.count == 4)
+    #expect(lines[1].hasPrefix("note-1") && lines[1].contains("waits at a dead letter"))
+    #expect(lines[2].hasPrefix("note-2") && lines[2].contains("paused"))
+    #expect(lines[3].hasPrefix("note-3") && lines[3].contains("retrying"))
+    // Aligned: every row's WHY column starts where the heading's does.
+    let column = try #require(lines[0].range(of: "WHY")).lowerBound.utf16Offset(in: lines[0])
+    #expect(
+      lines.dropFirst().allSatisfy {
+        $0.count > column && $0[$0.index($0.startIndex, offsetBy: column - 1)] == " "
+      }
+    )
+
+    let goOn = try #require(
+      try await fixture.json(["keys", "--dead-letters", "go-on", "--stuck"]) as? [[String: Any]]
+    )
+    let goOnNames = goOn.map { $0["key"] as? String }
+    #expect(goOnNames == ["note-2", "note-3"])
+  }
+
+  @Test("status counts pending, dead letters, paused, blocked and retrying keys, and the oldest")
+  func status() async throws {
+    let fixture = try await Fixture()
+    let status = try #require(try await fixture.json(["status"]) as? [String: Any])
+    #expect(status["store"] as? String == "sqlite")
+    #expect(status["outbox"] as? String == fixture.path)
+    #expect(status["pending"] as? Int == 5)
+    #expect(status["deadLetters"] as? Int == 1)
+    #expect(status["pausedKeys"] as? [String] == ["note-2"])
+    #expect(status["blockedKeys"] as? [String] == ["note-1", "note-2"])
+    #expect(status["retryingKeys"] as? [String] == ["note-3"])
+    #expect(status["keysInFlight"] is NSNull)
+    let oldest = try #require(status["oldestPending"] as? [String: Any])
+    #expect(oldest["key"] as? String == "note-1")
+    #expect(status["keys"] is NSNull)
+
+    let perKey = try #require(try await fixture.json(["status", "--per-key"]) as? [String: Any])
+    #expect((perKey["keys"] as? [Any])?.count == 3)
+
+    let text = try await fixture.run(["status"])
+    #expect(text.status == 0)
+    #expect(text.stdout.contains("Pending:"))
+    #expect(text.stdout.contains("Blocked keys:    2 (note-1, note-2)"))
+  }
+
+  @Test("dead-letters gives id, key, attempts, last error and when; peek shows the stored message")
+  func deadLettersAndPeek() async throws {
+    let fixture = try await Fixture()
+    let letters = try #require(try await fixture.json(["dead-letters"]) as? [[String: Any]])
+    #expect(letters.count == 1)
+    #expect(letters.first?["id"] as? String == fixture.deadLetter.uuidString)
+    #expect(letters.first?["key"] as? String == "note-1")
+    #expect(letters.first?["attempts"] as? Int == 1)
+    #expect(letters.first?["lastError"] as? String == "server said 422: title too long")
+    #expect(letters.first?["failedAt"] is String)
+
+    let text = try await fixture.run(["dead-letters"])
+    #expect(text.stdout.contains(fixture.deadLetter.uuidString))
+    #expect(text.stdout.contains("server said 422: title too long"))
+
+    let peek = try await fixture.run(["peek", fixture.pausedHead.uuidString])
+    #expect(peek.status == 0, "\(peek.stderr)")
+    let object = try #require(
+      try JSONSerialization.jsonObject(with: Data(peek.stdout.utf8)) as? [String: Any]
+    )
+    #expect(object["state"] as? String == "pending")
+    #expect(object["key"] as? String == "note-2")
+    #expect(object["headers"] as? [String: String] == ["traceparent": "00-1-2-01"])
+    let message = try #require(object["message"] as? [String: String])
+    #expect(message == ["note": "2", "text": "milk"])
+
+    let dead = try #require(
+      try await fixture.json(["peek", fixture.deadLetter.uuidString]) as? [String: Any]
+    )
+    #expect(dead["state"] as? String == "deadLetter")
+    #expect(dead["reason"] as? String == "server said 422: title too long")
+  }
+}
+
+@Suite("orderly outbox: changing an SQLite outbox")
+struct OutboxCommandChangeTests {
+  @Test("retry puts a dead letter back at the head of its key, and delivery goes on in order")
+  func retry() async throws {
+    let fixture = try await Fixture()
+    let result = try await fixture.run(["retry", fixture.deadLetter.uuidString])
+    #expect(result.status == 0, "\(result.stderr)")
+    #expect(result.stdout.contains("next in key note-1"))
+    let rows = try #require(try await fixture.json(["keys"]) as? [[String: Any]])
+    let one = try #require(rows.first { $0["key"] as? String == "note-1" })
+    #expect(one["next"] as? String == fixture.deadLetter.uuidString)
+    #expect(one["pending"] as? Int == 3)
+    #expect(one["deadLetters"] as? Int == 0)
+
+    // A worker delivers the key again, the retried message first.
+    let outbox = try Outbox<Change>(path: fixture.path)
+    let seen = Recorded()
+    try outbox.start { envelope in
+      if envelope.partition == "note-1" { seen.add(envelope.message.text) }
+    }
+    let deadline = ContinuousClock.now + .seconds(120)
+    while seen.values.count < 3, ContinuousClock.now < deadline {
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    await outbox.stop()
+    try await outbox.close()
+    #expect(seen.values == ["a title far too long", "b", "c"])
+  }
+
+  @Test("drop removes a dead letter; its key goes on with the message after it")
+  func drop() async throws {
+    let fixture = try await Fixture()
+    let result = try await fixture.run(["drop", fixture.deadLetter.uuidString])
+    #expect(result.status == 0, "\(result.stderr)")
+    let letters = try #require(try await fixture.json(["dead-letters"]) as? [Any])
+    #expect(letters.isEmpty)
+    let rows = try #require(try await fixture.json(["keys"]) as? [[String: Any]])
+    let one = try #require(rows.first { $0["key"] as? String == "note-1" })
+    #expect(one["stuck"] as? [String] == [])
+    #expect(one["pending"] as? Int == 2)
+  }
+
+  @Test("pause and resume a key")
+  func pauseAndResume() async throws {
+    let fixture = try await Fixture()
+    let resumed = try await fixture.run(["resume", "note-2"])
+    #expect(resumed.status == 0, "\(resumed.stderr)")
+    let paused = try await fixture.run(["pause", "note-3"])
+    #expect(paused.status == 0, "\(paused.stderr)")
+    let status = try #require(try await fixture.json(["status"]) as? [String: Any])
+    #expect(status["pausedKeys"] as? [String] == ["note-3"])
+  }
+}
+
+/// Values a handler records, in order.
+private final class Recorded: Sendable {
+  private let storage = Mutex<[String]>([])
+  func add(_ value: String) { storage.withLock { $0.append(value) } }
+  var values: [String] { storage.withLock { $0 } }
+}
