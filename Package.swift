@@ -196,17 +196,27 @@ package.targets += [
     dependencies: ["OrderlyCore"],
     path: "Modules/OrderlyTaskStore"
   ),
+  // `orderly outbox`, the operator's command, as a module: the `orderly` binary runs it, and so
+  // does the course's outbox-operator example, in its own process. No product.
+  .target(
+    name: "OrderlyOperator",
+    dependencies: [
+      "OrderlyOutboxCore",
+      .target(name: "OrderlyOutbox", condition: sqlite),
+      // `orderly outbox --url`: with the Postgres trait only (`swift run --traits Postgres`).
+      .target(name: "OrderlyPostgres", condition: postgres),
+      .product(name: "Logging", package: "swift-log", condition: postgres),
+      .product(name: "ArgumentParser", package: "swift-argument-parser"),
+    ],
+    path: "Modules/OrderlyOperator"
+  ),
   // The `orderly` command: `orderly demo` and `orderly shell`. Thin: the logic is in the modules.
   .executableTarget(
     // Named as the command: `swift run orderly` runs a root package's executable target by its
     // name (there is no product, see above).
     name: "orderly",
     dependencies: [
-      "OrderlyCore", "OrderlyRepository", "OrderlySQLite", "OrderlyCourse", "OrderlyOutboxCore",
-      .target(name: "OrderlyOutbox", condition: sqlite),
-      // `orderly outbox --url`: with the Postgres trait only (`swift run --traits Postgres`).
-      .target(name: "OrderlyPostgres", condition: postgres),
-      .product(name: "Logging", package: "swift-log", condition: postgres),
+      "OrderlyCore", "OrderlyRepository", "OrderlySQLite", "OrderlyCourse", "OrderlyOperator",
       .product(name: "ArgumentParser", package: "swift-argument-parser"),
     ],
     path: "Modules/OrderlyCLI"
@@ -408,6 +418,8 @@ package.targets += [
       .target(name: "OrderlyPostgres", condition: postgres),
       .target(name: "OrderlyOutbox", condition: sqlite),
       .target(name: "outbox-postgres-probe", condition: postgres),
+      // `orderly outbox --url`, run as a process.
+      .target(name: "orderly", condition: postgres),
       // A PostgreSQL worker as a service, for the SIGTERM hand-over test (with Server too).
       .target(name: "outbox-service-probe", condition: server),
       .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),

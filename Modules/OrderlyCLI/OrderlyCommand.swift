@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import OrderlyOperator
 
 /// `orderly`: the demo of the notes screen's ordering problem, and an interactive notes shell.
 @main

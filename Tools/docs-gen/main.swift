@@ -585,7 +585,16 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
 /// The lines with every run of digits replaced by `#`: what a varying run keeps from one run to
 /// the next.
 func structure(of lines: [String]) -> [String] {
-  lines.map { $0.replacingOccurrences(of: "[0-9]+", with: "#", options: .regularExpression) }
+  lines.map {
+    $0.replacingOccurrences(
+      of: "[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}",
+      with: "#",
+      options: .regularExpression
+    )
+    .replacingOccurrences(of: "[0-9]+", with: "#", options: .regularExpression)
+    // A table's columns widen with their numbers: the spaces between cells are not compared.
+    .replacingOccurrences(of: " {2,}", with: "  ", options: .regularExpression)
+  }
 }
 
 /// Where two versions of a file first differ, as a line number.

@@ -1,4 +1,4 @@
-import ArgumentParser
+package import ArgumentParser
 import Foundation
 import OrderlyOutbox
 import OrderlyOutboxCore
@@ -10,8 +10,37 @@ import OrderlyPostgres
 
 /// `orderly outbox`: what an operator runs against an outbox, SQLite file or PostgreSQL
 /// database, while its workers run.
-struct OutboxCommand: AsyncParsableCommand {
-  static let configuration = CommandConfiguration(
+///
+/// A module of its own (no product), so that the course's example runs the very command the
+/// `orderly` binary runs, in its own process: ``run(_:)``.
+package struct OutboxCommand: AsyncParsableCommand {
+  package init() {}
+
+  /// Runs `orderly outbox ARGUMENTS` in this process, as the binary would: output on standard
+  /// output, a refusal as one `orderly: ...` line on standard error.
+  ///
+  /// - Parameter arguments: What follows `orderly outbox`.
+  /// - Returns: The exit status the binary would end with (0, 1, or 64 for wrong usage).
+  package static func run(_ arguments: [String]) async -> Int32 {
+    do {
+      var command = try parseAsRoot(arguments)
+      if var command = command as? any AsyncParsableCommand {
+        try await command.run()
+      } else {
+        try command.run()
+      }
+      return 0
+    } catch {
+      let message = message(for: error)
+      if !message.isEmpty {
+        let shown = error is ExitCode ? message : "Error: \(message)"
+        FileHandle.standardError.write(Data((shown + "\n").utf8))
+      }
+      return exitCode(for: error).rawValue
+    }
+  }
+
+  package static let configuration = CommandConfiguration(
     commandName: "outbox",
     abstract: "See and fix an outbox: its keys, dead letters and pauses, without SQL.",
     discussion: """
@@ -78,7 +107,7 @@ struct OutboxTarget: ParsableArguments {
         creatingTables: false
       )
       #else
-      throw RuntimeFailure(message: "--url needs the Postgres trait")
+      throw OperatorFailure(message: "--url needs the Postgres trait")
       #endif
     }
     do {
@@ -154,13 +183,19 @@ struct KeyArgument: ExpressibleByArgument {
   }
 }
 
+/// A refusal of the command's own (an unknown key, a message that is not a dead letter): one
+/// line, then exit status 1.
+struct OperatorFailure: Error {
+  let message: String
+}
+
 /// Runs a subcommand's body, turning an outbox's refusal into one line and exit status 1.
 func operate(_ body: () async throws -> Void) async throws {
   do {
     try await body()
   } catch let error as OutboxError {
     throw failure(error.description)
-  } catch let error as RuntimeFailure {
+  } catch let error as OperatorFailure {
     throw failure(error.message)
   }
 }
@@ -262,7 +297,7 @@ struct OutboxPeek: AsyncParsableCommand {
     try await operate {
       let stored = try await target.with { outbox in try await outbox.storedMessage(id: id.uuid) }
       guard let stored else {
-        throw RuntimeFailure(message: OperatorReport.noSuchMessage(id.uuid))
+        throw OperatorFailure(message: OperatorReport.noSuchMessage(id.uuid))
       }
       let peek = OperatorReport.Peek(stored)
       print(format == .json ? OperatorReport.json(peek) : peek.text)
@@ -324,10 +359,10 @@ private func settle(
   _ change: (any DurableOutbox<OperatorMessage>, UUID) async throws -> Void
 ) async throws -> String? {
   guard let stored = try await outbox.storedMessage(id: id) else {
-    throw RuntimeFailure(message: OperatorReport.noSuchMessage(id))
+    throw OperatorFailure(message: OperatorReport.noSuchMessage(id))
   }
   guard stored.deadLetter != nil else {
-    throw RuntimeFailure(
+    throw OperatorFailure(
       message:
         "message \(id.uuidString) is pending in key \(OperatorReport.shown(stored.partition)) "
         + "(\(stored.attempts) failed attempt(s)), not a dead letter: only a dead letter can be "
@@ -338,7 +373,7 @@ private func settle(
     try await change(outbox, id)
   } catch OutboxError.noSuchDeadLetter {
     // Another operator (or a worker) settled it in between.
-    throw RuntimeFailure(
+    throw OperatorFailure(
       message: "dead letter \(id.uuidString) was settled by someone else just now; nothing changed"
     )
   }
@@ -360,10 +395,10 @@ struct OutboxPause: AsyncParsableCommand {
       try await target.with { outbox in
         let known = try await outbox.keys().first { $0.partition == key.partition }
         guard let known else {
-          throw RuntimeFailure(message: OperatorReport.noSuchKey(key.partition))
+          throw OperatorFailure(message: OperatorReport.noSuchKey(key.partition))
         }
         if known.paused {
-          throw RuntimeFailure(
+          throw OperatorFailure(
             message: "key \(OperatorReport.shown(key.partition)) is already paused; nothing changed"
           )
         }
@@ -393,7 +428,7 @@ struct OutboxResume: AsyncParsableCommand {
         let paused = try await outbox.pausedPartitions()
         guard paused.contains(key.partition) else {
           let known = try await outbox.keys().contains { $0.partition == key.partition }
-          throw RuntimeFailure(
+          throw OperatorFailure(
             message: known
               ? "key \(OperatorReport.shown(key.partition)) is not paused; nothing changed"
               : OperatorReport.noSuchKey(key.partition)

@@ -1,0 +1,98 @@
+// An operator finds the key an outbox is stuck on, and why, and fixes it without SQL, while
+// the app keeps delivering: `orderly outbox` against the app's outbox file.
+import Foundation
+import OrderlyOperator
+import OrderlyOutbox
+import Synchronization
+
+/// A change of a note, as the app sends it to its server.
+struct NoteChange: Codable, Sendable {
+  let note: Int
+  let text: String
+}
+
+/// The server: it refuses titles longer than 40 characters until `acceptsLongTitles` is set
+/// (a fix deployed on its side).
+final class Server: Sendable {
+  private let state = Mutex<(acceptsLongTitles: Bool, applied: [String])>((false, []))
+
+  func apply(_ change: NoteChange) throws {
+    try state.withLock { state in
+      if change.text.count > 40, !state.acceptsLongTitles {
+        throw PermanentDeliveryFailure("server said 422: title longer than 40 characters")
+      }
+      state.applied.append("note \(change.note): \(change.text)")
+    }
+  }
+
+  func acceptLongTitles() { state.withLock { $0.acceptsLongTitles = true } }
+
+  var applied: [String] { state.withLock { $0.applied } }
+}
+
+/// Runs `orderly outbox ARGUMENTS` as the operator types it, after a prompt line.
+func run(_ arguments: String) async {
+  print("$ orderly outbox \(arguments)")
+  let status = await OutboxCommand.run(arguments.split(separator: " ").map(String.init))
+  print(status == 0 ? "" : "(exit status \(status))\n")
+}
+
+/// Waits until `condition` holds: a state the deliverer reaches, not a time.
+func waitUntil(_ condition: () async throws -> Bool) async throws {
+  while try await !condition() { try await Task.sleep(for: .milliseconds(10)) }
+}
+
+// The app's outbox, in a folder of its own; the operator works in that folder too.
+let folder = FileManager.default.temporaryDirectory
+  .appendingPathComponent("orderly-outbox-operator-\(UUID().uuidString)")
+try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(at: folder) }
+guard FileManager.default.changeCurrentDirectoryPath(folder.path) else {
+  FileHandle.standardError.write(Data("outbox-operator: cannot work in \(folder.path)\n".utf8))
+  exit(1)
+}
+
+let server = Server()
+let outbox = try Outbox<NoteChange>(path: "outbox.sqlite")
+for change in [
+  NoteChange(note: 7, text: "title: Groceries for the long weekend at the lake"),
+  NoteChange(note: 8, text: "title: Trip"),
+  NoteChange(note: 7, text: "text: milk, eggs"),
+  NoteChange(note: 9, text: "title: Books"),
+  NoteChange(note: 7, text: "text: milk, eggs, bread"),
+  NoteChange(note: 8, text: "text: passports"),
+] {
+  try await outbox.append(change, partition: "note-\(change.note)")
+}
+try outbox.start(pollInterval: .milliseconds(50)) { envelope in
+  try server.apply(envelope.message)
+}
+// Notes 8 and 9 are delivered; note 7 waits at its dead letter.
+try await waitUntil {
+  let counts = try await outbox.counts()
+  return counts.deadLetters == 1 && counts.pending == 2 && server.applied.count == 3
+}
+print("The server applied:")
+for line in server.applied { print("  \(line)") }
+print("")
+
+// The operator: what is stuck, and why?
+await run("status --database outbox.sqlite")
+await run("keys --database outbox.sqlite")
+await run("dead-letters --database outbox.sqlite")
+let deadLetter = try await outbox.deadLetters()[0].id
+await run("peek \(deadLetter.uuidString) --database outbox.sqlite --format text")
+// A retry of a message that is not a dead letter is refused, and changes nothing.
+let behind = try await outbox.keys().first { $0.partition == "note-7" }?.head?.uuidString ?? ""
+await run("retry \(behind) --database outbox.sqlite")
+
+// The server's team raises the limit; the operator puts the dead letter back at its place.
+server.acceptLongTitles()
+await run("retry \(deadLetter.uuidString) --database outbox.sqlite")
+try await waitUntil { try await outbox.counts().pending == 0 }
+print("The app, still running, delivered note 7 in order:")
+for line in server.applied.dropFirst(3) { print("  \(line)") }
+print("")
+await run("status --database outbox.sqlite")
+await outbox.stop()
+try await outbox.close()
