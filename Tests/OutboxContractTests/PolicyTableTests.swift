@@ -3,10 +3,11 @@ import OrderlyOutboxCore
 import OrderlyTestSupport
 import Testing
 
-/// The operator's policy table ("Operating an outbox", `OrderlyOutboxCore`'s catalog), one test
-/// per row, on every store: what happens to a key, what the operator sees (``DurableOutbox/keys()``
-/// and ``DurableOutbox/counts()``), and what fixes it. Every row also checks that the other
-/// keys go on.
+/// The operator's policy table, one test per row, on every store.
+///
+/// The table is in the article "Operating an outbox" (`OrderlyOutboxCore`'s catalog). Each test
+/// checks what happens to a key, what the operator sees (``DurableOutbox/keys()`` and
+/// ``DurableOutbox/counts()``), what fixes it, and that the other keys go on.
 @Suite("The operator's policy table, on every store", .timeLimit(.minutes(3)))
 struct PolicyTableTests {
   @Test(
