@@ -33,7 +33,10 @@ final class Server: Sendable {
 /// Runs `orderly outbox ARGUMENTS` as the operator types it, after a prompt line.
 func run(_ arguments: String) async {
   print("$ orderly outbox \(arguments)")
-  let status = await OutboxCommand.run(arguments.split(separator: " ").map(String.init))
+  // A refusal goes where a terminal shows it: here, with the rest of the output.
+  let status = await OutboxCommand.run(arguments.split(separator: " ").map(String.init)) {
+    print($0)
+  }
   print(status == 0 ? "" : "(exit status \(status))\n")
 }
 
@@ -72,8 +75,9 @@ try await waitUntil {
   let counts = try await outbox.counts()
   return counts.deadLetters == 1 && counts.pending == 2 && server.applied.count == 3
 }
+// Keys are delivered side by side, so notes 8 and 9 may interleave: shown note by note.
 print("The server applied:")
-for line in server.applied { print("  \(line)") }
+for line in server.applied.sorted(by: { $0.prefix(6) < $1.prefix(6) }) { print("  \(line)") }
 print("")
 
 // The operator: what is stuck, and why?

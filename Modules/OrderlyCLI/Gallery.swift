@@ -67,6 +67,8 @@ let gallery: [GalleryEntry] = [
     summary: "Writes kept on disk and sent in order: a retry with backoff, a dead letter that stops the line.", command: "swift run outbox-basics"),
   GalleryEntry(name: "notes-sync", title: "Notes sync", lesson: 9,
     summary: "Edit offline, get killed, restart, go online: the server catches up in order, each change applied once.", command: "swift run --package-path Examples/notes-sync notes-sync"),
+  GalleryEntry(name: "outbox-operator", title: "Outbox operator", lesson: 9,
+    summary: "A key stuck at a dead letter, found and fixed with `orderly outbox` while the app delivers.", command: "swift run outbox-operator"),
   GalleryEntry(name: "fleet-outbox", title: "Fleet outbox", lesson: 10,
     summary: "Three worker processes, each a service, share one outbox on PostgreSQL; one is killed and its keys wait for the lease, one gets SIGTERM and its key moves at once.", command: "swift run --package-path Examples/fleet-outbox fleet-outbox"),
 ]

@@ -17,28 +17,41 @@ package struct OutboxCommand: AsyncParsableCommand {
   package init() {}
 
   /// Runs `orderly outbox ARGUMENTS` in this process, as the binary would: output on standard
-  /// output, a refusal as one `orderly: ...` line on standard error.
+  /// output, a refusal as one `orderly: ...` line given to `errors`.
   ///
-  /// - Parameter arguments: What follows `orderly outbox`.
+  /// - Parameters:
+  ///   - arguments: What follows `orderly outbox`.
+  ///   - errors: Where a refusal's line goes; standard error by default (an example that shows
+  ///     a terminal prints it with the rest).
   /// - Returns: The exit status the binary would end with (0, 1, or 64 for wrong usage).
-  package static func run(_ arguments: [String]) async -> Int32 {
-    do {
-      var command = try parseAsRoot(arguments)
-      if var command = command as? any AsyncParsableCommand {
-        try await command.run()
-      } else {
-        try command.run()
+  package static func run(
+    _ arguments: [String],
+    errors: @escaping @Sendable (String) -> Void = Self.standardError
+  ) async -> Int32 {
+    await $errorLine.withValue(errors) {
+      do {
+        var command = try parseAsRoot(arguments)
+        if var command = command as? any AsyncParsableCommand {
+          try await command.run()
+        } else {
+          try command.run()
+        }
+        return 0
+      } catch {
+        let message = message(for: error)
+        if !message.isEmpty { errors(error is ExitCode ? message : "Error: \(message)") }
+        return exitCode(for: error).rawValue
       }
-      return 0
-    } catch {
-      let message = message(for: error)
-      if !message.isEmpty {
-        let shown = error is ExitCode ? message : "Error: \(message)"
-        FileHandle.standardError.write(Data((shown + "\n").utf8))
-      }
-      return exitCode(for: error).rawValue
     }
   }
+
+  /// Writes a line to standard error.
+  package static let standardError: @Sendable (String) -> Void = { line in
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+  }
+
+  /// Where the command's refusals go: standard error, unless ``run(_:errors:)`` says otherwise.
+  @TaskLocal static var errorLine: @Sendable (String) -> Void = standardError
 
   package static let configuration = CommandConfiguration(
     commandName: "outbox",
@@ -201,7 +214,7 @@ func operate(_ body: () async throws -> Void) async throws {
 }
 
 private func failure(_ message: String) -> ExitCode {
-  FileHandle.standardError.write(Data("orderly: \(message)\n".utf8))
+  OutboxCommand.errorLine("orderly: \(message)")
   return ExitCode.failure
 }
 

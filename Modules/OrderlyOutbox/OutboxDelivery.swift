@@ -298,7 +298,9 @@ extension Outbox {
         defer { state.dataVersion = version }
         return state.dataVersion != version
       }
-      if changed { try await refresh(settings: nil) }
+      // With the settings, so that a line another connection unblocked (a dead letter retried
+      // or dropped by `orderly outbox`, say) is seen unblocked, and scheduled.
+      if changed { try await refresh(settings: settings) }
     } catch {
       failWaiters(with: failure(error))
     }

@@ -202,6 +202,29 @@ struct ExamplesTests {
     #expect(parts[1].contains("Verdict: in order"))
   }
 
+  @Test("outbox-operator: the stuck key found with orderly outbox, retried, delivered in order")
+  func outboxOperator() async throws {
+    let output = try await runExample("outbox-operator")
+    #expect(output.contains("Blocked keys:    1 (note-7)"))
+    #expect(output.contains("note-7  2        1"))
+    #expect(output.contains("waits at a dead letter (retry or drop it)"))
+    #expect(output.contains("server said 422: title longer than 40 characters"))
+    #expect(output.contains("\"text\" : \"title: Groceries for the long weekend at the lake\""))
+    #expect(output.contains("not a dead letter: only a dead letter can be retried"))
+    #expect(output.contains("(exit status 1)"))
+    #expect(
+      output.contains(
+        """
+        The app, still running, delivered note 7 in order:
+          note 7: title: Groceries for the long weekend at the lake
+          note 7: text: milk, eggs
+          note 7: text: milk, eggs, bread
+        """
+      )
+    )
+    #expect(output.hasSuffix("Retrying keys:   0\nOldest pending:  none\n\n"))
+  }
+
   @Test("outbox-basics: retried with backoff, a dead letter stops the line, then the rest in order")
   func outboxBasics() async throws {
     let output = try await runExample("outbox-basics")

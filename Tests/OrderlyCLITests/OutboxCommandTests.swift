@@ -216,6 +216,40 @@ struct OutboxCommandChangeTests {
     #expect(seen.values == ["a title far too long", "b", "c"])
   }
 
+  @Test("retry and resume while the app delivers: its running deliverer picks them up")
+  func whileDelivering() async throws {
+    let fixture = try await Fixture()
+    let outbox = try Outbox<Change>(path: fixture.path)
+    let seen = Recorded()
+    try outbox.start(pollInterval: .milliseconds(20)) { envelope in
+      seen.add(envelope.message.text)
+    }
+    // Once note-3 is delivered, the deliverer has read the file: note-1 waits at its dead
+    // letter, note-2 is paused.
+    let started = ContinuousClock.now + .seconds(120)
+    while !seen.values.contains("x"), ContinuousClock.now < started {
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    #expect(seen.values == ["x"])
+    let retried = try await fixture.run(["retry", fixture.deadLetter.uuidString])
+    #expect(retried.status == 0, "\(retried.stderr)")
+    let resumed = try await fixture.run(["resume", "note-2"])
+    #expect(resumed.status == 0, "\(resumed.stderr)")
+    let deadline = ContinuousClock.now + .seconds(120)
+    while seen.values.count < 6, ContinuousClock.now < deadline {
+      try await Task.sleep(for: .milliseconds(20))
+    }
+    await outbox.stop()
+    try await outbox.close()
+    let values = seen.values
+    #expect(
+      values.filter { ["a title far too long", "b", "c"].contains($0) } == [
+        "a title far too long", "b", "c",
+      ]
+    )
+    #expect(values.filter { ["milk", "eggs"].contains($0) } == ["milk", "eggs"])
+  }
+
   @Test("drop removes a dead letter; its key goes on with the message after it")
   func drop() async throws {
     let fixture = try await Fixture()
