@@ -201,6 +201,15 @@ struct OutboxCommandBadInputTests {
       status: 64,
       saying: ["not-an-id"]
     )
+    #if !Postgres
+    // Built without the Postgres trait: one line saying how to get it.
+    try await refuses(
+      ["status", "--url", "postgresql://u@localhost/db"],
+      in: folder,
+      status: 64,
+      saying: ["--url needs the Postgres trait", "swift run --traits Postgres orderly outbox"]
+    )
+    #endif
     try await refuses(
       ["keys", "--format", "yaml", "--database", path],
       in: folder,

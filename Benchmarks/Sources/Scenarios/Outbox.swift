@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import OrderlyOutbox
+import Synchronization
 
 /// The outbox benchmark's message: what an app would send for a note edit.
 struct BenchChange: Codable, Sendable {
@@ -131,6 +132,79 @@ func plainDrain(_ jobs: Int) async throws -> Double {
   }
 }
 
+/// Delivers `jobs` messages spread over 1,000 keys to a no-op handler, beside `blocked` keys
+/// that do not move: half wait at a dead letter (stop the line), half are paused, each with a
+/// message behind. The time runs from `start` until every healthy message is delivered; the
+/// blocked keys are made (their dead letters written) before it.
+func keyedDelivery(_ jobs: Int, blocked: Int) async throws -> Double {
+  try await withScratchFile { path in
+    let outbox = try Outbox<BenchChange>(path: path, partition: { "key-\($0.noteID)" })
+    for key in 0..<blocked {
+      let change = { (text: String) in BenchChange(noteID: -1 - key, text: text) }
+      try await outbox.append(contentsOf: [change("poison"), change("behind")])
+      if key % 2 == 1 { try await outbox.pause(partition: "key-\(-1 - key)") }
+    }
+    if blocked > 0 {
+      // The dead letters first, so that the measured run meets blocked keys from its start.
+      try outbox.start { envelope in
+        if envelope.message.text == "poison" { throw PermanentDeliveryFailure("refused") }
+      }
+      while try await outbox.counts().deadLetters < (blocked + 1) / 2 {
+        try await Task.sleep(for: .milliseconds(1))
+      }
+      await outbox.stop()
+    }
+    for start in stride(from: 0, to: jobs, by: 1_000) {
+      try await outbox.append(
+        contentsOf: (start..<min(start + 1_000, jobs)).map {
+          BenchChange(noteID: $0 % 1_000, text: "edit \($0)")
+        }
+      )
+    }
+    let delivered = DeliveryCount(until: jobs)
+    let result = try await nanosecondsPerJob(jobs) {
+      try outbox.start { envelope in
+        if envelope.message.noteID >= 0 { delivered.add() }
+      }
+      await delivered.wait()
+    }
+    try await outbox.close()
+    return result
+  }
+}
+
+/// Counts deliveries, and lets a task wait until there were `until` of them.
+final class DeliveryCount: Sendable {
+  private let state: Mutex<(count: Int, waiter: CheckedContinuation<Void, Never>?)>
+  private let until: Int
+
+  init(until: Int) {
+    self.until = until
+    state = Mutex((0, nil))
+  }
+
+  func add() {
+    let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+      state.count += 1
+      guard state.count == until else { return nil }
+      defer { state.waiter = nil }
+      return state.waiter
+    }
+    waiter?.resume()
+  }
+
+  func wait() async {
+    await withCheckedContinuation { continuation in
+      let done = state.withLock { state -> Bool in
+        if state.count >= until { return true }
+        state.waiter = continuation
+        return false
+      }
+      if done { continuation.resume() }
+    }
+  }
+}
+
 /// The outbox's rows: appends (one at a time and batched) and delivery to a no-op handler,
 /// each beside the plain GRDB code that does the same writes.
 public let outboxScenarios: [Scenario] = [
@@ -160,5 +234,16 @@ public let outboxScenarios: [Scenario] = [
     jobs: (2_000, 300),
     orderly: { jobs in try await outboxDelivery(jobs) },
     baseline: { jobs in try await plainDrain(jobs) }
+  ),
+  // The policy table's promise that a stuck key never slows the others ("Operating an
+  // outbox"): the healthy keys' delivery beside 10 blocked keys, against the same without them.
+  Scenario(
+    name: "Outbox delivery over 1,000 keys, 10 of them blocked",
+    baselineName: "the same delivery, no key blocked",
+    unit: .nanosecondsPerJob,
+    target: .ratio(1.1),
+    jobs: (20_000, 3_000),
+    orderly: { jobs in try await keyedDelivery(jobs, blocked: 10) },
+    baseline: { jobs in try await keyedDelivery(jobs, blocked: 0) }
   ),
 ]
