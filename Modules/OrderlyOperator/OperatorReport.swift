@@ -100,11 +100,13 @@ enum OperatorReport {
     @NullWhenAbsent var next: UUID?
     /// Failed attempts of the next message.
     let nextAttempts: Int
+    /// When the next message may be delivered, if it was appended with a not-before time.
+    @NullWhenAbsent var nextNotBefore: Date?
     @NullWhenAbsent var oldestPendingAppendedAt: Date?
     @NullWhenAbsent var oldestDeadLetterFailedAt: Date?
     /// Why the key does not move, strongest first.
     ///
-    /// Each is one of `atDeadLetter`, `paused`, `retrying`, `leaseEnded`; empty for a key that
+    /// Each is one of `atDeadLetter`, `paused`, `scheduled`, `retrying`, `leaseEnded`; empty for a key that
     /// moves.
     let stuck: [String]
     /// The same, in words.
@@ -125,6 +127,7 @@ enum OperatorReport {
       paused = key.paused
       next = key.head
       nextAttempts = key.headAttempts
+      nextNotBefore = key.headNotBefore
       oldestPendingAppendedAt = key.oldestPendingAppendedAt
       oldestDeadLetterFailedAt = key.oldestDeadLetterFailedAt
       let reasons = key.stuck(onDeadLetter: policy, at: now)
@@ -141,6 +144,7 @@ enum OperatorReport {
       switch reason {
       case .atDeadLetter: "atDeadLetter"
       case .paused: "paused"
+      case .scheduled: "scheduled"
       case .retrying: "retrying"
       case .leaseEnded: "leaseEnded"
       }
@@ -195,6 +199,8 @@ enum OperatorReport {
     /// Keys that do not move until someone acts (a dead letter under `stop-line`, a pause).
     let blockedKeys: [String?]
     let retryingKeys: [String?]
+    /// Keys whose next message waits for its not-before time.
+    let scheduledKeys: [String?]
     @NullWhenAbsent var oldestPending: Oldest?
     /// PostgreSQL: each worker holding keys; empty for SQLite.
     let workers: [Worker]
@@ -235,6 +241,9 @@ enum OperatorReport {
         $0.paused || ($0.deadLetters > 0 && policy == .stopLine)
       }.map(\.partition)
       retryingKeys = sorted.filter { $0.pending > 0 && $0.headAttempts > 0 }.map(\.partition)
+      scheduledKeys = sorted.filter { key in
+        key.pending > 0 && key.headNotBefore.map { $0 > now } == true
+      }.map(\.partition)
       let oldestKey = keys.filter { $0.oldestPendingAppendedAt != nil }
         .min { ($0.oldestPendingAppendedAt ?? now) < ($1.oldestPendingAppendedAt ?? now) }
       oldestPending = oldestKey.flatMap { key in
@@ -291,6 +300,7 @@ enum OperatorReport {
             + (deadLetterPolicy == "stop-line" ? "" : " (dead letters do not block: go-on)"),
         ],
         ["Retrying keys", "\(retryingKeys.count)\(list(retryingKeys))"],
+        ["Scheduled keys", "\(scheduledKeys.count)\(list(scheduledKeys))"],
         [
           "Oldest pending",
           oldestPending.map {
@@ -355,6 +365,8 @@ enum OperatorReport {
     let state: String
     let attempts: Int
     let appendedAt: Date
+    /// The earliest time it may be delivered, if it was appended with one.
+    @NullWhenAbsent var notBefore: Date?
     let headers: [String: String]
     /// The stored message, as JSON; `null` when the payload is not JSON (see `payloadBase64`).
     @NullWhenAbsent var message: JSONValue?
@@ -370,6 +382,7 @@ enum OperatorReport {
       state = stored.deadLetter == nil ? "pending" : "deadLetter"
       attempts = stored.attempts
       appendedAt = stored.appendedAt
+      notBefore = stored.notBefore
       headers = stored.headers
       message = try? JSONDecoder().decode(JSONValue.self, from: stored.payload)
       payloadBase64 = message == nil ? stored.payload.base64EncodedString() : nil
@@ -386,6 +399,7 @@ enum OperatorReport {
         ["Attempts", "\(attempts)"],
         ["Appended", stamp(appendedAt)],
       ]
+      if let notBefore { rows.append(["Not before", stamp(notBefore)]) }
       if let failedAt, let reason {
         rows.append(["Failed", stamp(failedAt)])
         rows.append(["Reason", reason])

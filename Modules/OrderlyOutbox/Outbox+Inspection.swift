@@ -45,11 +45,12 @@ extension OutboxStore {
     for row in try Row.fetchAll(
       db,
       sql: """
-        SELECT g.partition, g.pending, g.oldest, m.id, m.attempts FROM (
+        SELECT g.partition, g.pending, g.oldest, m.id, m.attempts, n.notBefore FROM (
           SELECT partition, COUNT(*) AS pending, MIN(appendedAt) AS oldest,
             MIN(sequence) AS head
           FROM \(messages) GROUP BY partition
         ) g JOIN \(messages) m ON m.sequence = g.head
+        LEFT JOIN \(notBefore) n ON n.sequence = g.head
         """
     ) {
       let partition: String? = row["partition"]
@@ -58,6 +59,7 @@ extension OutboxStore {
       entry.oldestPendingAppendedAt = Date(timeIntervalSince1970: row["oldest"])
       entry.head = UUID(uuidString: row["id"])
       entry.headAttempts = row["attempts"]
+      entry.headNotBefore = (row["notBefore"] as Double?).map(Date.init(timeIntervalSince1970:))
       keys[partition] = entry
     }
     for row in try Row.fetchAll(
@@ -86,7 +88,8 @@ extension OutboxStore {
     if let row = try Row.fetchOne(
       db,
       sql: """
-        SELECT m.*, h.headers FROM \(messages) m LEFT JOIN \(headers) h USING (sequence)
+        SELECT m.*, h.headers, n.notBefore FROM \(messages) m
+        LEFT JOIN \(headers) h USING (sequence) LEFT JOIN \(notBefore) n USING (sequence)
         WHERE m.id = ?
         """,
       arguments: [id.uuidString]
@@ -120,6 +123,7 @@ extension OutboxStore {
       headers: StoredHeaders.decode(row["headers"]),
       attempts: row["attempts"],
       appendedAt: Date(timeIntervalSince1970: row["appendedAt"]),
+      notBefore: (row["notBefore"] as Double?).map(Date.init(timeIntervalSince1970:)),
       deadLetter: deadLetter
     )
   }

@@ -287,7 +287,39 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     partition: String? = nil,
     headers: [String: String] = [:]
   ) async throws(OutboxError) -> [UUID] {
-    let prepared = try codec.prepare(messages, partition: partition, headers: headers)
+    try await append(
+      contentsOf: messages,
+      partition: partition,
+      headers: headers,
+      deliverAfter: nil
+    )
+  }
+
+  /// Appends messages in one transaction, to be delivered no earlier than `deliverAfter`.
+  ///
+  /// Their line waits for them in order, and other lines go on (see `DurableOutbox`).
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with each of them.
+  ///   - deliverAfter: The earliest time, on this machine's clock, they may be delivered; `nil`
+  ///     for at once.
+  /// - Returns: Their identifiers, in order.
+  /// - Throws: As `append(_:partition:headers:)`; nothing was stored.
+  @discardableResult
+  public func append(
+    contentsOf messages: [Message],
+    partition: String?,
+    headers: [String: String],
+    deliverAfter: Date?
+  ) async throws(OutboxError) -> [UUID] {
+    let prepared = try codec.prepare(
+      messages,
+      partition: partition,
+      headers: headers,
+      deliverAfter: deliverAfter
+    )
     try checkOpen()
     do {
       return try await database.write { db in try self.write(prepared, in: db) }
@@ -351,7 +383,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
         entity: prepared.entity,
         payload: prepared.payload,
         appendedAt: Date(),
-        headers: prepared.headers
+        headers: prepared.headers,
+        notBefore: prepared.notBefore
       )
       ids.append(id)
       events.append(.appended(id: id, sequence: sequence, partition: prepared.partition))

@@ -33,6 +33,9 @@ struct OutboxState<Message: Sendable>: Sendable {
   var pausedLines: Set<String?> = []
   /// The message each line is delivering: it must not be merged into.
   var delivering: [String?: Int64] = [:]
+  /// Lines whose next message has a not-before time not reached yet: the task that schedules
+  /// the line at that time (wall clock).
+  var wakeUps: [String?: (at: Date, task: Task<Void, Never>)] = [:]
   /// Tasks in ``Outbox/waitUntilDelivered()``.
   var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
   var lastToken: UInt64 = 0
@@ -423,6 +426,8 @@ extension Outbox {
       state.scheduled = []
       state.parked = []
       state.delivering = [:]
+      for wakeUp in state.wakeUps.values { wakeUp.task.cancel() }
+      state.wakeUps = [:]
       state.recordFailure = nil
       defer { state.lock = nil }
       return state.lock
@@ -704,12 +709,37 @@ extension Outbox {
   /// delivered, inside a write transaction: a merge, which also writes, sees the mark or comes
   /// before the read.
   private func claimHead(of partition: String?, in db: Database) throws -> StoredMessage? {
-    let head = try OutboxStore.head(db, partition: partition)
+    var head = try OutboxStore.head(db, partition: partition)
+    if let notBefore = head?.notBefore, notBefore > Date() {
+      // The line waits for its next message's time, in order; other lines go on.
+      head = nil
+      wakeUp(partition, at: notBefore)
+    }
     if let head {
       try OutboxStore.recordAttempts(db, sequence: head.sequence, attempts: head.attempts + 1)
     }
     state.withLock(announcingTo: self) { $0.delivering[partition] = head?.sequence }
     return head
+  }
+
+  /// Schedules a line at `date`, when its next message may be delivered (wall clock), unless a
+  /// wake-up as early is set already.
+  private func wakeUp(_ partition: String?, at date: Date) {
+    state.withLock(announcingTo: self) { state in
+      if let set = state.wakeUps[partition], set.at <= date { return }
+      state.wakeUps[partition]?.task.cancel()
+      let task = Task.detached { [weak self] in
+        let delay = date.timeIntervalSinceNow
+        if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
+        guard !Task.isCancelled, let self else { return }
+        self.state.withLock(announcingTo: self) { state in
+          if state.wakeUps[partition]?.at == date { state.wakeUps[partition] = nil }
+        }
+        // Woken a little early (another clock), the turn sets a wake-up again.
+        self.schedule(partition)
+      }
+      state.wakeUps[partition] = (date, task)
+    }
   }
 
   /// Whether a line may take its next message in this turn.

@@ -23,6 +23,10 @@ package enum OutboxSchema {
   /// The lines paused on their own (`Outbox.pause(partition:)`), by line key (`LineKey`): kept
   /// in the file, so that a pause outlives the process and holds for every process.
   static let pausedTable = "outbox_paused_line"
+  /// The not-before times of the messages appended with one (`deliverAfter:`), by sequence: a
+  /// table of its own, as the headers, so that older files gain it by a migration and messages
+  /// without one cost nothing.
+  static let notBeforeTable = "outbox_not_before"
 
   package static let migrations = [
     DatabaseSchema.Migration(
@@ -76,6 +80,19 @@ package enum OutboxSchema {
       tables: [pausedTable]
     ) { db in
       try db.execute(sql: "CREATE TABLE \(pausedTable) (line TEXT PRIMARY KEY NOT NULL)")
+    },
+    DatabaseSchema.Migration(
+      "orderly outbox 4: not-before times",
+      tables: [notBeforeTable]
+    ) { db in
+      try db.execute(
+        sql: """
+          CREATE TABLE \(notBeforeTable) (
+            sequence INTEGER PRIMARY KEY,
+            notBefore DOUBLE NOT NULL
+          )
+          """
+      )
     },
   ]
 

@@ -15,6 +15,8 @@ struct StoredMessage: Sendable {
   let appendedAt: Date
   /// The message's headers; empty when it has none (or they were not read).
   let headers: [String: String]
+  /// The earliest time it may be delivered; `nil` when it has none (or it was not read).
+  let notBefore: Date?
 
   init(row: Row) {
     sequence = row["sequence"]
@@ -25,6 +27,7 @@ struct StoredMessage: Sendable {
     attempts = row["attempts"]
     appendedAt = Date(timeIntervalSince1970: row["appendedAt"])
     headers = StoredHeaders.decode(row["headers"])
+    notBefore = (row["notBefore"] as Double?).map(Date.init(timeIntervalSince1970:))
   }
 }
 
@@ -37,6 +40,7 @@ package enum OutboxStore {
   static let deadLetters = OutboxSchema.deadLetterTable
   static let headers = OutboxSchema.headerTable
   static let paused = OutboxSchema.pausedTable
+  static let notBefore = OutboxSchema.notBeforeTable
 
   static func counts(_ db: Database) throws -> (pending: Int, deadLetters: Int) {
     (
@@ -77,7 +81,8 @@ package enum OutboxStore {
     entity: String?,
     payload: Data,
     appendedAt: Date,
-    headers: String? = nil
+    headers: String? = nil,
+    notBefore: Date? = nil
   ) throws -> Int64 {
     try db.cachedStatement(
       sql: """
@@ -91,6 +96,11 @@ package enum OutboxStore {
     if let text = headers {
       try db.cachedStatement(sql: "INSERT INTO \(Self.headers) (sequence, headers) VALUES (?, ?)")
         .execute(arguments: [sequence, text])
+    }
+    if let notBefore {
+      try db.cachedStatement(
+        sql: "INSERT INTO \(Self.notBefore) (sequence, notBefore) VALUES (?, ?)"
+      ).execute(arguments: [sequence, notBefore.timeIntervalSince1970])
     }
     return sequence
   }
@@ -117,13 +127,15 @@ package enum OutboxStore {
       partition == nil
       ? try db.cachedStatement(
         sql: """
-          SELECT m.*, h.headers FROM \(messages) m LEFT JOIN \(headers) h USING (sequence)
+          SELECT m.*, h.headers, n.notBefore FROM \(messages) m
+          LEFT JOIN \(headers) h USING (sequence) LEFT JOIN \(notBefore) n USING (sequence)
           WHERE m.partition IS NULL ORDER BY m.sequence LIMIT 1
           """
       )
       : try db.cachedStatement(
         sql: """
-          SELECT m.*, h.headers FROM \(messages) m LEFT JOIN \(headers) h USING (sequence)
+          SELECT m.*, h.headers, n.notBefore FROM \(messages) m
+          LEFT JOIN \(headers) h USING (sequence) LEFT JOIN \(notBefore) n USING (sequence)
           WHERE m.partition = ? ORDER BY m.sequence LIMIT 1
           """
       )
@@ -156,6 +168,8 @@ package enum OutboxStore {
       .execute(arguments: [sequence])
     try db.cachedStatement(sql: "DELETE FROM \(headers) WHERE sequence = ?")
       .execute(arguments: [sequence])
+    try db.cachedStatement(sql: "DELETE FROM \(notBefore) WHERE sequence = ?")
+      .execute(arguments: [sequence])
   }
 
   /// When the oldest pending message was appended, or `nil` if none is pending.
@@ -182,8 +196,11 @@ package enum OutboxStore {
         """,
       arguments: [attempts, Date().timeIntervalSince1970, reason, message.sequence]
     )
-    // Its headers stay, under the same sequence, for a retry of the dead letter.
+    // Its headers stay, under the same sequence, for a retry of the dead letter; its
+    // not-before time is past, and a retried dead letter is due at once.
     try db.cachedStatement(sql: "DELETE FROM \(messages) WHERE sequence = ?")
+      .execute(arguments: [message.sequence])
+    try db.cachedStatement(sql: "DELETE FROM \(notBefore) WHERE sequence = ?")
       .execute(arguments: [message.sequence])
   }
 

@@ -28,6 +28,31 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   func append(contentsOf messages: [Message], partition: String?, headers: [String: String])
     async throws(OutboxError) -> [UUID]
 
+  /// Appends messages in one transaction, to be delivered no earlier than `deliverAfter`.
+  ///
+  /// They take their places in their line as any append does, and the line keeps its order:
+  /// when the first of them is the line's next message, the line waits until `deliverAfter`
+  /// (messages appended behind them wait too), and says so (``OutboxKey/headNotBefore``,
+  /// ``OutboxKeyStuck/scheduled(until:)``); other lines are unaffected. A message with a
+  /// not-before time is never merged (``Coalescing``). The time is the wall clock's: a file
+  /// outbox compares it with this machine's, `PostgresOutbox` with the database server's.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with each of them.
+  ///   - deliverAfter: The earliest time they may be delivered; `nil` (or a time already
+  ///     past) for at once.
+  /// - Returns: Their identifiers, in order.
+  /// - Throws: An ``OutboxError``; nothing was stored.
+  @discardableResult
+  func append(
+    contentsOf messages: [Message],
+    partition: String?,
+    headers: [String: String],
+    deliverAfter: Date?
+  ) async throws(OutboxError) -> [UUID]
+
   /// What happens to messages from now on, as this outbox sees it.
   var events: AsyncStream<OutboxEvent> { get }
 
@@ -264,5 +289,31 @@ extension DurableOutbox {
     headers: [String: String] = [:]
   ) async throws(OutboxError) -> UUID {
     try await append(contentsOf: [message], partition: partition, headers: headers)[0]
+  }
+
+  /// Appends a message at the end of its line, to be delivered no earlier than `deliverAfter`:
+  /// its line waits for it in order (see
+  /// ``append(contentsOf:partition:headers:deliverAfter:)``).
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
+  ///   - headers: Strings stored with the message; none by default.
+  ///   - deliverAfter: The earliest time it may be delivered.
+  /// - Returns: The message's identifier.
+  /// - Throws: As ``append(_:partition:headers:)``; nothing was stored.
+  @discardableResult
+  public func append(
+    _ message: Message,
+    partition: String? = nil,
+    headers: [String: String] = [:],
+    deliverAfter: Date
+  ) async throws(OutboxError) -> UUID {
+    try await append(
+      contentsOf: [message],
+      partition: partition,
+      headers: headers,
+      deliverAfter: deliverAfter
+    )[0]
   }
 }

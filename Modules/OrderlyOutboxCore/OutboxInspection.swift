@@ -19,6 +19,9 @@ public struct OutboxKey: Sendable, Equatable {
   public var head: UUID?
   /// Failed delivery attempts of the next message so far (the store records each).
   public var headAttempts: Int
+  /// When the next message may be delivered, if it was appended with a not-before time
+  /// (``DurableOutbox/append(contentsOf:partition:headers:deliverAfter:)``); `nil` otherwise.
+  public var headNotBefore: Date?
   /// When the key's oldest pending message was appended; `nil` when none is pending.
   public var oldestPendingAppendedAt: Date?
   /// When the key's oldest dead letter failed; `nil` when it has none.
@@ -36,6 +39,7 @@ public struct OutboxKey: Sendable, Equatable {
   ///   - paused: Whether it is paused on its own.
   ///   - head: The next message.
   ///   - headAttempts: Failed attempts of the next message.
+  ///   - headNotBefore: When the next message may be delivered.
   ///   - oldestPendingAppendedAt: When the oldest pending message was appended.
   ///   - oldestDeadLetterFailedAt: When the oldest dead letter failed.
   ///   - holder: The worker holding the key's lease.
@@ -46,6 +50,7 @@ public struct OutboxKey: Sendable, Equatable {
     paused: Bool,
     head: UUID? = nil,
     headAttempts: Int = 0,
+    headNotBefore: Date? = nil,
     oldestPendingAppendedAt: Date? = nil,
     oldestDeadLetterFailedAt: Date? = nil,
     holder: OutboxKeyHolder? = nil
@@ -56,6 +61,7 @@ public struct OutboxKey: Sendable, Equatable {
     self.paused = paused
     self.head = head
     self.headAttempts = headAttempts
+    self.headNotBefore = headNotBefore
     self.oldestPendingAppendedAt = oldestPendingAppendedAt
     self.oldestDeadLetterFailedAt = oldestDeadLetterFailedAt
     self.holder = holder
@@ -77,6 +83,9 @@ public struct OutboxKey: Sendable, Equatable {
     var reasons: [OutboxKeyStuck] = []
     if deadLetters > 0, onDeadLetter == .stopLine { reasons.append(.atDeadLetter) }
     if paused { reasons.append(.paused) }
+    if pending > 0, let headNotBefore, headNotBefore > now {
+      reasons.append(.scheduled(until: headNotBefore))
+    }
     if pending > 0, headAttempts > 0 { reasons.append(.retrying(attempts: headAttempts)) }
     if pending > 0, let holder, holder.leaseExpiresAt < now {
       reasons.append(.leaseEnded(owner: holder.owner, at: holder.leaseExpiresAt))
@@ -114,6 +123,9 @@ public enum OutboxKeyStuck: Sendable, Equatable {
   case atDeadLetter
   /// It is paused on its own: resume it.
   case paused
+  /// Its next message was appended with a not-before time, not reached yet: the key waits for
+  /// it, in order, and goes on by itself then.
+  case scheduled(until: Date)
   /// Its next message failed this many times and waits for its next attempt.
   case retrying(attempts: Int)
   /// The worker named by its lease stopped renewing it (it died, or hangs) and the lease has
@@ -125,6 +137,8 @@ public enum OutboxKeyStuck: Sendable, Equatable {
     switch self {
     case .atDeadLetter: "waits at a dead letter (retry or drop it)"
     case .paused: "paused (resume it)"
+    case .scheduled(let until):
+      "scheduled: its next message waits until \(until.formatted(.iso8601))"
     case .retrying(let attempts): "retrying: its next message failed \(attempts) time(s)"
     case .leaseEnded(let owner, _): "\(owner)'s lease ended; waits for a worker with room"
     }
@@ -148,6 +162,8 @@ public struct OutboxStoredMessage: Sendable, Equatable {
   public var attempts: Int
   /// When it was appended.
   public var appendedAt: Date
+  /// The earliest time it may be delivered, if it was appended with one.
+  public var notBefore: Date?
   /// For a dead letter: when it failed for good and why; `nil` for a pending message.
   public var deadLetter: (failedAt: Date, reason: String)? {
     get { failedAt.map { ($0, reason ?? "") } }
@@ -169,6 +185,7 @@ public struct OutboxStoredMessage: Sendable, Equatable {
   ///   - headers: Its headers.
   ///   - attempts: Failed attempts.
   ///   - appendedAt: When it was appended.
+  ///   - notBefore: The earliest time it may be delivered.
   ///   - deadLetter: When and why it failed for good, for a dead letter.
   public init(
     id: UUID,
@@ -178,6 +195,7 @@ public struct OutboxStoredMessage: Sendable, Equatable {
     headers: [String: String],
     attempts: Int,
     appendedAt: Date,
+    notBefore: Date? = nil,
     deadLetter: (failedAt: Date, reason: String)?
   ) {
     self.id = id
@@ -187,6 +205,7 @@ public struct OutboxStoredMessage: Sendable, Equatable {
     self.headers = headers
     self.attempts = attempts
     self.appendedAt = appendedAt
+    self.notBefore = notBefore
     self.failedAt = deadLetter?.failedAt
     self.reason = deadLetter?.reason
   }
@@ -194,8 +213,8 @@ public struct OutboxStoredMessage: Sendable, Equatable {
 
 extension Array where Element == OutboxKey {
   /// The keys ordered for an operator: the stuck ones first (those waiting at a dead letter,
-  /// then paused, then retrying), each group by its oldest message; then the others, by their
-  /// oldest pending message.
+  /// then paused, then retrying, lease ended, scheduled), each group by its oldest message;
+  /// then the others, by their oldest pending message.
   ///
   /// - Parameters:
   ///   - onDeadLetter: The policy the deliverers run with.
@@ -210,7 +229,8 @@ extension Array where Element == OutboxKey {
       case .paused: 1
       case .retrying: 2
       case .leaseEnded: 3
-      case nil: 4
+      case .scheduled: 4
+      case nil: 5
       }
     }
     func since(_ key: OutboxKey) -> Date {

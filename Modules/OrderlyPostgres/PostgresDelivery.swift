@@ -416,6 +416,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
               AND (l.paused OR (l.owner IS NOT NULL AND l.expires_at > now())))
           AND (NOT \(stopLine) OR NOT EXISTS (
             SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = lines.line))
+          AND coalesce((
+            SELECT h.not_before FROM orderly_outbox_message h WHERE h.line = lines.line
+            ORDER BY h.sequence LIMIT 1), '-infinity') <= now()
         LIMIT \(limit)
         """,
         logger: logger
@@ -798,6 +801,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         UPDATE orderly_outbox_message SET attempts = attempts + 1
         WHERE line = \(line)
           AND sequence = (SELECT min(sequence) FROM orderly_outbox_message WHERE line = \(line))
+          AND (not_before IS NULL OR not_before <= now())
         RETURNING sequence, id, partition, payload, attempts, appended_at, headers
         """,
         logger: logger
@@ -945,6 +949,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
                 AND sequence = (
                   SELECT min(sequence) FROM orderly_outbox_message
                   WHERE line = \(line) AND sequence <> \(sequence))
+                AND (not_before IS NULL OR not_before <= now())
                 AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
               RETURNING sequence, id, partition, payload, attempts, appended_at, headers
             )

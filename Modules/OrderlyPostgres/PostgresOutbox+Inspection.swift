@@ -29,7 +29,7 @@ extension PostgresOutbox {
         )
         SELECT k.line, coalesce(p.n, 0)::bigint, p.oldest, m.id, coalesce(m.attempts, 0)::bigint,
           coalesce(d.n, 0)::bigint, d.failed, coalesce(l.paused, false), l.owner, l.expires_at,
-          l.fence
+          l.fence, m.not_before
         FROM keys k
         LEFT JOIN pending p ON p.line = k.line
         LEFT JOIN dead d ON d.line = k.line
@@ -39,11 +39,12 @@ extension PostgresOutbox {
         logger: logger
       )
       for try await (
-        line, pending, oldest, head, attempts, dead, failed, paused, owner, expires, fence
+        line, pending, oldest, head, attempts, dead, failed, paused, owner, expires, fence,
+        notBefore
       )
         in rows.decode(
           (
-            String, Int64, Date?, UUID?, Int64, Int64, Date?, Bool, String?, Date?, Int64?
+            String, Int64, Date?, UUID?, Int64, Int64, Date?, Bool, String?, Date?, Int64?, Date?
           ).self
         )
       {
@@ -59,6 +60,7 @@ extension PostgresOutbox {
             paused: paused,
             head: head,
             headAttempts: Int(attempts),
+            headNotBefore: notBefore,
             oldestPendingAppendedAt: oldest,
             oldestDeadLetterFailedAt: failed,
             holder: holder
@@ -81,17 +83,20 @@ extension PostgresOutbox {
       var found: OutboxStoredMessage?
       let rows = try await client.query(
         """
-        SELECT sequence, partition, payload, headers, attempts, appended_at,
+        SELECT sequence, partition, payload, headers, attempts, appended_at, not_before,
           NULL::timestamptz, NULL::text
         FROM orderly_outbox_message WHERE id = \(id)
         UNION ALL
-        SELECT sequence, partition, payload, headers, attempts, appended_at, failed_at, reason
+        SELECT sequence, partition, payload, headers, attempts, appended_at, NULL::timestamptz,
+          failed_at, reason
         FROM orderly_outbox_dead_letter WHERE id = \(id)
         """,
         logger: logger
       )
-      for try await (sequence, partition, payload, headers, attempts, appendedAt, failedAt, reason)
-        in rows.decode((Int64, String?, Data, String?, Int, Date, Date?, String?).self)
+      for try await (
+        sequence, partition, payload, headers, attempts, appendedAt, notBefore, failedAt, reason
+      )
+        in rows.decode((Int64, String?, Data, String?, Int, Date, Date?, Date?, String?).self)
       {
         found = OutboxStoredMessage(
           id: id,
@@ -101,6 +106,7 @@ extension PostgresOutbox {
           headers: StoredHeaders.decode(headers),
           attempts: attempts,
           appendedAt: appendedAt,
+          notBefore: notBefore,
           deadLetter: failedAt.map { ($0, reason ?? "") }
         )
       }

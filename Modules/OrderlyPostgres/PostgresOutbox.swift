@@ -262,8 +262,39 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     partition: String? = nil,
     headers: [String: String] = [:]
   ) async throws(OutboxError) -> [UUID] {
+    try await append(
+      contentsOf: messages,
+      partition: partition,
+      headers: headers,
+      deliverAfter: nil
+    )
+  }
+
+  /// Appends messages in one transaction, to be delivered no earlier than `deliverAfter`.
+  ///
+  /// Their line waits for them in order, in every worker, and other lines go on (see
+  /// `DurableOutbox`). The time is compared with the database server's clock.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - partition: The line they join; `nil` asks the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with every one of them.
+  ///   - deliverAfter: The earliest time they may be delivered; `nil` for at once.
+  /// - Returns: Their identifiers, in the order of `messages`.
+  /// - Throws: As ``append(contentsOf:partition:headers:)``; nothing was stored.
+  @discardableResult public func append(
+    contentsOf messages: [Message],
+    partition: String?,
+    headers: [String: String],
+    deliverAfter: Date?
+  ) async throws(OutboxError) -> [UUID] {
     guard !messages.isEmpty else { return [] }
-    let prepared = try codec.prepare(messages, partition: partition, headers: headers)
+    let prepared = try codec.prepare(
+      messages,
+      partition: partition,
+      headers: headers,
+      deliverAfter: deliverAfter
+    )
     // A task cancelled already asks for no connection: PostgresNIO's pool can miss a
     // cancellation that lands just as a request is queued, and such a request then waits for a
     // connection however long the server stays away.
@@ -375,9 +406,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
       try await connection.query(
         """
         INSERT INTO orderly_outbox_message
-          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers)
+          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
+           not_before)
         VALUES (\(line), \(sequence), \(id), \(prepared.partition), \(prepared.entity),
-          \(prepared.payload), 0, \(Date()), \(prepared.headers))
+          \(prepared.payload), 0, \(Date()), \(prepared.headers), \(prepared.notBefore))
         """,
         logger: logger
       )
@@ -406,9 +438,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
         RETURNING last_sequence
       ), written AS (
         INSERT INTO orderly_outbox_message
-          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers)
+          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
+           not_before)
         SELECT \(line), last_sequence, \(id), \(prepared.partition), \(prepared.entity),
-          \(prepared.payload), 0, \(Date()), \(prepared.headers)
+          \(prepared.payload), 0, \(Date()), \(prepared.headers), \(prepared.notBefore)
         FROM numbered
         RETURNING sequence
       )

@@ -19,7 +19,9 @@ import PostgresNIO
 /// - `orderly_outbox_dead_letter`: messages whose delivery failed for good, with the reason.
 /// - `orderly_outbox_schema`: the schema's version, so a newer layout is refused, not misread.
 enum PostgresSchema {
-  static let version = 1
+  /// 2 added `orderly_outbox_message.not_before` (`deliverAfter:`); a database at 1 is
+  /// upgraded when a worker opens it.
+  static let version = 2
   static let schemaTable = "orderly_outbox_schema"
   static let lineTable = "orderly_outbox_line"
   static let leaseTable = "orderly_outbox_lease"
@@ -77,6 +79,7 @@ enum PostgresSchema {
       attempts integer NOT NULL DEFAULT 0,
       appended_at timestamptz NOT NULL,
       headers text,
+      not_before timestamptz,
       PRIMARY KEY (line, sequence)
     )
     """,
@@ -190,6 +193,17 @@ enum PostgresSchema {
       if !missing.isEmpty {
         return "its outbox tables are incomplete (missing \(missing.joined(separator: ", "))): "
           + "restore them, or use a new database"
+      }
+      if found < 2 {
+        // Version 1 to 2: the not-before time of a message appended with one.
+        try await connection.query(
+          "ALTER TABLE orderly_outbox_message ADD COLUMN IF NOT EXISTS not_before timestamptz",
+          logger: logger
+        )
+        try await connection.query(
+          "INSERT INTO orderly_outbox_schema (version) VALUES (2)",
+          logger: logger
+        )
       }
       return nil
     }

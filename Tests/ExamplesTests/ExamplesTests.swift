@@ -222,7 +222,7 @@ struct ExamplesTests {
         """
       )
     )
-    #expect(output.hasSuffix("Retrying keys:   0\nOldest pending:  none\n\n"))
+    #expect(output.hasSuffix("Retrying keys:   0\nScheduled keys:  0\nOldest pending:  none\n\n"))
   }
 
   @Test("outbox-basics: retried with backoff, a dead letter stops the line, then the rest in order")

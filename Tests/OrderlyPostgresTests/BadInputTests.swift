@@ -4,6 +4,7 @@ import Foundation
 import OrderlyOutbox
 import OrderlyPostgres
 import PostgresNIO
+import Synchronization
 import Testing
 
 @Suite(
@@ -204,5 +205,43 @@ struct BadInputTests {
       try await database.fleetCount("SELECT count(*)::bigint FROM orderly_outbox_schema") == 1
     )
   }
+}
+#endif
+
+#if Postgres
+@Suite("PostgresOutbox upgrades an outbox written by an earlier version", .timeLimit(.minutes(3)))
+struct SchemaUpgradeTests {
+  @Test(
+    "schema version 1 (no not-before times) is upgraded to 2; its messages are kept and delivered"
+  )
+  func fromVersionOne() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let old = try await database.outbox(of: String.self)
+    try await old.append("kept", partition: "k")
+    await old.close()
+    // The tables as version 1 left them.
+    try await database.execute("ALTER TABLE orderly_outbox_message DROP COLUMN not_before")
+    try await database.execute("UPDATE orderly_outbox_schema SET version = 1")
+    let outbox = try await database.outbox(of: String.self)
+    let version = try await database.fleetCount(
+      "SELECT max(version)::bigint FROM orderly_outbox_schema"
+    )
+    #expect(version == 2)
+    try await outbox.append("later", partition: "k", headers: [:], deliverAfter: Date())
+    let seen = Delivered()
+    try outbox.start { envelope in seen.add(envelope.message) }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    await outbox.close()
+    #expect(seen.values == ["kept", "later"])
+  }
+}
+
+/// What a handler delivered, in order.
+private final class Delivered: Sendable {
+  private let storage = Mutex<[String]>([])
+  func add(_ value: String) { storage.withLock { $0.append(value) } }
+  var values: [String] { storage.withLock { $0 } }
 }
 #endif

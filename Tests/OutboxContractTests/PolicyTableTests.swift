@@ -145,6 +145,53 @@ struct PolicyTableTests {
   }
 
   @Test(
+    "a message appended with a not-before time: its key waits for it in order, visibly; others go on",
+    arguments: Store.all
+  )
+  func scheduled(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    let far = Date().addingTimeInterval(3_600)
+    let soon = Date().addingTimeInterval(0.3)
+    try await subject.outbox.append(
+      contentsOf: ["f1"],
+      partition: "far",
+      headers: [:],
+      deliverAfter: far
+    )
+    try await subject.outbox.append(contentsOf: ["f2"], partition: "far", headers: [:])
+    try await subject.outbox.append(
+      contentsOf: ["s1"],
+      partition: "soon",
+      headers: [:],
+      deliverAfter: soon
+    )
+    try await subject.outbox.append(contentsOf: ["s2"], partition: "soon", headers: [:])
+    try await subject.outbox.append(contentsOf: ["o1"], partition: "other", headers: [:])
+    let seen = Recorder<(String, Date)>()
+    try subject.start { envelope in seen.record((envelope.message, Date())) }
+    let delivered = await eventually {
+      let keys = try await subject.outbox.keys()
+      return seen.all.count == 3
+        && !keys.contains { $0.partition == "soon" || $0.partition == "other" }
+    }
+    #expect(delivered)
+    let keys = try await subject.outbox.keys()
+    await subject.finish()
+    let order = seen.all.map(\.0)
+    #expect(order.filter { $0.hasPrefix("s") } == ["s1", "s2"])
+    #expect(order.contains("o1") && !order.contains("f1") && !order.contains("f2"))
+    // Never before its time (stores keep microseconds, or a double of seconds).
+    let s1 = try #require(seen.all.first { $0.0 == "s1" })
+    #expect(s1.1 >= soon.addingTimeInterval(-0.001), "\(s1.1) < \(soon)")
+    // The far key waits, and says until when.
+    let key = try #require(keys.first { $0.partition == "far" })
+    #expect(key.pending == 2)
+    let until = try #require(key.headNotBefore)
+    #expect(abs(until.timeIntervalSince(far)) < 0.001)
+    #expect(key.stuck() == [.scheduled(until: until)])
+  }
+
+  @Test(
     "a handler that keeps timing out: retried with attempts counted, then a dead letter saying so",
     arguments: Store.all
   )

@@ -12,6 +12,8 @@ package struct PreparedMessage<Message: Sendable>: Sendable {
   package let entity: String?
   /// The headers, as the store keeps them (``StoredHeaders/encode(_:)``).
   package let headers: String?
+  /// The earliest time it may be delivered; `nil` for at once.
+  package var notBefore: Date? = nil
 }
 
 /// How every store turns messages into stored bytes and back: one encoder, one merge rule.
@@ -47,12 +49,14 @@ package struct MessageCodec<Message: Codable & Sendable>: Sendable {
   ///   - messages: The messages, in order.
   ///   - partition: The line the append names; `nil` asks the partition closure.
   ///   - headers: The headers stored with each of them.
+  ///   - deliverAfter: The earliest time they may be delivered; `nil` for at once.
   /// - Returns: The messages, ready to be written.
   /// - Throws: ``OutboxError/cannotEncode(reason:)``; nothing is prepared then.
   package func prepare(
     _ messages: [Message],
     partition: String?,
-    headers: [String: String]
+    headers: [String: String],
+    deliverAfter: Date? = nil
   ) throws(OutboxError) -> [PreparedMessage<Message>] {
     let encoder = Self.encoder()
     let stored = StoredHeaders.encode(headers)
@@ -70,8 +74,10 @@ package struct MessageCodec<Message: Codable & Sendable>: Sendable {
           message: message,
           payload: payload,
           partition: partition ?? partitionOfMessage?(message),
-          entity: coalescing?.entity(message),
-          headers: stored
+          // A message with a not-before time is never merged, nor merged into.
+          entity: deliverAfter == nil ? coalescing?.entity(message) : nil,
+          headers: stored,
+          notBefore: deliverAfter
         )
       )
     }
