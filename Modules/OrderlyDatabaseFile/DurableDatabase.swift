@@ -26,16 +26,31 @@ package enum DurableDatabase {
   package static func openPool(path: String, busyTimeout: Duration) throws -> DatabasePool {
     var configuration = Configuration()
     configuration.busyMode = busyMode(waitingUpTo: busyTimeout)
-    let pool = try DatabasePool(path: path, configuration: configuration)
-    do {
-      try pool.writeWithoutTransaction { db in
-        try db.execute(sql: "PRAGMA synchronous = FULL")
+    // Opening a pool switches the file to WAL mode and writes to it (GRDB makes sure a `-wal`
+    // exists). Two processes opening one new file at once can meet there, and SQLite then
+    // answers SQLITE_BUSY at once, without the busy handler (a change of journal mode, or a
+    // WAL being recovered): seen as two shells creating one notes file side by side, both
+    // refused in well under the busy timeout. Such an open is tried again until the timeout.
+    let deadline = ContinuousClock.now + busyTimeout
+    while true {
+      do {
+        let pool = try DatabasePool(path: path, configuration: configuration)
+        do {
+          try pool.writeWithoutTransaction { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+          }
+        } catch {
+          try? pool.close()
+          throw error
+        }
+        return pool
+      } catch let error as DatabaseError
+        where (error.resultCode == .SQLITE_BUSY || error.resultCode == .SQLITE_LOCKED)
+        && ContinuousClock.now < deadline
+      {
+        usleep(5_000)
       }
-    } catch {
-      try? pool.close()
-      throw error
     }
-    return pool
   }
 
   /// How a connection waits for another connection's lock: it tries again every few

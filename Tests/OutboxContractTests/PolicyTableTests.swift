@@ -215,7 +215,14 @@ struct PolicyTableTests {
     await subject.finish()
     #expect(othersDone)
   }
+}
 
+/// The policy table's first rule, at scale: a stuck key never slows the others.
+///
+/// A suite of its own for its time limit (2,000 synced deliveries, slow under ThreadSanitizer on a busy
+/// machine); the rate itself is a `ratios` row.
+@Suite("The policy table at scale, on every store", .timeLimit(.minutes(10)))
+struct PolicyTableScaleTests {
   @Test(
     "1,000 healthy keys and 10 blocked ones: the blocked are tried once, each healthy key delivered",
     arguments: Store.all
