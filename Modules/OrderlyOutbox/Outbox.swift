@@ -273,28 +273,6 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
 
   // MARK: - Appending
 
-  /// Appends messages in one transaction: all are on disk once it returns, or none is.
-  ///
-  /// - Parameters:
-  ///   - messages: The messages, in order.
-  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
-  ///   - headers: Strings stored with each of them (see `append(_:partition:headers:)`).
-  /// - Returns: Their identifiers, in order.
-  /// - Throws: As `append(_:partition:headers:)`; nothing was stored.
-  @discardableResult
-  public func append(
-    contentsOf messages: [Message],
-    partition: String? = nil,
-    headers: [String: String] = [:]
-  ) async throws(OutboxError) -> [UUID] {
-    try await append(
-      contentsOf: messages,
-      partition: partition,
-      headers: headers,
-      deliverAfter: nil
-    )
-  }
-
   /// Appends messages in one transaction, to be delivered no earlier than `deliverAfter`.
   ///
   /// Their line waits for them in order, and other lines go on (see `DurableOutbox`).

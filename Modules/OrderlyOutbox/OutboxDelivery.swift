@@ -729,6 +729,11 @@ extension Outbox {
       if let set = state.wakeUps[partition], set.at <= date { return }
       state.wakeUps[partition]?.task.cancel()
       let task = Task.detached { [weak self] in
+        // Wall time on purpose, not the outbox's clock: `deliverAfter` is a date on this
+        // machine's clock, as other processes that open the file read it. Cancelled by stop()
+        // (the sleep ends at once); the turn it schedules checks the date again, so a wake-up
+        // early or late by the clocks' difference costs one more wake-up, never an early
+        // delivery.
         let delay = date.timeIntervalSinceNow
         if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
         guard !Task.isCancelled, let self else { return }

@@ -16,18 +16,6 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// What the outbox carries.
   associatedtype Message: Codable & Sendable
 
-  /// Appends messages in one transaction: all are stored once it returns, or none is.
-  ///
-  /// - Parameters:
-  ///   - messages: The messages, in order.
-  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
-  ///   - headers: Strings stored with each of them.
-  /// - Returns: Their identifiers, in order.
-  /// - Throws: An ``OutboxError``; nothing was stored.
-  @discardableResult
-  func append(contentsOf messages: [Message], partition: String?, headers: [String: String])
-    async throws(OutboxError) -> [UUID]
-
   /// Appends messages in one transaction, to be delivered no earlier than `deliverAfter`.
   ///
   /// They take their places in their line as any append does, and the line keeps its order:
@@ -264,6 +252,30 @@ public struct DelivererStatistics: Sendable, Equatable {
 }
 
 extension DurableOutbox {
+  /// Appends messages in one transaction, for delivery at once: all are stored once it returns
+  /// (on disk for `Outbox`, committed for `PostgresOutbox`), or none is.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with each of them, handed back in ``Envelope/headers``.
+  /// - Returns: Their identifiers, in order.
+  /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/cancelled``, or the store's
+  ///   error as an ``OutboxError``; nothing was stored.
+  @discardableResult
+  public func append(
+    contentsOf messages: [Message],
+    partition: String? = nil,
+    headers: [String: String] = [:]
+  ) async throws(OutboxError) -> [UUID] {
+    try await append(
+      contentsOf: messages,
+      partition: partition,
+      headers: headers,
+      deliverAfter: nil
+    )
+  }
+
   /// Appends a message at the end of its line, and returns once it is stored for good: on disk
   /// for `Outbox`, committed for `PostgresOutbox`.
   ///

@@ -245,35 +245,14 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
 
   // MARK: - Appending
 
-  /// Appends messages in one transaction: all are committed once it returns, or none is.
+  /// Appends messages in one transaction, all committed once it returns, or none; to be
+  /// delivered no earlier than `deliverAfter`.
   ///
   /// Each line's row is locked until the commit, so the messages of one line are numbered
-  /// after every earlier committed append of that line, and before any later one.
-  ///
-  /// - Parameters:
-  ///   - messages: The messages, numbered in this order on their lines.
-  ///   - partition: The line they join; `nil` asks the outbox's `partition` closure for each.
-  ///   - headers: Strings stored with every one of them, handed back in `Envelope.headers`.
-  /// - Returns: Their identifiers, in the order of `messages`.
-  /// - Throws: `OutboxError.cannotEncode(reason:)`, `OutboxError.cancelled`, or the database's
-  ///   error as an `OutboxError`; nothing was stored.
-  @discardableResult public func append(
-    contentsOf messages: [Message],
-    partition: String? = nil,
-    headers: [String: String] = [:]
-  ) async throws(OutboxError) -> [UUID] {
-    try await append(
-      contentsOf: messages,
-      partition: partition,
-      headers: headers,
-      deliverAfter: nil
-    )
-  }
-
-  /// Appends messages in one transaction, to be delivered no earlier than `deliverAfter`.
-  ///
-  /// Their line waits for them in order, in every worker, and other lines go on (see
-  /// `DurableOutbox`). The time is compared with the database server's clock.
+  /// after every earlier committed append of that line, and before any later one. With a
+  /// `deliverAfter`, their line waits for them in order, in every worker, and other lines go
+  /// on (see `DurableOutbox`); the time is compared with the database server's clock.
+  /// `append(contentsOf:partition:headers:)` (`DurableOutbox`) appends for delivery at once.
   ///
   /// - Parameters:
   ///   - messages: The messages, in order.
@@ -281,7 +260,8 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   ///   - headers: Strings stored with every one of them.
   ///   - deliverAfter: The earliest time they may be delivered; `nil` for at once.
   /// - Returns: Their identifiers, in the order of `messages`.
-  /// - Throws: As ``append(contentsOf:partition:headers:)``; nothing was stored.
+  /// - Throws: `OutboxError.cannotEncode(reason:)`, `OutboxError.cancelled`, or the database's
+  ///   error as an `OutboxError`; nothing was stored.
   @discardableResult public func append(
     contentsOf messages: [Message],
     partition: String?,
