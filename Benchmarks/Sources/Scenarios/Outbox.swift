@@ -133,8 +133,10 @@ func plainDrain(_ jobs: Int) async throws -> Double {
 }
 
 /// Delivers `jobs` messages spread over 1,000 keys to a no-op handler, beside `blocked` keys
-/// that do not move: half wait at a dead letter (stop the line), half are paused, each with a
-/// message behind. The time runs from `start` until every healthy message is delivered; the
+/// that do not move.
+///
+/// Half of those wait at a dead letter (stop the line), half are paused, each with a message
+/// behind. The time runs from `start` until every healthy message is delivered; the
 /// blocked keys are made (their dead letters written) before it.
 func keyedDelivery(_ jobs: Int, blocked: Int) async throws -> Double {
   try await withScratchFile { path in
