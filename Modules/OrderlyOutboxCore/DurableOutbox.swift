@@ -121,7 +121,7 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// Every key with pending messages, dead letters or a pause of its own, with what holds it
   /// up: for an operator (`orderly outbox keys`), read in one transaction.
   ///
-  /// - Returns: The keys, in no set order (``Swift/Array/sortedForOperator(onDeadLetter:at:)``
+  /// - Returns: The keys, in no set order (`sortedForOperator(onDeadLetter:at:)`
   ///   puts the stuck ones first).
   /// - Throws: An ``OutboxError`` if the store cannot be read.
   func keys() async throws(OutboxError) -> [OutboxKey]
