@@ -85,13 +85,13 @@ package.targets += [
   .target(
     name: "OrderlyCore",
     dependencies: [
-      "COrderlySanitizer",
+      "COrderlyPrimitives",
       .product(name: "DequeModule", package: "swift-collections"),
     ],
     path: "Modules/OrderlyCore"
   ),
   // Announces lock edges to ThreadSanitizer, which cannot see Mutex's lock on Linux. No product.
-  .target(name: "COrderlySanitizer", path: "Modules/COrderlySanitizer"),
+  .target(name: "COrderlyPrimitives", path: "Modules/COrderlyPrimitives"),
   .target(
     name: "OrderlyTestSupport",
     dependencies: ["OrderlyCore"],
@@ -485,7 +485,7 @@ package.targets += [
 }
 let libraryTargets = libraryTargetClosure()
 
-for target in package.targets where target.name != "COrderlySanitizer" {
+for target in package.targets where target.name != "COrderlyPrimitives" {
   var settings = target.swiftSettings ?? []
   settings += [
     .swiftLanguageMode(.v6),

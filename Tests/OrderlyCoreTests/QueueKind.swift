@@ -88,6 +88,14 @@ enum TestQueue: Sendable {
     }
   }
 
+  /// The lane for work with no handle (`execute(_:)`).
+  func execute(_ work: sending @escaping () -> Void) {
+    switch self {
+    case .serial(let queue): queue.execute(work)
+    case .concurrent(let queue): queue.execute(work)
+    }
+  }
+
   func enqueueAndWait<Success>(
     name: String? = nil,
     isolation: isolated (any Actor)? = #isolation,

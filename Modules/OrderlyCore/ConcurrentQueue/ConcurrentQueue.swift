@@ -51,7 +51,7 @@ public final class ConcurrentQueue: AssertableQueue {
   ///   - limit: How many jobs may run at once; 1 makes a serial queue, 0 a paused one.
   public init(name: String = "ConcurrentQueue", limit: Int) {
     Self.checkLimit(limit)
-    core = JobQueueCore(name: name, limit: limit)
+    core = JobQueueCore(name: name, limit: limit, mergesLaneWork: false)
   }
 
   /// Creates an empty, idle queue whose jobs run on a task executor.
@@ -70,7 +70,8 @@ public final class ConcurrentQueue: AssertableQueue {
     core = JobQueueCore(
       name: name,
       limit: limit,
-      executor: executor.map(TaskExecutorPreference.init)
+      executor: executor.map(TaskExecutorPreference.init),
+      mergesLaneWork: false
     )
   }
 
@@ -166,6 +167,21 @@ public final class ConcurrentQueue: AssertableQueue {
     @_implicitSelfCapture operation: sending @escaping () throws -> Success
   ) -> QueuedTask<Success> {
     core.enqueueDetached(name: name, priority: priority, synchronous: operation)
+  }
+
+  /// Runs a synchronous closure once every earlier job has started and a slot is free, with no
+  /// handle: the queue's counterpart of `DispatchQueue.async(execute:)`.
+  ///
+  /// As ``SerialQueue/execute(_:)``: the closure keeps its place in the queue's order with every
+  /// other kind of job (barriers included), has no handle, result, name or priority of its own,
+  /// is dropped unrun by ``cancelAll()`` if it has not started, reports events only while
+  /// someone listens, and sees ``isCurrent`` as `true`. Here each closure takes a slot of its
+  /// own, so closures run side by side up to ``limit``, as jobs do; what it saves is the handle,
+  /// the stored result and the task-local binding of a detached job.
+  ///
+  /// - Parameter work: The closure; it cannot suspend.
+  public func execute(_ work: sending @escaping () -> Void) {
+    core.execute(work)
   }
 
   /// Waits for this job's turn and a free slot, then runs it in the caller's task.

@@ -47,6 +47,31 @@ final class JobInbox: Sendable {
     }
   }
 
+  /// Keeps an `execute(_:)` closure here if the inbox is watched: in the newest job waiting here
+  /// when that is a lane batch and `merging`, otherwise in a new batch, numbered.
+  ///
+  /// The newest job here is the newest job of the queue, so the closure keeps its place in the
+  /// queue's order either way.
+  ///
+  /// - Returns: `false` if the inbox is not watched: the caller must admit the work under the
+  ///   queue's lock.
+  func keepLaneWorkIfWatched(_ work: LaneWork, merging: Bool) -> Bool {
+    jobs.withLock { jobs in
+      guard isWatched.load(ordering: .acquiring) else { return false }
+      if merging, let newest = jobs.last, newest.isLane {
+        // `isLane` is set only by `LaneBatch`'s initializer.
+        unsafeDowncast(newest, to: LaneBatch.self).append(work)
+        return true
+      }
+      let batch = LaneBatch(work)
+      // Numbered with no announcement: lane work reports no events (a queue with listeners
+      // sends `execute(_:)` closures through `enqueueDetached` instead).
+      batch.assign(id: number { _ in })
+      jobs.append(batch)
+      return true
+    }
+  }
+
   /// Takes every waiting job, in order, and hands out the next number, reporting it with
   /// `announce`: the job numbered here goes in line after the jobs taken, and before any job
   /// that waits here later.
@@ -57,6 +82,20 @@ final class JobInbox: Sendable {
     return jobs.withLock { jobs in
       (Self.take(&jobs), number(announce))
     }
+  }
+
+  /// Takes every waiting job, in order, and runs `body` with them and a way to number one new
+  /// job: under the inbox's lock while the inbox is watched, so no producer puts a job here
+  /// between the jobs taken and the job numbered.
+  ///
+  /// Call it under the queue's lock. Numbers handed out by `body` are not announced.
+  func takeAll<Result>(
+    thenNumbering body: (_ waiting: [RunnableJob], _ number: () -> JobID) -> Result
+  ) -> Result {
+    guard isWatched.load(ordering: .acquiring) else {
+      return body([], { number { _ in } })
+    }
+    return jobs.withLock { jobs in body(Self.take(&jobs), { number { _ in } }) }
   }
 
   /// Takes every waiting job, in order, with the last number handed out so far.

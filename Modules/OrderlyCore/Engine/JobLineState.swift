@@ -148,6 +148,48 @@ struct JobLineState {
   /// the jobs ahead of it (see ``escalate(through:to:wakeups:)``).
   var lowestPriority = UInt8.max
 
+  /// Lane batches numbered up to this take no more closures: a `waitUntilIdle` caller arrived
+  /// after them, and waits for them to end.
+  private var laneSealedThrough: UInt64 = 0
+
+  /// The lane batch at the tail of the line, if it may take more `execute(_:)` closures.
+  ///
+  /// Call it with the inbox's jobs moved in (or the inbox's lock held with it empty): the tail
+  /// is then the newest job of the queue, and it waits (a job leaves the line when it starts; a
+  /// lane batch, having no handle, is cancelled only with the whole line).
+  private func openLaneTail() -> LaneBatch? {
+    guard case .detached(let job)? = line.last, job.isLane,
+      job.id.rawValue > laneSealedThrough
+    else { return nil }
+    // `isLane` is set only by `LaneBatch`'s initializer.
+    return unsafeDowncast(job, to: LaneBatch.self)
+  }
+
+  /// Adds an `execute(_:)` closure to the lane batch at the tail of the line, if it may take
+  /// more (see `openLaneTail()` for when to call it).
+  ///
+  /// - Returns: `false` if the tail is not an open lane batch: the caller admits a new one.
+  mutating func appendToOpenLaneTail(_ work: LaneWork) -> Bool {
+    guard let tail = openLaneTail() else { return false }
+    tail.append(work)
+    waitingLaneExtra += 1
+    return true
+  }
+
+  /// Closures waiting in lane batches in line beyond the first of each (which `pendingCount`
+  /// counts as one job): the queue's public `pendingCount` counts every closure.
+  private var waitingLaneExtra = 0
+
+  /// Every job and `execute(_:)` closure waiting in line: what the queues' `pendingCount` says.
+  var pendingWorkCount: Int { pendingCount + waitingLaneExtra }
+
+  /// The closures of a lane batch beyond its first; 0 for any other job. Read under the
+  /// queue's lock while the job is in line (see `LaneBatch.work`).
+  private static func laneExtra(of entry: Entry) -> Int {
+    guard case .detached(let job) = entry, job.isLane else { return 0 }
+    return unsafeDowncast(job, to: LaneBatch.self).count - 1
+  }
+
   /// Whether the queue's ``JobInbox`` is open to producers, as last settled.
   ///
   /// The inbox's own flag changes only under the queue's lock, so this copy is exact.
@@ -185,6 +227,7 @@ struct JobLineState {
     if priority < lowestPriority { lowestPriority = priority }
     // By the invariant, a non-empty line has a head that cannot start: the new entry waits.
     guard line.isEmpty else {
+      waitingLaneExtra += Self.laneExtra(of: entry)
       line.append(entry)
       pendingCount += 1
       return false
@@ -200,6 +243,7 @@ struct JobLineState {
       start(entry, isBarrier: isBarrier)
       return true
     }
+    waitingLaneExtra += Self.laneExtra(of: entry)
     line.append(entry)
     pendingCount += 1
     return false
@@ -236,7 +280,10 @@ struct JobLineState {
         continue
       }
       pendingCount -= 1
-      if case .detached(let job) = head { launches.append(job) }
+      if case .detached(let job) = head {
+        if job.isLane { waitingLaneExtra -= Self.laneExtra(of: head) }
+        launches.append(job)
+      }
       start(head, isBarrier: isBarrier)
     }
   }
@@ -319,6 +366,7 @@ struct JobLineState {
     let cancelled = line
     line = []
     pendingCount = 0
+    waitingLaneExtra = 0
     tombstones = 0
     for entry in cancelled where entry.cancelWaiting(into: &wakeups) {
       emit(.cancelled, for: entry)
@@ -433,6 +481,8 @@ struct JobLineState {
   mutating func admitIdleWaiter(_ node: TurnNode, mark: UInt64) -> Bool {
     let outstanding = runningCount + pendingCount
     guard outstanding > 0 else { return false }
+    // A batch it waits for must not grow while it waits.
+    laneSealedThrough = mark
     idleWaiters.append(IdleWaiter(node: node, mark: mark, remaining: outstanding))
     return true
   }
@@ -497,6 +547,8 @@ struct JobLineState {
   /// With nobody listening it reads nothing from the entry.
   func emit(_ kind: QueueEvent.Kind, for entry: Entry) {
     guard events.hasListeners else { return }
+    // Lane work reports no events (with listeners, `execute(_:)` makes ordinary jobs).
+    if case .detached(let job) = entry, job.isLane { return }
     events.emit(kind, jobID: entry.id, jobName: entry.name, queueName: queueName)
   }
 }

@@ -30,6 +30,11 @@ final class JobQueueCore: Sendable {
   private let idleHandler: (@Sendable (JobQueueCore) -> Void)?
   /// Where the queue's jobs run, if not on the cooperative pool (see `SerialQueue.init`).
   let executor: (any ExecutorPreference)?
+  /// Whether `execute(_:)` closures enqueued back to back share one job while they wait.
+  ///
+  /// A serial line runs them one after another either way; a line of several slots
+  /// (``ConcurrentQueue``) gives each its own job, so that they run side by side up to its limit.
+  let mergesLaneWork: Bool
   /// A copy of ``JobLineState/lowestPriority``, written under the lock, read without it: a
   /// waiter whose priority is not above it has nothing to raise, and takes no lock to find out.
   private let lowestPriority = OrderlyAtomic<UInt8>(.max)
@@ -40,9 +45,11 @@ final class JobQueueCore: Sendable {
     slotRelease: SlotRelease = .atEnd,
     events: EventHub = EventHub(),
     executor: (any ExecutorPreference)? = nil,
+    mergesLaneWork: Bool = true,
     idleHandler: (@Sendable (JobQueueCore) -> Void)? = nil
   ) {
     self.name = name
+    self.mergesLaneWork = mergesLaneWork
     self.executor = executor
     self.slotRelease = slotRelease
     self.idleHandler = idleHandler
@@ -152,6 +159,46 @@ final class JobQueueCore: Sendable {
     return submit(job)
   }
 
+  /// Enqueues a synchronous closure with no handle, in the queue's one order (see
+  /// `SerialQueue.execute(_:)`).
+  ///
+  /// A queue with event listeners makes an ordinary synchronous detached job of the closure, so
+  /// that it reports its events; otherwise see ``admitLaneWork(_:)``.
+  func execute(_ work: sending @escaping () -> Void) {
+    if hub.hasListeners {
+      _ = enqueueDetached(name: nil, priority: nil, synchronous: work)
+      return
+    }
+    if let batch = admitLaneWork(LaneWork(work)) { startRunner(with: batch) }
+  }
+
+  /// Puts an `execute(_:)` closure in line: in the newest job of the queue when that is a
+  /// waiting ``LaneBatch`` and the queue merges lane work (see `mergesLaneWork`), otherwise in
+  /// a new batch.
+  ///
+  /// A keyed queue calls it while holding its own lock: an admission never ends the last job, so
+  /// the idle handler is not called.
+  ///
+  /// - Returns: A new batch that has its turn now and needs a runner.
+  func admitLaneWork(_ work: LaneWork) -> LaneBatch? {
+    // As for `admit(_:)`: work of a higher priority than a job in line takes the locked path,
+    // which raises the jobs ahead of it. Lane work runs at the default priority.
+    let raises = TaskPriority.medium.rawValue > lowestPriority.load(ordering: .relaxed)
+    if !raises, inbox.keepLaneWorkIfWatched(work, merging: mergesLaneWork) { return nil }
+    let (batch, launches) = update(movingInboxFirst: false) {
+      state, wakeups, launches -> LaneBatch? in
+      inbox.takeAll { waiting, number -> LaneBatch? in
+        admit(waiting, into: &state, launches: &launches)
+        if mergesLaneWork, state.appendToOpenLaneTail(work) { return nil }
+        let batch = LaneBatch(work)
+        batch.assign(id: number())
+        return state.admitRaisingAhead(.detached(batch), wakeups: &wakeups) ? batch : nil
+      }
+    }
+    startRunners(for: launches)
+    return batch
+  }
+
   /// Admits a built detached job, starts a runner if it has its turn now, and returns its handle.
   @_specialize(where Success == Void)
   private func submit<Success: Sendable>(_ job: DetachedJob<Success>) -> QueuedTask<Success> {
@@ -256,7 +303,7 @@ final class JobQueueCore: Sendable {
   }
 
   var pendingCount: Int {
-    read { $0.pendingCount }
+    read { $0.pendingWorkCount }
   }
 
   var runningCount: Int {

@@ -30,7 +30,7 @@ struct RunReport {
 ///
 /// Fields are ordered so that `phase` fills the padding after `result`: one allocation size class
 /// smaller per job.
-private struct ErasedJobState {
+struct ErasedJobState {
   /// A job's result with its type erased.
   ///
   /// `Void`, the usual result of a detached job, has a case of its own: storing, copying and
@@ -135,6 +135,9 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   /// Whether the job's work is a synchronous closure, which ``runSynchronously(in:owner:)``
   /// runs with no async frame.
   let isSynchronous: Bool
+  /// Whether the job is a ``LaneBatch``: work of `execute(_:)`, which has no handle and reports
+  /// no events.
+  let isLane: Bool
   #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
   /// The job's state, in the job's own allocation: read and written only inside
   /// ``withState(_:)``, under the stripe lock of this job (``withStripeLock(of:_:)``), so the
@@ -148,12 +151,19 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   private let rawID = OrderlyAtomic<UInt64>(0)
   #endif
 
-  fileprivate init(name: String?, priority: TaskPriority?, isBarrier: Bool, isSynchronous: Bool) {
+  init(
+    name: String?,
+    priority: TaskPriority?,
+    isBarrier: Bool,
+    isSynchronous: Bool,
+    isLane: Bool = false
+  ) {
     self.name = name
     self.priority = priority
     self.basePriority = (priority ?? .medium).rawValue
     self.isBarrier = isBarrier
     self.isSynchronous = isSynchronous
+    self.isLane = isLane
   }
 
   /// The job's identifier, assigned once under the queue's lock before the job is shared.
@@ -269,12 +279,12 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   }
 
   /// Drops the job's work; called once the job was cancelled before it ran, with no lock held.
-  fileprivate func dropWork() {}
+  func dropWork() {}
 
   /// Marks a granted job running in `task` for `owner`, calling `takeWork` under the job's lock;
   /// returns `nil` (and takes nothing) if it was cancelled after its turn came.
   @inline(__always)
-  fileprivate final func begin<Work>(
+  final func begin<Work>(
     in task: RunningTask?,
     owner: JobQueueCore,
     takeWork: () -> Work?
@@ -294,7 +304,7 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
 
   /// Stores the job's result, resumes its awaiters and reports how it ended.
   @inline(__always)
-  fileprivate final func end(with result: ErasedJobState.Outcome) -> (RunReport, pinned: Bool) {
+  final func end(with result: ErasedJobState.Outcome) -> (RunReport, pinned: Bool) {
     let (awaiters, pinned, cancelRequested) = withState { state in
       state.phase = .finished
       state.result = result
@@ -372,7 +382,7 @@ final class DetachedJob<Success: Sendable>: RunnableJob, @unchecked Sendable {
     super.init(name: name, priority: priority, isBarrier: isBarrier, isSynchronous: true)
   }
 
-  override fileprivate func dropWork() {
+  override func dropWork() {
     operation = nil
   }
 

@@ -1,4 +1,4 @@
-internal import COrderlySanitizer
+internal import COrderlyPrimitives
 public import Synchronization
 
 // Tests and tools use it with `Mutex` directly; the modules use `OrderlyLock`.

@@ -11,7 +11,7 @@
 // too.
 
 #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
-package import COrderlySanitizer
+package import COrderlyPrimitives
 
 /// The heap block behind an ``OrderlyLock``.
 ///

@@ -8,8 +8,9 @@ enum QueueAssertions {
 }
 
 extension JobQueueCore {
-  /// Whether the current task runs a job of this queue, or was started from one that still runs.
-  var isCurrent: Bool { JobFrame.isInside(self) }
+  /// Whether the current task runs a job of this queue, or was started from one that still runs,
+  /// or the current thread runs the queue's `execute(_:)` closures.
+  var isCurrent: Bool { isRunningLaneWorkHere || JobFrame.isInside(self) }
 
   func assertCurrent(_ message: () -> String, file: StaticString, line: UInt) {
     assert(

@@ -191,6 +191,32 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
     return QueuedTask(backing: .detached(job), owner: core)
   }
 
+  /// Runs a synchronous closure on `key`'s line after every job enqueued for the key before it,
+  /// with no handle: `DispatchQueue.async(execute:)` per key.
+  ///
+  /// As ``SerialQueue/execute(_:)``: the closure keeps its place in the key's order with every
+  /// other kind of job, has no handle, result, name or priority of its own, is dropped unrun by
+  /// ``cancelAll()`` or ``cancelAll(forKey:)`` if it has not started, reports events only while
+  /// someone listens, and sees ``isCurrent(forKey:)`` as `true`. Closures enqueued back to back
+  /// for a busy key share one place in its line. With a limit on running keys the closure waits
+  /// for a permit as a detached job does, so it is then enqueued as one (without its handle).
+  ///
+  /// - Parameters:
+  ///   - key: The line to join.
+  ///   - work: The closure; it cannot suspend.
+  public func execute(forKey key: Key, _ work: sending @escaping () -> Void) {
+    if permits != nil || hub.hasListeners {
+      enqueueDetached(forKey: key, operation: work)
+      return
+    }
+    let work = LaneWork(work)
+    let (core, batch) = lines.withLock { lines in
+      let core = line(forKey: key, in: &lines)
+      return (core, core.admitLaneWork(work))
+    }
+    if let batch { core.startRunner(with: batch) }
+  }
+
   /// Waits for this job's turn on `key`'s line, then runs it in the caller's task.
   ///
   /// - Parameters:

@@ -5,13 +5,14 @@
 /// current one awaits. Results are typed, errors reach whoever awaits the job unchanged, and a
 /// failed job never stops the queue.
 ///
-/// Submit work three ways (four, counting synchronous detached jobs), mirroring Swift's own `Task` API:
+/// Submit work three ways (five, counting synchronous detached jobs and `execute`), mirroring Swift's own `Task` API and Dispatch's:
 ///
 /// | call | like | runs the job |
 /// |---|---|---|
 /// | ``enqueue(name:priority:isolation:operation:)`` | `Task { }` | in a new task with the caller's priority, task-local values and actor isolation |
 /// | ``enqueueDetached(name:priority:operation:)-63whl`` | `Task.detached { }` | on the queue's runner task, inheriting nothing |
 /// | ``enqueueDetached(name:priority:operation:)-8aju8`` (a closure with no `await`) | `DispatchQueue.async` | on the runner task, called in a plain loop with no async frame: the cheapest path |
+/// | ``execute(_:)`` (a synchronous closure, no handle) | `DispatchQueue.async` | on the runner task, with the closures enqueued beside it, in one loop: fire-and-forget at a closure's cost |
 /// | ``enqueueAndWait(name:isolation:operation:)`` | `await` | in the caller's own task, once its turn comes |
 ///
 /// ```swift
@@ -166,6 +167,38 @@ public final class SerialQueue: AssertableQueue {
     @_implicitSelfCapture operation: sending @escaping () throws -> Success
   ) -> QueuedTask<Success> {
     core.enqueueDetached(name: name, priority: priority, synchronous: operation)
+  }
+
+  /// Runs a synchronous closure after every job enqueued before it, with no handle: the
+  /// queue's counterpart of `DispatchQueue.async(execute:)`, and its cheapest path.
+  ///
+  /// For fire-and-forget work that needs nothing back: a log line, a metric, a change to a
+  /// model fed from callbacks, a write-behind cache. The closure keeps its place in the queue's
+  /// one order with every other kind of job (it runs after the jobs enqueued before it and
+  /// before the jobs enqueued after it), but it gives up what a job with a handle has:
+  ///
+  /// - no handle, no result and no cancellation of its own: ``cancelAll()`` drops it unrun if it
+  ///   has not started; it cannot throw (use ``enqueueDetached(name:priority:operation:)-8aju8``
+  ///   for work that fails);
+  /// - no name and no priority: it runs at the default priority, inheriting nothing;
+  /// - events only while someone listens to ``events``: the queue then makes an ordinary
+  ///   detached job of it, which reports its events as one;
+  /// - ``isCurrent`` is `true` inside the closure, but not in a task the closure starts (no
+  ///   task-local value is bound for it).
+  ///
+  /// Closures enqueued back to back while the queue is busy share one place in line, and the
+  /// runner calls them in a plain loop under one lock acquisition, as a `DispatchQueue` drains
+  /// its blocks: no job object, handle, result or task-local binding per closure.
+  ///
+  /// ```swift
+  /// let log = SerialQueue(name: "log")
+  /// log.execute { lines.append("saved note 7") }  // in order with every other job of `log`
+  /// ```
+  ///
+  /// - Parameter work: The closure. It cannot suspend; blocking the thread in it holds a thread
+  ///   of the cooperative pool, as in any job.
+  public func execute(_ work: sending @escaping () -> Void) {
+    core.execute(work)
   }
 
   /// Waits for this job's turn, then runs it in the caller's own task and returns its result.

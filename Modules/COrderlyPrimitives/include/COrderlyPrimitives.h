@@ -1,9 +1,11 @@
-#ifndef CORDERLY_SANITIZER_H
-#define CORDERLY_SANITIZER_H
+#ifndef CORDERLY_PRIMITIVES_H
+#define CORDERLY_PRIMITIVES_H
 
-// Small C helpers for OrderlyCore: ThreadSanitizer announcements, and the plain lock behind
-// `OrderlyLock` where `Synchronization.Mutex` cannot be used (Apple systems before macOS 15 /
-// iOS 18, and Linux builds with ORDERLY_PORTABLE_LOCKS, which test that path).
+// The primitives OrderlyCore builds on that Swift does not give it everywhere: ThreadSanitizer
+// announcements, the plain lock behind `OrderlyLock` and the stripe table where
+// `Synchronization.Mutex` cannot be used (Apple systems before macOS 15 / iOS 18, and Linux builds
+// with ORDERLY_PORTABLE_LOCKS, which test that path), atomics on plain integers for the same
+// systems, and a thread-local slot that says which queue's `execute` work the thread is running.
 
 /// Tells ThreadSanitizer that a lock guarding `address` was taken. Does nothing unless this
 /// file's translation unit is compiled with -fsanitize=thread.
@@ -92,6 +94,17 @@ CORDERLY_ATOMIC(intptr, intptr_t)
 CORDERLY_ATOMIC_ARITHMETIC(uint8, uint8_t)
 CORDERLY_ATOMIC_ARITHMETIC(uint64, uint64_t)
 CORDERLY_ATOMIC_ARITHMETIC(intptr, intptr_t)
+
+// MARK: - The thread's running lane
+
+/// The queue (`JobQueueCore`) whose `execute` closures the current thread is running, or NULL.
+///
+/// Set by the runner around a run of such closures, which are synchronous: no other task runs on
+/// the thread in between, so the slot names the queue for exactly that run.
+extern _Thread_local const void *corderly_running_lane;
+
+static inline const void *corderly_running_lane_get(void) { return corderly_running_lane; }
+static inline void corderly_running_lane_set(const void *queue) { corderly_running_lane = queue; }
 
 /// The memory orders, as `__atomic` built-ins take them.
 static const int corderly_order_relaxed = __ATOMIC_RELAXED;

@@ -3,7 +3,7 @@
 // guard. Orderly's locks announce their acquire and release edges through these functions.
 // SwiftPM compiles this file with -fsanitize=thread under `swift test --sanitize=thread`;
 // in every other build they are empty.
-#include "COrderlySanitizer.h"
+#include "COrderlyPrimitives.h"
 
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
@@ -21,6 +21,9 @@ void corderly_tsan_release(const void *address) { __tsan_release((void *)address
 void corderly_tsan_acquire(const void *address) { (void)address; }
 void corderly_tsan_release(const void *address) { (void)address; }
 #endif
+
+// The thread's running lane (see the header).
+_Thread_local const void *corderly_running_lane = 0;
 
 // The stripe table (see the header). Zero is an unlocked `os_unfair_lock`; a pthread mutex is
 // initialized here before `main`, so no lock is ever used uninitialized.
