@@ -11,7 +11,7 @@ let package = Package(
   // macOS 14 / iOS 17; task executors (`DedicatedThreadExecutor`, the queues' `executor:`
   // initializers) from macOS 15 / iOS 18. Synchronization's Mutex and Atomic (macOS 15) are used
   // on Linux only: Apple systems get OrderlyLock, OrderlyAtomic and the jobs' stripe locks
-  // (Modules/OrderlyCore/Jobs/OrderlyLock.swift).
+  // (Modules/OrderlyCore/Platform, the platform room).
   platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
   products: [
     .library(name: "OrderlyCore", targets: ["OrderlyCore"]),
@@ -88,9 +88,21 @@ package.targets += [
       "COrderlyPrimitives",
       .product(name: "DequeModule", package: "swift-collections"),
     ],
-    path: "Modules/OrderlyCore"
+    path: "Modules/OrderlyCore",
+    swiftSettings: [
+      // The one choice of OrderlyCore's platform room (Modules/OrderlyCore/Platform): Apple
+      // systems' locks and atomics (os_unfair_lock, the stripe table, C atomic built-ins), where
+      // Synchronization's Mutex and Atomic need macOS 15 / iOS 18. `swift build -Xswiftc
+      // -DORDERLY_PORTABLE_LOCKS` selects them on Linux too, which is how CI tests that path.
+      .define(
+        "ORDERLY_PORTABLE_LOCKS",
+        .when(platforms: [.macOS, .macCatalyst, .iOS, .tvOS, .watchOS, .visionOS])
+      )
+    ]
   ),
-  // Announces lock edges to ThreadSanitizer, which cannot see Mutex's lock on Linux. No product.
+  // The C side of OrderlyCore's platform room: the lock type and stripe table of Apple systems,
+  // atomic built-ins, ThreadSanitizer's announcements (it cannot see Mutex's lock on Linux) and
+  // the thread-local slot of `execute`. No product.
   .target(name: "COrderlyPrimitives", path: "Modules/COrderlyPrimitives"),
   .target(
     name: "OrderlyTestSupport",

@@ -57,7 +57,8 @@ print(
   ].joined(separator: " | ")
 )
 var missed = 0
-for scenario in scenarios + executorScenarios + producerShapeScenarios + outboxScenarios
+for scenario in scenarios + laneScenarios + executorScenarios + producerShapeScenarios
+  + outboxScenarios
 where only.map({ scenario.name.contains($0) }) ?? true {
   let jobs = jobsOverride ?? (quick ? scenario.jobs.quick : scenario.jobs.full)
   if case .pending(let reason) = scenario.target {

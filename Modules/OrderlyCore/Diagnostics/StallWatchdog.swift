@@ -1,11 +1,3 @@
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A debugging aid that says, with evidence, why queued work does not move: set the environment
 /// variable `ORDERLY_STALL_WATCHDOG` before the process starts.
 ///
@@ -33,10 +25,10 @@ import Darwin
 enum StallWatchdog {
   /// The running watchdog, if the environment asked for one.
   static let shared: Watcher? = {
-    guard let target = getenv("ORDERLY_STALL_WATCHDOG").map({ String(cString: $0) }),
+    guard let target = SystemCalls.environment("ORDERLY_STALL_WATCHDOG"),
       !target.isEmpty, target != "0"
     else { return nil }
-    let seconds = getenv("ORDERLY_STALL_AFTER").flatMap { Int(String(cString: $0)) } ?? 10
+    let seconds = SystemCalls.environment("ORDERLY_STALL_AFTER").flatMap { Int($0) } ?? 10
     return Watcher(target: target, stallAfter: max(seconds, 1))
   }()
 
@@ -70,14 +62,13 @@ enum StallWatchdog {
 
     init(target: String, stallAfter seconds: Int) {
       if target == "1" || target == "stderr" {
-        descriptor = STDERR_FILENO
+        descriptor = SystemCalls.standardError
       } else {
-        let opened = open(target, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
-        descriptor = opened >= 0 ? opened : STDERR_FILENO
+        descriptor = SystemCalls.openForAppending(target) ?? SystemCalls.standardError
       }
       stallAfter = UInt64(seconds) * 1_000_000_000
       state = OrderlyLock(State(heartbeat: Self.now()))
-      report("watching queues (stall after \(seconds) s) in process \(getpid())")
+      report("watching queues (stall after \(seconds) s) in process \(SystemCalls.processID)")
       startThread()
       startPoolProbe()
     }
@@ -95,14 +86,11 @@ enum StallWatchdog {
     }
 
     private static func now() -> UInt64 {
-      var time = timespec()
-      clock_gettime(CLOCK_MONOTONIC, &time)
-      return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
+      SystemCalls.monotonicNanoseconds()
     }
 
     private func report(_ line: String) {
-      let text = "orderly-watchdog: [\(getpid())] \(line)\n"
-      _ = text.withCString { write(descriptor, $0, strlen($0)) }
+      SystemCalls.writeText("orderly-watchdog: [\(SystemCalls.processID)] \(line)\n", to: descriptor)
     }
 
     /// Whether the stacks were taken already: once per process is enough, and gdb is slow.
@@ -110,17 +98,14 @@ enum StallWatchdog {
 
     /// Appends every thread's stack to the report file, with gdb, once per process.
     private func reportStacks() {
-      #if os(Linux)
-      guard getenv("ORDERLY_STALL_STACKS").map({ String(cString: $0) }) == "1",
-        let target = getenv("ORDERLY_STALL_WATCHDOG").map({ String(cString: $0) }),
+      guard SystemCalls.takesThreadStacks,
+        SystemCalls.environment("ORDERLY_STALL_STACKS") == "1",
+        let target = SystemCalls.environment("ORDERLY_STALL_WATCHDOG"),
         target != "1", target != "stderr",
         !tookStacks.exchange(true, ordering: .relaxed)
       else { return }
       report("thread stacks follow (gdb)")
-      let command =
-        "gdb -p \(getpid()) -batch -ex 'thread apply all bt 30' >> '\(target)' 2>&1"
-      _ = system(command)
-      #endif
+      SystemCalls.appendThreadStacks(to: target)
     }
 
     /// A task on the cooperative pool that sleeps 10 ms at a time and records how late it wakes.
@@ -141,13 +126,13 @@ enum StallWatchdog {
     }
 
     private func startThread() {
-      if DetachedThread.start({ self.watch() }) != 0 { report("could not start its thread") }
+      if DetachedThread.start(named: "orderly.watchdog", { self.watch() }) != 0 { report("could not start its thread") }
     }
 
     /// Looks at every queue and at the pool once a second, forever.
     private func watch() {
       while true {
-        usleep(1_000_000)
+        SystemCalls.sleep(microseconds: 1_000_000)
         let now = Self.now()
         let cores = state.withLock(announcingTo: self) { state -> [JobQueueCore] in
           state.queues = state.queues.filter { $0.value.core != nil }

@@ -1,14 +1,6 @@
 import DequeModule
 import Dispatch
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
-
 /// A task executor with threads of its own, for work that blocks: SQLite calls, file I/O, a C
 /// library that waits.
 ///
@@ -116,16 +108,8 @@ public final class DedicatedThreadExecutor: TaskExecutor, Sendable {
   }
 
   private func startThread() {
-    // The thread holds the executor until it ends.
-    let created = DetachedThread.start { self.run() }
+    // The thread holds the executor until it ends; it is named where the platform allows.
+    let created = DetachedThread.start(named: name) { self.work() }
     precondition(created == 0, "DedicatedThreadExecutor could not start a thread: error \(created)")
-  }
-
-  /// A thread's life: named (where the platform allows it from Swift), then the job loop.
-  private func run() {
-    #if canImport(Darwin)
-    _ = pthread_setname_np(name)
-    #endif
-    work()
   }
 }

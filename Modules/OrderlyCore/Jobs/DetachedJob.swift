@@ -123,10 +123,10 @@ struct DetachedJobResultMismatch: Error, CustomStringConvertible {
 /// lock may be held while this job's lock is taken, and nothing is resumed or cancelled under
 /// either.
 // @unchecked Sendable, proved here: a class that is not final cannot be checked by the compiler.
-// Every stored property is a `let` of a Sendable type (`OrderlyLock` and `OrderlyAtomic`
-// included), except, on Apple systems, `lockedState` and `rawIDValue` (see their comments); the
-// one subclass adds a field that it reads and writes only under the job's lock (see its comment).
-class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
+// Every stored property is a `let` of a Sendable type; the state and number live in
+// ``RunnableJobStorage`` (the platform room), whose own comment proves them; the subclasses add a
+// field each that they read and write only under the job's lock (see their comments).
+class RunnableJob: RunnableJobStorage, PinnedJob, RunningJobFrame, @unchecked Sendable {
   let name: String?
   let priority: TaskPriority?
   /// `(priority ?? .medium).rawValue`, computed once: the line reads it for every admission.
@@ -138,18 +138,6 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
   /// Whether the job is a ``LaneBatch``: work of `execute(_:)`, which has no handle and reports
   /// no events.
   let isLane: Bool
-  #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
-  /// The job's state, in the job's own allocation: read and written only inside
-  /// ``withState(_:)``, under the stripe lock of this job (``withStripeLock(of:_:)``), so the
-  /// lock orders every access; exclusive by that lock, so the run-time check is left out.
-  @exclusivity(unchecked) private final var lockedState = ErasedJobState()
-  /// The job's number: written once by ``assign(id:)`` before the job is shared (under the
-  /// lock that then publishes it), only read afterwards.
-  private final var rawIDValue: UInt64 = 0
-  #else
-  private let state = OrderlyLock(ErasedJobState())
-  private let rawID = OrderlyAtomic<UInt64>(0)
-  #endif
 
   init(
     name: String?,
@@ -164,28 +152,7 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
     self.isBarrier = isBarrier
     self.isSynchronous = isSynchronous
     self.isLane = isLane
-  }
-
-  /// The job's identifier, assigned once under the queue's lock before the job is shared.
-  final var id: JobID {
-    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
-    JobID(rawValue: rawIDValue)
-    #else
-    JobID(rawValue: rawID.load(ordering: .relaxed))
-    #endif
-  }
-
-  /// Runs `body` on the job's state, under the job's lock: a `Mutex` in the job on Linux, the
-  /// job's stripe lock on Apple systems (where `Mutex` needs macOS 15 / iOS 18).
-  @inline(__always)
-  fileprivate final func withState<Result>(
-    _ body: (inout sending ErasedJobState) -> sending Result
-  ) -> sending Result {
-    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
-    withStripeLock(of: self) { body(&lockedState) }
-    #else
-    state.withLock(announcingTo: self, body)
-    #endif
+    super.init()
   }
 
   final var runningJob: (owner: any JobOwner, id: JobID)? {
@@ -194,18 +161,6 @@ class RunnableJob: PinnedJob, RunningJobFrame, @unchecked Sendable {
 
   /// A detached job runs in the queue's runner task, never inside another job.
   final var parent: (any RunningJobFrame)? { nil }
-
-  /// Numbers the job.
-  ///
-  /// Called once, under the queue's lock, before the job is put in line; the
-  /// lock's release publishes the value to every thread that later finds the job there.
-  final func assign(id: JobID) {
-    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
-    rawIDValue = id.rawValue
-    #else
-    rawID.store(id.rawValue, ordering: .relaxed)
-    #endif
-  }
 
   final var isCancelledWhileWaiting: Bool {
     withState { $0.phase == .cancelled }

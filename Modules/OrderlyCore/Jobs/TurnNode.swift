@@ -1,3 +1,16 @@
+/// A ``TurnNode``'s state, kept by ``TurnNodeStorage`` (the platform room) under the node's lock.
+struct TurnNodeState {
+  var phase = JobPhase.waiting
+  var continuation: UnsafeContinuation<Void, any Error>?
+  var pins = PinState()
+  /// The queue running the job, from ``begin(in:owner:parent:)`` until ``endRunning()``:
+  /// the node is then the job's reentrancy frame.
+  var owner: JobQueueCore?
+  /// The frame that was current when the job began; kept after the job ends, as the frames
+  /// of the jobs around it still matter to a task that escaped it.
+  var parentFrame: (any RunningJobFrame)?
+}
+
 /// A place in line for work that runs in a task of its own: an `enqueue` job (its own `Task`),
 /// an `enqueueAndWait` job (the caller's task) or a `waitUntilIdle` waiter.
 ///
@@ -5,25 +18,15 @@
 /// node until then. Lock order: the queue's lock may be held while the node's lock is taken,
 /// never the other way round. No continuation is resumed and no task cancelled under either
 /// lock: those go through ``Wakeups``.
-final class TurnNode: PinnedJob, RunningJobFrame {
+// @unchecked Sendable, restated from ``TurnNodeStorage`` (the platform room), which proves the
+// state it keeps; every stored property added here is a `let` of a Sendable type.
+final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Sendable {
   enum Purpose: Sendable {
     /// A job: it holds the queue while it runs and calls `finish` when it ends.
     case job
     /// A waiter (for `waitUntilIdle`, or a semaphore's permit): it is resumed when its turn
     /// comes and holds no place in a queue.
     case waiter
-  }
-
-  private struct State {
-    var phase = JobPhase.waiting
-    var continuation: UnsafeContinuation<Void, any Error>?
-    var pins = PinState()
-    /// The queue running the job, from ``begin(in:owner:parent:)`` until ``endRunning()``:
-    /// the node is then the job's reentrancy frame.
-    var owner: JobQueueCore?
-    /// The frame that was current when the job began; kept after the job ends, as the frames
-    /// of the jobs around it still matter to a task that escaped it.
-    var parentFrame: (any RunningJobFrame)?
   }
 
   let id: JobID
@@ -36,15 +39,6 @@ final class TurnNode: PinnedJob, RunningJobFrame {
   let isGrantedAtAdmission: Bool
   /// The priority the job's task had when it was admitted (`TaskPriority.rawValue`).
   let basePriority: UInt8
-  #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
-  /// The node's state, in the node's own allocation.
-  // Safe: read and written only inside `withState(_:)`, under the stripe lock of this node
-  // (`withStripeLock(of:_:)`), so the lock orders every access; exclusive by that lock, so the
-  // run-time check is left out.
-  @exclusivity(unchecked) nonisolated(unsafe) private var lockedState: State
-  #else
-  private let state: OrderlyLock<State>
-  #endif
 
   /// Creates a node.
   ///
@@ -70,24 +64,7 @@ final class TurnNode: PinnedJob, RunningJobFrame {
     self.isBarrier = isBarrier
     self.isGrantedAtAdmission = granted
     self.basePriority = basePriority
-    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
-    self.lockedState = State(phase: granted ? .granted : .waiting)
-    #else
-    self.state = OrderlyLock(State(phase: granted ? .granted : .waiting))
-    #endif
-  }
-
-  /// Runs `body` on the node's state, under the node's lock: a `Mutex` in the node on Linux, the
-  /// node's stripe lock on Apple systems (where `Mutex` needs macOS 15 / iOS 18).
-  @inline(__always)
-  private func withState<Result>(
-    _ body: (inout sending State) -> sending Result
-  ) -> sending Result {
-    #if canImport(Darwin) || ORDERLY_PORTABLE_LOCKS
-    withStripeLock(of: self) { body(&lockedState) }
-    #else
-    state.withLock(announcingTo: self, body)
-    #endif
+    super.init(state: TurnNodeState(phase: granted ? .granted : .waiting))
   }
 
   /// Whether the node left the line cancelled without ever being granted (a tombstone).

@@ -7,7 +7,8 @@ import Darwin
 #endif
 
 /// Starts detached POSIX threads: the threads of ``DedicatedThreadExecutor`` and of the stall
-/// watchdog, which must never be cooperative-pool threads.
+/// watchdog, which must never be cooperative-pool threads. Part of the platform room: the
+/// pthread types differ between Apple systems and Linux.
 enum DetachedThread {
   /// The work a thread runs, boxed so it can travel through `pthread_create`'s context pointer.
   private final class Work {
@@ -17,11 +18,18 @@ enum DetachedThread {
 
   /// Starts a detached thread that runs `body`.
   ///
-  /// - Parameter body: The thread's work; it holds what it captures until it returns.
+  /// - Parameters:
+  ///   - name: A name for the thread, given where the platform lets a thread name itself from
+  ///     Swift (Apple systems); `nil` for none.
+  ///   - body: The thread's work; it holds what it captures until it returns.
   /// - Returns: `pthread_create`'s result: 0 when the thread started.
-  static func start(_ body: @escaping @Sendable () -> Void) -> Int32 {
+  static func start(named name: String? = nil, _ body: @escaping @Sendable () -> Void) -> Int32 {
+    let work: @Sendable () -> Void = {
+      if let name { nameCurrentThread(name) }
+      body()
+    }
     // Passed retained, released by the thread (or here, if no thread started).
-    let context = Unmanaged.passRetained(Work(body)).toOpaque()
+    let context = Unmanaged.passRetained(Work(work)).toOpaque()
     #if canImport(Darwin)
     var thread: pthread_t?
     let created = pthread_create(
@@ -50,5 +58,15 @@ enum DetachedThread {
     #endif
     if created != 0 { Unmanaged<Work>.fromOpaque(context).release() }
     return created
+  }
+
+  /// Names the calling thread, where the platform allows it.
+  private static func nameCurrentThread(_ name: String) {
+    #if canImport(Darwin)
+    _ = pthread_setname_np(name)
+    #else
+    // Elsewhere threads keep the process's name, as they always have here.
+    _ = name
+    #endif
   }
 }
