@@ -75,6 +75,25 @@ struct ExamplesTests {
     #expect(output.contains("outer job ran first\n  inner job ran second"))
   }
 
+  @Test("fire-and-forget: execute keeps the order, sees isCurrent, and cancelAll drops it unrun")
+  func fireAndForget() async throws {
+    let output = try await runExample("fire-and-forget")
+    let expected = """
+      Callbacks hand lines to the log with execute: no handle, no result, in order.
+        log: saved note 1
+        log: saved note 2
+        log: saved note 3
+        log: a detached job keeps its place among them
+        log: inside the closure, isCurrent is true
+      Behind a busy job, 3 lines wait.
+      cancelAll() drops them unrun; a line enqueued afterwards runs:
+        log: the busy job ends, cancelled
+        log: after cancelAll
+
+      """
+    #expect(output == expected)
+  }
+
   @Test("task-chaining: ordered, and its limits shown")
   func taskChaining() async throws {
     let output = try await runExample("task-chaining")

@@ -90,7 +90,10 @@ enum StallWatchdog {
     }
 
     private func report(_ line: String) {
-      SystemCalls.writeText("orderly-watchdog: [\(SystemCalls.processID)] \(line)\n", to: descriptor)
+      SystemCalls.writeText(
+        "orderly-watchdog: [\(SystemCalls.processID)] \(line)\n",
+        to: descriptor
+      )
     }
 
     /// Whether the stacks were taken already: once per process is enough, and gdb is slow.
@@ -126,7 +129,9 @@ enum StallWatchdog {
     }
 
     private func startThread() {
-      if DetachedThread.start(named: "orderly.watchdog", { self.watch() }) != 0 { report("could not start its thread") }
+      if DetachedThread.start(named: "orderly.watchdog", { self.watch() }) != 0 {
+        report("could not start its thread")
+      }
     }
 
     /// Looks at every queue and at the pool once a second, forever.

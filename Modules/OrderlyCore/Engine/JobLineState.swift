@@ -183,8 +183,9 @@ struct JobLineState {
   /// Every job and `execute(_:)` closure waiting in line: what the queues' `pendingCount` says.
   var pendingWorkCount: Int { pendingCount + waitingLaneExtra }
 
-  /// The closures of a lane batch beyond its first; 0 for any other job. Read under the
-  /// queue's lock while the job is in line (see `LaneBatch.work`).
+  /// The closures of a lane batch beyond its first; 0 for any other job.
+  ///
+  /// Read under the queue's lock while the job is in line (see `LaneBatch.work`).
   private static func laneExtra(of entry: Entry) -> Int {
     guard case .detached(let job) = entry, job.isLane else { return 0 }
     return unsafeDowncast(job, to: LaneBatch.self).count - 1

@@ -186,7 +186,9 @@ final class JobQueueCore: Sendable {
     let raises = TaskPriority.medium.rawValue > lowestPriority.load(ordering: .relaxed)
     if !raises, inbox.keepLaneWorkIfWatched(work, merging: mergesLaneWork) { return nil }
     let (batch, launches) = update(movingInboxFirst: false) {
-      state, wakeups, launches -> LaneBatch? in
+      state,
+      wakeups,
+      launches -> LaneBatch? in
       inbox.takeAll { waiting, number -> LaneBatch? in
         admit(waiting, into: &state, launches: &launches)
         if mergesLaneWork, state.appendToOpenLaneTail(work) { return nil }

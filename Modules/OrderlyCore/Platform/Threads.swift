@@ -7,8 +7,9 @@ import Darwin
 #endif
 
 /// Starts detached POSIX threads: the threads of ``DedicatedThreadExecutor`` and of the stall
-/// watchdog, which must never be cooperative-pool threads. Part of the platform room: the
-/// pthread types differ between Apple systems and Linux.
+/// watchdog, which must never be cooperative-pool threads.
+///
+/// Part of the platform room: the pthread types differ between Apple systems and Linux.
 enum DetachedThread {
   /// The work a thread runs, boxed so it can travel through `pthread_create`'s context pointer.
   private final class Work {
