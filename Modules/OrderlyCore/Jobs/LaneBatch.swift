@@ -31,23 +31,27 @@ struct LaneWork: @unchecked Sendable {
 // @unchecked Sendable, restated from ``RunnableJob`` and proved there and at `work`.
 final class LaneBatch: RunnableJob, @unchecked Sendable {
   /// The batch's closures, in order, until it runs or is cancelled.
+  ///
+  /// Kept as ``LaneWork`` values, not as bare closures: an array of a function type stores each
+  /// closure behind a reabstraction thunk, a heap allocation per closure (measured: 65 bytes per
+  /// pending closure, against 17 for this).
   // Safe: appended to only while the batch waits and is the newest job of its queue: under the
   // inbox's lock while it is in the inbox, under the queue's lock while it is the tail of the
   // line (the inbox hands its jobs to the line under both locks). It is granted under the queue's
   // lock, after which nothing appends; the runner takes the closures in `begin`, under the job's
   // lock, after the grant; `dropWork` runs only after `cancelWaiting` moved the batch from
   // `.waiting` to `.cancelled`, under the queue's lock, so no append or take follows it.
-  nonisolated(unsafe) private var work: ContiguousArray<() -> Void>
+  nonisolated(unsafe) private var work: ContiguousArray<LaneWork>
 
   /// A batch holding one closure.
   init(_ first: LaneWork) {
-    work = [first.body]
+    work = [first]
     super.init(name: nil, priority: nil, isBarrier: false, isSynchronous: true, isLane: true)
   }
 
   /// Adds a closure after the ones already in the batch; see `work` for who may call it.
   func append(_ next: LaneWork) {
-    work.append(next.body)
+    work.append(next)
   }
 
   /// How many closures the batch holds; see `work` for who may call it.
@@ -67,8 +71,8 @@ final class LaneBatch: RunnableJob, @unchecked Sendable {
     in task: RunningTask?,
     owner: JobQueueCore
   ) -> (RunReport, pinned: Bool) {
-    let taken = begin(in: task, owner: owner) { () -> ContiguousArray<() -> Void>? in
-      var taken = ContiguousArray<() -> Void>()
+    let taken = begin(in: task, owner: owner) { () -> ContiguousArray<LaneWork>? in
+      var taken = ContiguousArray<LaneWork>()
       swap(&taken, &self.work)
       return taken
     }
@@ -84,7 +88,7 @@ final class LaneBatch: RunnableJob, @unchecked Sendable {
         completed = false
         break
       }
-      closure()
+      closure.body()
     }
     corderly_running_lane_set(previous)
     return end(with: completed ? .void : .failure(CancellationError()))
