@@ -12,7 +12,7 @@ let benchmarks: @Sendable () -> Void = {
   // Several rows share a baseline (the same work at the same job count): register it once,
   // since package-benchmark stops at a duplicate name.
   var registered: Set<String> = []
-  for scenario in scenarios {
+  for scenario in scenarios + laneScenarios {
     if case .pending = scenario.target { continue }
     let jobs = scenario.jobs.quick
     Benchmark("Orderly: \(scenario.name)") { _ in
