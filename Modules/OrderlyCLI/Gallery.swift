@@ -33,6 +33,8 @@ let gallery: [GalleryEntry] = [
     summary: "A job that waits on its own queue gets an error instead of a hang.", command: "swift run deadlock-detection"),
   GalleryEntry(name: "cancellation", title: "Cancellation", lesson: 3,
     summary: "Every way a job is cancelled, and what whoever awaits it sees.", command: "swift run cancellation"),
+  GalleryEntry(name: "fire-and-forget", title: "Fire and forget", lesson: 3,
+    summary: "execute hands a queue work with no handle, at a closure's cost, in the queue's order.", command: "swift run fire-and-forget"),
   GalleryEntry(name: "task-chaining", title: "Task chaining", lesson: 4,
     summary: "Each Task awaits the one before it: ordered, and what such a chain cannot do.", command: "swift run task-chaining"),
   GalleryEntry(name: "async-channel-pipeline", title: "AsyncChannel pipeline", lesson: 4,
