@@ -112,7 +112,9 @@ tests() {
   done
   for i in $(seq "$n"); do
     echo "load-check: ThreadSanitizer suites, round $i of $n"
-    swift test --scratch-path .build-tsan --sanitize=thread --filter "$tsan_filter" \
+    # The suppressions .ci/run uses (each explained there).
+    TSAN_OPTIONS="suppressions=$PWD/.ci/tsan-suppressions.txt" \
+      swift test --scratch-path .build-tsan --sanitize=thread --filter "$tsan_filter" \
       >"$out/tsan.$i.log" 2>&1 || {
       echo "FAIL ThreadSanitizer suites, round $i: see $out/tsan.$i.log"
       grep -E '✘|error:|failed|WARNING: ThreadSanitizer' "$out/tsan.$i.log" | head -n 30
