@@ -103,9 +103,10 @@ struct ExecuteLaneTests {
     let release = Gate()
     let queue = try await busyQueue(.serial, release: release)
     let ran = OrderedRecorder<Int>()
-    let serial: SerialQueue
-    guard case .serial(let inner) = queue else { return }
-    serial = inner
+    guard case .serial(let serial) = queue else {
+      Issue.record("busyQueue(.serial) made another kind of queue")
+      return
+    }
     serial.execute { ran.record(1) }
     serial.execute {
       ran.record(2)
