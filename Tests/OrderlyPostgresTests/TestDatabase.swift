@@ -58,6 +58,11 @@ final class TestDatabase: Sendable {
     return try await TestDatabase(url: url)
   }
 
+  /// A new schema on the server at `url` (a cluster a test started for itself).
+  static func make(onServerAt url: String) async throws -> TestDatabase {
+    try await TestDatabase(url: url)
+  }
+
   private init(url: String) async throws {
     self.url = url
     schema =

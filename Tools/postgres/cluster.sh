@@ -6,6 +6,15 @@
 #                                           # starts a fresh cluster, prints its URL
 #   bash Tools/postgres/cluster.sh url      # prints the URL of the running cluster
 #   bash Tools/postgres/cluster.sh stop     # stops it and deletes its data
+#   bash Tools/postgres/cluster.sh down     # stops the server and keeps its data (as a crash
+#                                           # or a maintenance stop would): clients lose their
+#                                           # connections, new ones are refused
+#   bash Tools/postgres/cluster.sh up       # starts a stopped server again, same port and data
+#   bash Tools/postgres/cluster.sh psql ... # runs psql on the cluster's database, as its owner
+#
+# ORDERLY_POSTGRES_STATE names the folder that remembers the running cluster (default
+# .build-postgres in the repository): a test or a benchmark that stops and starts a server of its
+# own gives it another folder, so the server every other test uses is never touched.
 #
 # The cluster has its own data folder (a new temporary folder), listens on 127.0.0.1 only, on a
 # free port (or ORDERLY_POSTGRES_PORT), with one database `orderly` owned by the role `orderly`,
@@ -19,7 +28,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-state=$(pwd)/.build-postgres
+state=${ORDERLY_POSTGRES_STATE:-$(pwd)/.build-postgres}
 command=${1:-}
 install=false
 [ "${2:-}" = "--install" ] && install=true
@@ -90,8 +99,47 @@ start() {
     }
   as_owner "$bin/createdb" -h 127.0.0.1 -p "$port" -U orderly orderly ||
     fail "could not create the database 'orderly'"
+  echo "$port" >"$state/port"
   echo "postgres://orderly@127.0.0.1:$port/orderly" >"$state/url"
   cat "$state/url"
+}
+
+running_cluster() {
+  [ -f "$state/data" ] && [ -f "$state/port" ] ||
+    fail "no cluster is running; start one: bash Tools/postgres/cluster.sh start"
+}
+
+# Stops the server, keeping the cluster's data: a restart, not a new cluster.
+down() {
+  running_cluster
+  local data bin
+  data=$(cat "$state/data")
+  bin=$(server_bin)
+  as_owner "$bin/pg_ctl" -D "$data/cluster" -m fast -w -t 60 stop >/dev/null ||
+    fail "the server did not stop; see $data/server.log"
+}
+
+# Starts the stopped server again, on its port, with its data.
+up() {
+  running_cluster
+  local data bin port
+  data=$(cat "$state/data")
+  bin=$(server_bin)
+  port=$(cat "$state/port")
+  if as_owner "$bin/pg_ctl" -D "$data/cluster" status >/dev/null 2>&1; then
+    return 0
+  fi
+  as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null ||
+    fail "the server did not start again; see $data/server.log"
+}
+
+run_psql() {
+  running_cluster
+  local bin port
+  bin=$(server_bin)
+  port=$(cat "$state/port")
+  "$bin/psql" -h 127.0.0.1 -p "$port" -U orderly -d orderly -v ON_ERROR_STOP=1 "$@"
 }
 
 stop() {
@@ -106,15 +154,21 @@ stop() {
     as_owner "$bin/pg_ctl" -D "$data/cluster" -m fast -w stop >/dev/null 2>&1 || true
   fi
   rm -rf "$data"
-  rm -f "$state/url" "$state/data"
+  rm -f "$state/url" "$state/data" "$state/port"
 }
 
 case "$command" in
   start) start ;;
   stop) stop ;;
+  down) down ;;
+  up) up ;;
+  psql)
+    shift
+    run_psql "$@"
+    ;;
   url)
     [ -f "$state/url" ] || fail "no cluster is running; start one: bash Tools/postgres/cluster.sh start"
     cat "$state/url"
     ;;
-  *) fail "usage: cluster.sh start [--install] | url | stop" ;;
+  *) fail "usage: cluster.sh start [--install] | url | down | up | psql [ARGS] | stop" ;;
 esac
