@@ -354,6 +354,9 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     if batch.count == 1, codec.coalescing == nil || batch[0].entity == nil {
       return try await writeOne(batch[0], on: connection)
     }
+    if codec.coalescing == nil || batch.allSatisfy({ $0.entity == nil }) {
+      return try await writeMany(batch, on: connection)
+    }
     var needed: [String: Int64] = [:]
     for prepared in batch { needed[Line.key(prepared.partition), default: 0] += 1 }
     var next: [String: Int64] = [:]
@@ -398,6 +401,74 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     }
     // Delivered to listeners when the transaction commits; dropped if it rolls back.
     try await connection.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+    return written
+  }
+
+  /// Writes messages none of which can be merged, over any number of lines, in a single
+  /// statement: the lines' numbers (each line's row updated once, lines in sorted order, as
+  /// ``write(_:on:)`` does), the rows and the notification in one round trip.
+  private func writeMany(_ batch: [PreparedMessage<Message>], on connection: PostgresConnection)
+    async throws
+    -> Written
+  {
+    let ids = batch.map { _ in UUID() }
+    let lines = batch.map { Line.key($0.partition) }
+    // PostgreSQL arrays of nullable values, as a value and a flag each: PostgresNIO encodes
+    // arrays of non-optional elements only.
+    let partitions = batch.map { $0.partition ?? "" }
+    let partitionGiven = batch.map { $0.partition != nil }
+    let payloads = batch.map { ByteBuffer(bytes: $0.payload) }
+    let headers = batch.map { $0.headers ?? "" }
+    let headersGiven = batch.map { $0.headers != nil }
+    let notBefore = batch.map { $0.notBefore ?? Date(timeIntervalSince1970: 0) }
+    let notBeforeGiven = batch.map { $0.notBefore != nil }
+    let now = Date()
+    var sequences: [UUID: Int64] = [:]
+    let rows = try await connection.query(
+      """
+      WITH input AS (
+        SELECT * FROM unnest(\(lines)::text[], \(ids)::uuid[], \(partitions)::text[],
+          \(partitionGiven)::boolean[], \(payloads)::bytea[], \(headers)::text[],
+          \(headersGiven)::boolean[], \(notBefore)::timestamptz[], \(notBeforeGiven)::boolean[])
+          WITH ORDINALITY AS i(line, id, partition, partition_given, payload, headers,
+            headers_given, not_before, not_before_given, position)
+      ), needed AS (
+        SELECT line, count(*)::bigint AS count FROM input GROUP BY line
+      ), numbered AS (
+        INSERT INTO orderly_outbox_line AS l (line, last_sequence)
+        SELECT line, count FROM needed ORDER BY line
+        ON CONFLICT (line) DO UPDATE SET last_sequence = l.last_sequence + excluded.last_sequence
+        RETURNING l.line, l.last_sequence
+      ), written AS (
+        INSERT INTO orderly_outbox_message
+          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
+           not_before)
+        SELECT i.line,
+          n.last_sequence - d.count + row_number() OVER (PARTITION BY i.line ORDER BY i.position),
+          i.id, CASE WHEN i.partition_given THEN i.partition END, NULL, i.payload, 0, \(now),
+          CASE WHEN i.headers_given THEN i.headers END,
+          CASE WHEN i.not_before_given THEN i.not_before END
+        FROM input i JOIN numbered n ON n.line = i.line JOIN needed d ON d.line = i.line
+        RETURNING id, sequence
+      )
+      SELECT id, sequence FROM written, LATERAL (SELECT pg_notify(\(PostgresSchema.channel), '')) n
+      """,
+      logger: logger
+    )
+    for try await (id, sequence) in rows.decode((UUID, Int64).self) { sequences[id] = sequence }
+    guard sequences.count == batch.count else {
+      throw OutboxError.storageFailed(
+        path: database,
+        reason: "the append stored \(sequences.count) of \(batch.count) rows"
+      )
+    }
+    var written = Written()
+    written.ids = ids
+    for (id, prepared) in zip(ids, batch) {
+      written.events.append(
+        .appended(id: id, sequence: sequences[id] ?? 0, partition: prepared.partition)
+      )
+    }
     return written
   }
 

@@ -55,6 +55,68 @@ struct PostgresOutboxTests {
     #expect(Set(seen.all.map(\.id)) == Set(ids))
   }
 
+  @Test(
+    "a batch over many keys in one statement: each key's numbers go on from the ones there, ids match their messages, headers, not-before times and the default line are kept"
+  )
+  func batchOverManyKeys() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    // "-..." joins the default line; any other message the key of its first letter.
+    let outbox = try await database.outbox(of: String.self) {
+      $0.hasPrefix("-") ? nil : String($0.prefix(1))
+    }
+    try await outbox.append(contentsOf: ["a0"], partition: nil, headers: [:], deliverAfter: nil)
+    try await outbox.append("-0")
+    let messages = ["b1", "a1", "-1", "c1", "a2", "b2", "-2", "a3"]
+    let ids = try await outbox.append(
+      contentsOf: messages,
+      partition: nil,
+      headers: ["trace": "t-1"],
+      deliverAfter: nil
+    )
+    let past = Date().addingTimeInterval(-60)
+    let late = try await outbox.append(
+      contentsOf: ["c2", "d1"],
+      partition: nil,
+      headers: [:],
+      deliverAfter: past
+    )
+    // Stored as given: the not-before times of the last batch, no other.
+    let notBefore = try await database.fleetCount(
+      """
+      SELECT count(*)::bigint FROM orderly_outbox_message
+      WHERE not_before IS NOT NULL AND abs(extract(epoch FROM not_before) - \(past.timeIntervalSince1970)) < 0.001
+      """
+    )
+    #expect(notBefore == 2)
+    let noNotBefore = try await database.fleetCount(
+      "SELECT count(*)::bigint FROM orderly_outbox_message WHERE not_before IS NULL"
+    )
+    #expect(noNotBefore == 10)
+    let seen = Recorder<Envelope<String>>()
+    try outbox.start(limit: 4, pollInterval: .milliseconds(100)) { seen.record($0) }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    let all = seen.all
+    #expect(all.count == 12)
+    let byKey = Dictionary(grouping: all, by: { $0.partition ?? "(default)" })
+    #expect(byKey["a"]?.map(\.message) == ["a0", "a1", "a2", "a3"])
+    #expect(byKey["a"]?.map(\.sequence) == [1, 2, 3, 4])
+    #expect(byKey["b"]?.map(\.message) == ["b1", "b2"])
+    #expect(byKey["b"]?.map(\.sequence) == [1, 2])
+    #expect(byKey["c"]?.map(\.message) == ["c1", "c2"])
+    #expect(byKey["d"]?.map(\.message) == ["d1"])
+    #expect(byKey["(default)"]?.map(\.message) == ["-0", "-1", "-2"])
+    #expect(byKey["(default)"]?.map(\.sequence) == [1, 2, 3])
+    let idOf = Dictionary(uniqueKeysWithValues: all.map { ($0.message, $0.id) })
+    #expect(messages.map { idOf[$0] } == ids)
+    #expect(["c2", "d1"].map { idOf[$0] } == late)
+    let withHeaders = all.filter { messages.contains($0.message) }
+    #expect(withHeaders.count == messages.count)
+    #expect(withHeaders.allSatisfy { $0.headers == ["trace": "t-1"] })
+    #expect(all.filter { !messages.contains($0.message) }.allSatisfy { $0.headers.isEmpty })
+  }
+
   @Test("an append inside the app's transaction is stored exactly when it commits")
   func transactional() async throws {
     guard let database = try await TestDatabase.make() else { return }
