@@ -48,6 +48,16 @@ let package = Package(
         .product(name: "Logging", package: "swift-log"),
       ]
     ),
+    // Orderly's adapter for the public PostgreSQL queue harness
+    // (hardbyte/postgresql-job-queue-benchmarking): see Benchmarks/Harness/README.md.
+    .executableTarget(
+      name: "harness-adapter",
+      dependencies: [
+        .product(name: "OrderlyPostgres", package: "Orderly"),
+        .product(name: "PostgresNIO", package: "postgres-nio"),
+        .product(name: "Logging", package: "swift-log"),
+      ]
+    ),
     // package-benchmark suites: `swift package --package-path Benchmarks benchmark`.
     .executableTarget(
       name: "OrderlyBenchmarks",

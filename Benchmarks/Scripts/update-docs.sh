@@ -6,6 +6,8 @@
 #   bash Benchmarks/Scripts/update-docs.sh [--quick]               # both sections
 #   bash Benchmarks/Scripts/update-docs.sh --ratios-only [--quick] # keeps the fleet section
 #   bash Benchmarks/Scripts/update-docs.sh --fleet-only [--quick]  # keeps the ratios section
+#
+# Sections written by hand (kept_headings below: the execute lane's, the harness's) are kept.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -311,17 +313,38 @@ FLEET
   echo "$fleet_output"
 }
 
+# Sections measured by other commands and written by hand: kept as they are, after the
+# generated ones (a run of this script never drops them).
+kept_headings=(
+  '## `execute`: the lane for work with no handle'
+  '## Beside its peers: the independent PostgreSQL queue harness'
+)
+# The section under heading $1 (up to the next `## ` heading), from standard input.
+section() {
+  awk -v h="$1" '$0 == h {on = 1; print; next} on && /^## / {on = 0} on {print}'
+}
+# Standard input without the kept sections.
+without_kept() {
+  awk -v list="$(printf '%s\n' "${kept_headings[@]}")" '
+    BEGIN { n = split(list, hs, "\n"); for (i = 1; i <= n; i++) if (hs[i] != "") kept[hs[i]] = 1 }
+    /^## / { skip = ($0 in kept) }
+    !skip { print }'
+}
 {
   if [ "$run_ratios" = 1 ]; then
     ratios_section
   else
-    sed "/^$fleet_heading\$/,\$d" docs/benchmarks.md
+    sed "/^$fleet_heading\$/,\$d" docs/benchmarks.md | without_kept
   fi
   if [ "$run_fleet" = 1 ]; then
     fleet_section
   else
-    sed -n "/^$fleet_heading\$/,\$p" docs/benchmarks.md
+    section "$fleet_heading" <docs/benchmarks.md
   fi
+  for heading in "${kept_headings[@]}"; do
+    kept=$(section "$heading" <docs/benchmarks.md)
+    [ -n "$kept" ] && printf '\n%s\n' "$kept"
+  done
 } > docs/benchmarks.md.new
 mv docs/benchmarks.md.new docs/benchmarks.md
 echo "wrote docs/benchmarks.md (ratios exit status $status, fleet exit status $fleet_status)"
