@@ -18,6 +18,7 @@ func describe(_ configuration: PostgresClient.Configuration) -> String {
 
 /// The innermost error: PostgresNIO wraps a failed transaction's error.
 func unwrap(_ error: any Error) -> any Error {
+  if let error = error as? TransactionFailure { return unwrap(error.underlying) }
   if let error = error as? PostgresTransactionError {
     if let inner = error.closureError ?? error.beginError ?? error.commitError {
       return unwrap(inner)
@@ -37,6 +38,10 @@ func endedBeforeCommit(_ error: any Error) -> Bool {
   if let transaction = error as? PostgresTransactionError, transaction.commitError != nil {
     return false
   }
+  if let transaction = error as? TransactionFailure, transaction.stage == .commit {
+    return false
+  }
+  if unwrap(error) is ConnectionEnded { return true }
   guard let error = unwrap(error) as? PSQLError else { return false }
   if error.code == .clientClosedConnection { return true }
   guard let state = error.serverInfo?[.sqlState] else { return false }
@@ -51,6 +56,13 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
   let error = unwrap(error)
   if let error = error as? OutboxError { return error }
   if error is CancellationError { return .cancelled }
+  if error is ConnectionEnded {
+    return .cannotOpen(
+      path: database,
+      reason: "the connection closed (the server ended it, or it broke); check that the server "
+        + "runs and accepts connections at that address, then try again"
+    )
+  }
   guard let error = error as? PSQLError else {
     // The pool's error type lives in a module PostgresNIO does not make public API; its text
     // is all there is to tell. A request cancelled while it waited for a connection (the task

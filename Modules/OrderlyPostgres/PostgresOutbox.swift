@@ -280,19 +280,23 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     // connection however long the server stays away.
     guard !Task.isCancelled else { throw .cancelled }
     var written = Written()
-    var again = true
+    var tries = 0
     while true {
       do {
-        written = try await client.withTransaction(logger: logger) { connection in
+        written = try await client.transaction(logger: logger) { connection in
           try await self.write(prepared, on: connection)
         }
         break
       } catch {
         if Task.isCancelled { throw .cancelled }
         // A pooled connection the server had ended (a restart, an administrator) fails at once,
-        // before the commit: nothing was stored, so one more try, on a connection made anew.
-        if again, endedBeforeCommit(error) {
-          again = false
+        // before the commit: nothing was stored, so a few more tries. The pool may hand out the
+        // same ended connection again until it has seen it close: each try waits a little longer
+        // first (10, 50 and 250 milliseconds, real time: a wait for the network, which the
+        // outbox's injected clock does not drive).
+        if tries < 3, endedBeforeCommit(error) {
+          try? await Task.sleep(for: .milliseconds([10, 50, 250][tries]))
+          tries += 1
           continue
         }
         throw outboxError(error, database: database)
@@ -362,7 +366,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     var next: [String: Int64] = [:]
     for line in needed.keys.sorted() {
       let count = needed[line] ?? 0
-      let rows = try await connection.query(
+      let rows = try await connection.checkedQuery(
         """
         INSERT INTO orderly_outbox_line (line, last_sequence) VALUES (\(line), \(count))
         ON CONFLICT (line) DO UPDATE
@@ -386,7 +390,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
         continue
       }
       let id = UUID()
-      try await connection.query(
+      try await connection.checkedQuery(
         """
         INSERT INTO orderly_outbox_message
           (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
@@ -400,7 +404,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
       written.events.append(.appended(id: id, sequence: sequence, partition: prepared.partition))
     }
     // Delivered to listeners when the transaction commits; dropped if it rolls back.
-    try await connection.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+    try await connection.checkedQuery(
+      "SELECT pg_notify(\(PostgresSchema.channel), '')",
+      logger: logger
+    )
     return written
   }
 
@@ -424,7 +431,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     let notBeforeGiven = batch.map { $0.notBefore != nil }
     let now = Date()
     var sequences: [UUID: Int64] = [:]
-    let rows = try await connection.query(
+    let rows = try await connection.checkedQuery(
       """
       WITH input AS (
         SELECT * FROM unnest(\(lines)::text[], \(ids)::uuid[], \(partitions)::text[],
@@ -481,7 +488,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     let line = Line.key(prepared.partition)
     let id = UUID()
     var sequence: Int64?
-    let rows = try await connection.query(
+    let rows = try await connection.checkedQuery(
       """
       WITH numbered AS (
         INSERT INTO orderly_outbox_line (line, last_sequence) VALUES (\(line), 1)
@@ -524,7 +531,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   {
     guard codec.coalescing != nil, let entity = prepared.entity else { return nil }
     var pending: (sequence: Int64, id: UUID, payload: Data, attempts: Int)?
-    let rows = try await connection.query(
+    let rows = try await connection.checkedQuery(
       """
       SELECT sequence, id, payload, attempts FROM orderly_outbox_message
       WHERE line = \(line) AND entity = \(entity) ORDER BY sequence DESC LIMIT 1
@@ -538,7 +545,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
       let payload = codec.merge(prepared, into: pending.payload, attempts: pending.attempts)
     else { return nil }
     var updated = false
-    for try await _ in try await connection.query(
+    for try await _ in try await connection.checkedQuery(
       """
       UPDATE orderly_outbox_message SET payload = \(payload)
       WHERE line = \(line) AND sequence = \(pending.sequence) AND attempts = 0
@@ -783,13 +790,13 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   private func settleDeadLetter(id: UUID, query: PostgresQuery) async throws(OutboxError) {
     var found = false
     do {
-      try await client.withTransaction(logger: logger) { connection in
-        for try await _ in try await connection.query(query, logger: self.logger)
+      try await client.transaction(logger: logger) { connection in
+        for try await _ in try await connection.checkedQuery(query, logger: self.logger)
           .decode(Int64.self)
         {
           found = true
         }
-        try await connection.query(
+        try await connection.checkedQuery(
           "SELECT pg_notify(\(PostgresSchema.channel), '')",
           logger: self.logger
         )

@@ -121,7 +121,7 @@ enum PostgresSchema {
   static func prepare(_ client: PostgresClient, creatingTables: Bool = true, logger: Logger)
     async throws -> String?
   {
-    try await client.withTransaction(logger: logger) { connection -> String? in
+    try await client.transaction(logger: logger) { connection -> String? in
       try await connection.query(
         "SELECT pg_advisory_xact_lock(hashtext('orderly_outbox_schema'))",
         logger: logger

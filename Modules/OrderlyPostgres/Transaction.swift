@@ -1,0 +1,86 @@
+// Compiled with the Postgres trait; see Package.swift.
+#if Postgres
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A query sent on a connection that had already closed: nothing was sent.
+struct ConnectionEnded: Error, CustomStringConvertible {
+  var description: String {
+    "the connection had closed before the query could be sent (the server ended it, or it broke)"
+  }
+}
+
+extension PostgresConnection {
+  /// Runs `query`, or throws ``ConnectionEnded`` at once if the connection has closed.
+  ///
+  /// PostgresNIO 1.33 writes a query to its channel without a promise for the write: on a channel
+  /// that has closed, the write fails and the query's own promise is never completed, so the
+  /// caller would wait forever. This happens when the pool hands out a connection the server
+  /// has just ended (`pg_terminate_backend`, a restart) before the pool has seen it close: seen
+  /// under the benchmark harness's backend kills, where every append then hung. The check
+  /// leaves only the moment between it and the write.
+  @discardableResult
+  func checkedQuery(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+    guard !isClosed else { throw ConnectionEnded() }
+    return try await self.query(query, logger: logger)
+  }
+}
+
+extension PostgresClient {
+  /// `BEGIN`, `body`, `COMMIT` on one connection of the pool: PostgresNIO's `withTransaction`,
+  /// without its ways to wait forever on a connection that closed.
+  ///
+  /// Every statement of its own goes through ``PostgresConnection/checkedQuery(_:logger:)``.
+  /// When `body` or the `COMMIT` fails, the `ROLLBACK` is sent only on a connection that is
+  /// still open (the server rolls back the transaction of a connection that ended), and waited
+  /// for 5 seconds at most; the error thrown is the one that ended the transaction, with where
+  /// it happened (``TransactionFailure``).
+  func transaction<T: Sendable>(
+    logger: Logger,
+    _ body: (PostgresConnection) async throws -> T
+  ) async throws -> T {
+    try await withConnection { connection in
+      do {
+        try await connection.checkedQuery("BEGIN", logger: logger)
+      } catch {
+        throw TransactionFailure(stage: .begin, underlying: error)
+      }
+      let value: T
+      do {
+        value = try await body(connection)
+      } catch {
+        await connection.rollBack(logger: logger)
+        throw TransactionFailure(stage: .body, underlying: error)
+      }
+      do {
+        try await connection.checkedQuery("COMMIT", logger: logger)
+      } catch {
+        await connection.rollBack(logger: logger)
+        throw TransactionFailure(stage: .commit, underlying: error)
+      }
+      return value
+    }
+  }
+}
+
+extension PostgresConnection {
+  /// Sends `ROLLBACK` on a connection that is still open, waiting 5 seconds at most; errors are
+  /// ignored (the transaction's own error is what the caller reports).
+  fileprivate func rollBack(logger: Logger) async {
+    guard !isClosed else { return }
+    _ = try? await withDeadline(.seconds(5)) {
+      try await self.checkedQuery("ROLLBACK", logger: logger)
+    }
+  }
+}
+
+/// A transaction of ``PostgresClient/transaction(logger:_:)`` that failed, and where.
+struct TransactionFailure: Error, CustomStringConvertible {
+  enum Stage: Sendable { case begin, body, commit }
+  /// Where it failed: only a failed `COMMIT` may have been committed all the same.
+  let stage: Stage
+  let underlying: any Error
+  var description: String { "\(underlying)" }
+}
+#endif
