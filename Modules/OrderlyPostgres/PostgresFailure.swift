@@ -56,6 +56,14 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
   let error = unwrap(error)
   if let error = error as? OutboxError { return error }
   if error is CancellationError { return .cancelled }
+  if let error = error as? QueryTimedOut {
+    return .cannotOpen(
+      path: database,
+      reason: "the database did not answer within \(error.limit); check that the server runs "
+        + "and accepts connections at that address, then try again (the outcome of the last "
+        + "statement is unknown if it was a commit)"
+    )
+  }
   if error is ConnectionEnded {
     return .cannotOpen(
       path: database,

@@ -283,8 +283,14 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     var tries = 0
     while true {
       do {
-        written = try await client.transaction(logger: logger) { connection in
-          try await self.write(prepared, on: connection)
+        // Never longer than a minute: a query PostgresNIO loses on a connection the server
+        // ended would otherwise keep the append waiting forever. (A wait for another
+        // transaction's lock on the line is cut too, after that minute.)
+        let client = client
+        written = try await withDeadline(.seconds(60)) {
+          try await client.transaction(logger: self.logger) { connection in
+            try await self.write(prepared, on: connection)
+          }
         }
         break
       } catch {
