@@ -75,6 +75,9 @@ swift package --package-path Benchmarks benchmark
 # the PostgreSQL outbox against a SKIP LOCKED queue, on one server (see the last section)
 swift run -c release --package-path Benchmarks fleet --url postgresql://USER@HOST:PORT/DB
 
+# Orderly beside procrastinate and awa under the independent PostgreSQL queue harness
+HARNESS_DIR=/path/to/postgresql-job-queue-benchmarking bash Benchmarks/Scripts/harness.sh
+
 # refresh this page from a run of both (--ratios-only or --fleet-only: one section)
 bash Benchmarks/Scripts/update-docs.sh [--quick]
 ```
