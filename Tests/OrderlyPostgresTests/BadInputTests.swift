@@ -182,6 +182,84 @@ struct BadInputTests {
     )
   }
 
+  @Test(
+    "appends and a worker under a storm of ended connections: every append ends, stored or refused with cannotOpen; afterwards both go on, each key in order"
+  )
+  func stormOfEndedConnections() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let application = "storm-\(database.schema)"
+    let client = try database.client(applicationName: application, maximumConnections: 4)
+    let outbox = try await database.outbox(of: String.self, client: client) {
+      String($0.prefix { $0 != ":" })
+    }
+    let seen = Recorder<String>()
+    try outbox.start(limit: 4, lease: .seconds(2), pollInterval: .milliseconds(100)) {
+      envelope in
+      seen.record(envelope.message)
+    }
+    // The server ends every connection of the outbox's client that is running a statement or
+    // idle in a transaction, over and over, while one task appends batches over eight keys.
+    let storm = Task {
+      while !Task.isCancelled {
+        try? await database.execute(
+          """
+          SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+          WHERE application_name = '\(application)' AND state IN ('active', 'idle in transaction')
+          """
+        )
+        try? await Task.sleep(for: .milliseconds(20))
+      }
+    }
+    var stored: [String] = []
+    for round in 0..<30 {
+      let batch = (0..<8).map { "k\($0):\(round)" }
+      // The outcome is checked after the call (a catch pattern here crashes Swift 6.3.1's
+      // compiler).
+      let outcome: Result<[UUID], OutboxError>
+      do {
+        outcome = .success(
+          try await outbox.append(
+            contentsOf: batch,
+            partition: nil,
+            headers: [:],
+            deliverAfter: nil
+          )
+        )
+      } catch {
+        outcome = .failure(error)
+      }
+      switch outcome {
+      case .success: stored += batch
+      case .failure(.cannotOpen(_, let reason)):
+        // Refused: stored, if at all, only when the commit itself was cut (its outcome unknown).
+        let saysWhat = reason.contains("check that")
+        #expect(saysWhat, "\(reason)")
+      case .failure(let error): Issue.record("refused with \(error), not cannotOpen")
+      }
+    }
+    storm.cancel()
+    _ = await storm.result
+    // Afterwards: appends are stored, and everything stored is delivered.
+    let after = (0..<8).map { "k\($0):after" }
+    try await outbox.append(contentsOf: after, partition: nil, headers: [:], deliverAfter: nil)
+    stored += after
+    let wanted = Set(stored)
+    let delivered = await seen.wait(upTo: .seconds(90)) { records in
+      wanted.isSubset(of: Set(records))
+    }
+    #expect(delivered, "\(wanted.subtracting(seen.all).count) stored messages not delivered")
+    await outbox.stop()
+    // Each key in order: a message delivered again may repeat, none goes back.
+    for key in 0..<8 {
+      let rounds = seen.all.filter { $0.hasPrefix("k\(key):") }.map {
+        $0.hasSuffix(":after") ? Int.max : Int($0.split(separator: ":")[1]) ?? -1
+      }
+      let ordered = zip(rounds, rounds.dropFirst()).allSatisfy { $0 <= $1 }
+      #expect(ordered, "k\(key): \(rounds)")
+    }
+  }
+
   @Test("a table of another program's named orderly_outbox_schema: notAnOutbox, left as it was")
   func foreignSchemaTable() async throws {
     guard let database = try await TestDatabase.make() else { return }
