@@ -484,8 +484,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           logger: logger
         )
       }
-      var fences: [(String, Int64)] = []
-      let rows = try await client.query(
+      // Committed before any line is delivered under it (see `committedQuery`).
+      return try await client.committedQuery(
         """
         WITH free AS (
           SELECT line FROM orderly_outbox_lease
@@ -501,11 +501,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         RETURNING l.line, l.fence
         """,
         logger: logger
-      )
-      for try await (line, fence) in rows.decode((String, Int64).self) {
-        fences.append((line, fence))
+      ) { rows in
+        var fences: [(String, Int64)] = []
+        for try await (line, fence) in rows.decode((String, Int64).self) {
+          fences.append((line, fence))
+        }
+        return fences
       }
-      return fences
     }
     // A line this worker still holds (one it is giving up), or a worker that is ending, does
     // not start a second task for it: the lease just taken is given back.
@@ -572,10 +574,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       do {
         let paused = OrderlyLock([String]())
         let renewed = try await bounded { () -> [String: Int64] in
-          var renewed: [String: Int64] = [:]
-          var pausedNow: [String] = []
-          defer { paused.withLock { $0 = pausedNow } }
-          let rows = try await client.query(
+          // Committed before the lines' deadlines move (see `committedQuery`).
+          try await client.committedQuery(
             """
             UPDATE orderly_outbox_lease
             SET expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds)
@@ -583,12 +583,16 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
             RETURNING line, fence, paused
             """,
             logger: logger
-          )
-          for try await (line, fence, paused) in rows.decode((String, Int64, Bool).self) {
-            renewed[line] = fence
-            if paused { pausedNow.append(line) }
+          ) { rows in
+            var renewed: [String: Int64] = [:]
+            var pausedNow: [String] = []
+            for try await (line, fence, paused) in rows.decode((String, Int64, Bool).self) {
+              renewed[line] = fence
+              if paused { pausedNow.append(line) }
+            }
+            paused.withLock { [pausedNow] in $0 = pausedNow }
+            return renewed
           }
-          return renewed
         }
         // A line paused by another process: its retry wait ends, and it stops.
         let pausedNow = paused.withLock { $0 }
@@ -928,11 +932,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       let sequence = claimed.sequence
       let (client, id, logger) = (client, id, logger)
       do {
+        // Committed before the next message is delivered: an acknowledgement read but rolled
+        // back would have the line's next holder deliver this message again after that one
+        // (see `committedQuery`).
         let answer = try await bounded { () -> (Bool?, Bool, ClaimedMessage?) in
-          var paused: Bool?
-          var removed = false
-          var next: ClaimedMessage?
-          let rows = try await client.query(
+          try await client.committedQuery(
             """
             WITH held AS (
               SELECT paused FROM orderly_outbox_lease
@@ -959,28 +963,32 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
             FROM (SELECT 1) one LEFT JOIN next ON true
             """,
             logger: logger
-          )
-          for try await row in rows.decode(
-            (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
-          ) {
-            paused = row.0
-            removed = row.1 > 0
-            if let sequence = row.2, let id = row.3, let payload = row.5, let attempts = row.6,
-              let appendedAt = row.7
-            {
-              next = ClaimedMessage(
-                line: line,
-                sequence: sequence,
-                id: id,
-                partition: row.4,
-                payload: payload,
-                attempts: attempts,
-                appendedAt: appendedAt,
-                headers: row.8
-              )
+          ) { rows in
+            var paused: Bool?
+            var removed = false
+            var next: ClaimedMessage?
+            for try await row in rows.decode(
+              (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
+            ) {
+              paused = row.0
+              removed = row.1 > 0
+              if let sequence = row.2, let id = row.3, let payload = row.5, let attempts = row.6,
+                let appendedAt = row.7
+              {
+                next = ClaimedMessage(
+                  line: line,
+                  sequence: sequence,
+                  id: id,
+                  partition: row.4,
+                  payload: payload,
+                  attempts: attempts,
+                  appendedAt: appendedAt,
+                  headers: row.8
+                )
+              }
             }
+            return (paused, removed, next)
           }
-          return (paused, removed, next)
         }
         (paused, removed, next) = answer
         if takeNext, paused == false, next == nil {
@@ -1034,8 +1042,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let moved: Bool
     do {
       moved = try await bounded { () -> Bool in
-        var moved = false
-        let rows = try await client.query(
+        // Committed before the line goes on or stops (see `committedQuery`).
+        try await client.committedQuery(
           """
           WITH held AS (
             SELECT 1 FROM orderly_outbox_lease
@@ -1057,9 +1065,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           RETURNING sequence
           """,
           logger: logger
-        )
-        for try await _ in rows.decode(Int64.self) { moved = true }
-        return moved
+        ) { rows in
+          var moved = false
+          for try await _ in rows.decode(Int64.self) { moved = true }
+          return moved
+        }
       }
     } catch {
       logger.warning(

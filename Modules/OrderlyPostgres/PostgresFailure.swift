@@ -30,7 +30,8 @@ func unwrap(_ error: any Error) -> any Error {
 /// Whether a transaction failed because its connection ended before its `COMMIT` was sent, so
 /// that nothing of it was stored and it may be run again on another connection: the server
 /// ended the connection (SQLSTATE 57P01-57P03: it is shutting down or restarting, or an
-/// administrator ended the session), or the pool handed out a connection that had just closed.
+/// administrator ended the session, or closed it without saying why), or the pool handed out a
+/// connection that had just closed.
 ///
 /// A failure of the `COMMIT` itself is never retried: the server may have committed before the
 /// connection ended.
@@ -43,7 +44,7 @@ func endedBeforeCommit(_ error: any Error) -> Bool {
   }
   if unwrap(error) is ConnectionEnded { return true }
   guard let error = unwrap(error) as? PSQLError else { return false }
-  if error.code == .clientClosedConnection { return true }
+  if error.code == .clientClosedConnection || error.code == .serverClosedConnection { return true }
   guard let state = error.serverInfo?[.sqlState] else { return false }
   return ["57P01", "57P02", "57P03"].contains(state)
 }

@@ -692,14 +692,15 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   private func setPaused(_ paused: Bool, partition: String?) async throws(OutboxError) {
     let line = Line.key(partition)
     do {
-      try await client.query(
+      // Committed before this returns: the caller is told the line is paused (or resumed).
+      try await client.committedQuery(
         """
         INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
         VALUES (\(line), NULL, now(), 0, \(paused))
         ON CONFLICT (line) DO UPDATE SET paused = \(paused)
         """,
         logger: logger
-      )
+      ) { _ in }
       if !paused {
         try await client.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
       }

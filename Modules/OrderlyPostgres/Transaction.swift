@@ -64,6 +64,32 @@ extension PostgresClient {
   }
 }
 
+extension PostgresClient {
+  /// Runs one statement on a connection of the pool, reads its rows with `read`, and returns
+  /// what `read` returned only once the statement is known to have committed.
+  ///
+  /// PostgresNIO 1.33 hands a statement's rows over at its `CommandComplete`, but PostgreSQL
+  /// commits the statement's implicit transaction only at the `Sync` that follows. A server that
+  /// ends the connection in between (`pg_terminate_backend`, a restart) rolls the statement back
+  /// after its rows were read: an acknowledgement that said "removed, and here is the next
+  /// message" while the message stayed, so the line's next holder delivered it again after the
+  /// next one (seen under a storm of ended connections). A second statement on the same
+  /// connection is answered only after the first one's `Sync` was processed: its answer proves
+  /// the commit, at the cost of one more round trip. A statement whose effect nobody acts on
+  /// (counting an attempt, releasing a lease) does not need this.
+  func committedQuery<T: Sendable>(
+    _ query: PostgresQuery,
+    logger: Logger,
+    read: (PostgresRowSequence) async throws -> T
+  ) async throws -> T {
+    try await withConnection { connection in
+      let value = try await read(try await connection.checkedQuery(query, logger: logger))
+      for try await _ in try await connection.checkedQuery("SELECT 1", logger: logger) {}
+      return value
+    }
+  }
+}
+
 extension PostgresConnection {
   /// Sends `ROLLBACK` on a connection that is still open, waiting 5 seconds at most; errors are
   /// ignored (the transaction's own error is what the caller reports).
