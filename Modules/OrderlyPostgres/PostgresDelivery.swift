@@ -264,14 +264,17 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let (client, id, logger) = (client, id, logger)
     do {
       try await bounded {
-        try await client.query(
+        try await client.checkedQuery(
           """
           UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
           WHERE owner = \(id)
           """,
           logger: logger
-        )
-        try await client.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+        ) { _ in }
+        try await client.checkedQuery(
+          "SELECT pg_notify(\(PostgresSchema.channel), '')",
+          logger: logger
+        ) { _ in }
       }
     } catch {
       logger.warning(
@@ -395,7 +398,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       var candidates: [Candidate] = []
       // The conditions are subqueries, not joins, so that the walk stays lazy: PostgreSQL
       // evaluates a recursive WITH only as far as the LIMIT reads it.
-      let rows = try await client.query(
+      try await client.checkedQuery(
         """
         WITH RECURSIVE lines(line) AS (
           (SELECT line FROM orderly_outbox_message
@@ -422,9 +425,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         LIMIT \(limit)
         """,
         logger: logger
-      )
-      for try await (line, fresh) in rows.decode((String, Bool).self) {
-        candidates.append(Candidate(line: line, fresh: fresh))
+      ) { rows in
+        for try await (line, fresh) in rows.decode((String, Bool).self) {
+          candidates.append(Candidate(line: line, fresh: fresh))
+        }
       }
       return candidates
     }
@@ -438,15 +442,16 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let (client, id, logger) = (client, id, logger)
     return try await bounded { () -> Duration? in
       var soonest: Duration?
-      let rows = try await client.query(
+      try await client.checkedQuery(
         """
         SELECT extract(epoch FROM min(expires_at) - now())::float8 FROM orderly_outbox_lease
         WHERE owner IS NOT NULL AND owner <> \(id) AND expires_at > now() AND NOT paused
         """,
         logger: logger
-      )
-      for try await seconds in rows.decode(Double?.self) {
-        if let seconds { soonest = .milliseconds(Int64((seconds * 1000).rounded(.up)) + 2) }
+      ) { rows in
+        for try await seconds in rows.decode(Double?.self) {
+          if let seconds { soonest = .milliseconds(Int64((seconds * 1000).rounded(.up)) + 2) }
+        }
       }
       return soonest
     }
@@ -475,14 +480,14 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let fences = try await bounded { () -> [(String, Int64)] in
       if !fresh.isEmpty {
         // A line's first lease row, free (fence 0: its first holder gets fence 1).
-        try await client.query(
+        try await client.checkedQuery(
           """
           INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
           SELECT line, NULL, now(), 0, false FROM unnest(\(fresh)::text[]) AS fresh(line)
           ON CONFLICT (line) DO NOTHING
           """,
           logger: logger
-        )
+        ) { _ in }
       }
       // Committed before any line is delivered under it (see `committedQuery`).
       return try await client.committedQuery(
@@ -541,13 +546,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   private func release(_ line: String, fence: Int64) async throws {
     let (client, id, logger) = (client, id, logger)
     try await bounded {
-      _ = try await client.query(
+      try await client.checkedQuery(
         """
         UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
         WHERE line = \(line) AND owner = \(id) AND fence = \(fence)
         """,
         logger: logger
-      )
+      ) { _ in }
     }
   }
 
@@ -800,7 +805,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let (client, logger) = (client, logger)
     return try await bounded { () -> ClaimedMessage? in
       var claimed: ClaimedMessage?
-      let rows = try await client.query(
+      try await client.checkedQuery(
         """
         UPDATE orderly_outbox_message SET attempts = attempts + 1
         WHERE line = \(line)
@@ -809,22 +814,23 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         RETURNING sequence, id, partition, payload, attempts, appended_at, headers
         """,
         logger: logger
-      )
-      for try await (sequence, id, partition, payload, attempts, appendedAt, headers)
-        in rows.decode(
-          (Int64, UUID, String?, Data, Int, Date, String?).self
-        )
-      {
-        claimed = ClaimedMessage(
-          line: line,
-          sequence: sequence,
-          id: id,
-          partition: partition,
-          payload: payload,
-          attempts: attempts,
-          appendedAt: appendedAt,
-          headers: headers
-        )
+      ) { rows in
+        for try await (sequence, id, partition, payload, attempts, appendedAt, headers)
+          in rows.decode(
+            (Int64, UUID, String?, Data, Int, Date, String?).self
+          )
+        {
+          claimed = ClaimedMessage(
+            line: line,
+            sequence: sequence,
+            id: id,
+            partition: partition,
+            payload: payload,
+            attempts: attempts,
+            appendedAt: appendedAt,
+            headers: headers
+          )
+        }
       }
       return claimed
     }
@@ -898,13 +904,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       )
       do {
         try await worker.bounded {
-          _ = try await client.query(
+          try await client.checkedQuery(
             """
             UPDATE orderly_outbox_message SET attempts = \(attempt)
             WHERE line = \(line) AND sequence = \(sequence)
             """,
             logger: logger
-          )
+          ) { _ in }
         }
       } catch {
         // The attempt still runs; a later holder counts from the last attempt recorded.

@@ -65,6 +65,14 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
         + "statement is unknown if it was a commit)"
     )
   }
+  if error is ConnectionLost {
+    return .cannotOpen(
+      path: database,
+      reason: "the connection closed while a statement waited for its answer; check that the "
+        + "server runs and accepts connections at that address, then try again (the outcome of "
+        + "the last statement is unknown if it was a commit)"
+    )
+  }
   if error is ConnectionEnded {
     return .cannotOpen(
       path: database,

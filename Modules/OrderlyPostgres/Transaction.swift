@@ -11,6 +11,16 @@ struct ConnectionEnded: Error, CustomStringConvertible {
   }
 }
 
+/// A statement still unanswered when its connection had closed: the watch of
+/// ``withDeadline(_:_:)`` stopped waiting for it. Whether it ran is not known (it may have been
+/// a `COMMIT` the server processed before the connection ended), so it is never retried as
+/// ``ConnectionEnded`` is.
+struct ConnectionLost: Error, CustomStringConvertible {
+  var description: String {
+    "the connection closed while a statement waited for its answer; whether it ran is not known"
+  }
+}
+
 extension PostgresConnection {
   /// Runs `query`, or throws ``ConnectionEnded`` at once if the connection has closed.
   ///
@@ -21,9 +31,28 @@ extension PostgresConnection {
   /// under the benchmark harness's backend kills, where every append then hung. The check
   /// leaves only the moment between it and the write.
   @discardableResult
+  ///
+  /// Inside ``withDeadline(_:_:)``, the query names this connection to the deadline's watch,
+  /// which stops waiting for it soon after the connection closes: the query may still have been
+  /// written to a connection that closed right after the check.
   func checkedQuery(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
     guard !isClosed else { throw ConnectionEnded() }
+    QueryConnection.current?.watch { [self] in self.isClosed }
     return try await self.query(query, logger: logger)
+  }
+}
+
+extension PostgresClient {
+  /// Runs one statement on a connection of the pool with
+  /// ``PostgresConnection/checkedQuery(_:logger:)``, and reads its rows with `read`.
+  func checkedQuery<T: Sendable>(
+    _ query: PostgresQuery,
+    logger: Logger,
+    read: (PostgresRowSequence) async throws -> T
+  ) async throws -> T {
+    try await withConnection { connection in
+      try await read(try await connection.checkedQuery(query, logger: logger))
+    }
   }
 }
 
