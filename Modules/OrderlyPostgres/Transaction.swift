@@ -11,10 +11,11 @@ struct ConnectionEnded: Error, CustomStringConvertible {
   }
 }
 
-/// A statement still unanswered when its connection had closed: the watch of
-/// ``withDeadline(_:_:)`` stopped waiting for it. Whether it ran is not known (it may have been
-/// a `COMMIT` the server processed before the connection ended), so it is never retried as
-/// ``ConnectionEnded`` is.
+/// A statement still unanswered when its connection had closed.
+///
+/// The watch of ``withDeadline(_:_:)`` stopped waiting for it. Whether it ran is not known (it
+/// may have been a `COMMIT` the server processed before the connection ended), so it is never
+/// retried as ``ConnectionEnded`` is.
 struct ConnectionLost: Error, CustomStringConvertible {
   var description: String {
     "the connection closed while a statement waited for its answer; whether it ran is not known"
