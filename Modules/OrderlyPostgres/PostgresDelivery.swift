@@ -465,19 +465,23 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   }
 
   /// Takes the leases of up to `limit` of `candidates` (in their order) that are still free or
-  /// expired, in one statement, and starts delivering each line taken.
+  /// expired, with each line's first message, in one statement, and starts delivering each line
+  /// taken.
   ///
   /// Lines another worker is taking at the same moment are skipped, not waited for (`SKIP
-  /// LOCKED`), so workers that look at once share the lines out instead of queueing on them.
+  /// LOCKED`), so workers that look at once share the lines out instead of queueing on them. A
+  /// line that waits at a dead letter (under `DeadLetterPolicy.stopLine`) is not taken, even if
+  /// it was found free a moment before.
   ///
   /// - Returns: How many lines were taken.
   private func take(_ candidates: [Candidate], upTo limit: Int) async throws -> Int {
     guard !candidates.isEmpty, limit > 0 else { return 0 }
     let sent = ContinuousClock.now
     let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
+    let stopLine = settings.onDeadLetter == .stopLine
     let lines = candidates.map(\.line)
     let fresh = candidates.filter(\.fresh).map(\.line)
-    let fences = try await bounded { () -> [(String, Int64)] in
+    let taken = try await bounded { () -> [TakenLine] in
       if !fresh.isEmpty {
         // A line's first lease row, free (fence 0: its first holder gets fence 1).
         try await client.checkedQuery(
@@ -489,57 +493,100 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           logger: logger
         ) { _ in }
       }
-      // Committed before any line is delivered under it (see `committedQuery`).
+      // Committed before any line is delivered under it (see `committedQuery`). The head's
+      // attempt is counted here, as `claimHead` counts it.
       return try await client.committedQuery(
         """
         WITH free AS (
-          SELECT line FROM orderly_outbox_lease
+          SELECT line FROM orderly_outbox_lease f
           WHERE line = ANY(\(lines)) AND NOT paused AND (owner IS NULL OR expires_at <= now())
+            AND (NOT \(stopLine) OR NOT EXISTS (
+              SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = f.line))
           ORDER BY array_position(\(lines)::text[], line)
           LIMIT \(limit)
           FOR UPDATE SKIP LOCKED
+        ), taken AS (
+          UPDATE orderly_outbox_lease l
+          SET owner = \(id), expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds),
+            fence = l.fence + 1
+          FROM free WHERE l.line = free.line
+          RETURNING l.line, l.fence
+        ), heads AS (
+          UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
+          FROM taken t
+          WHERE m.line = t.line
+            AND m.sequence = (
+              SELECT min(h.sequence) FROM orderly_outbox_message h WHERE h.line = t.line)
+            AND (m.not_before IS NULL OR m.not_before <= now())
+          RETURNING m.line, m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at,
+            m.headers
         )
-        UPDATE orderly_outbox_lease l
-        SET owner = \(id), expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds),
-          fence = l.fence + 1
-        FROM free WHERE l.line = free.line
-        RETURNING l.line, l.fence
+        SELECT t.line, t.fence, h.sequence, h.id, h.partition, h.payload, h.attempts,
+          h.appended_at, h.headers
+        FROM taken t LEFT JOIN heads h ON h.line = t.line
         """,
         logger: logger
       ) { rows in
-        var fences: [(String, Int64)] = []
-        for try await (line, fence) in rows.decode((String, Int64).self) {
-          fences.append((line, fence))
+        var taken: [TakenLine] = []
+        for try await row in rows.decode(
+          (String, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
+        ) {
+          var head: ClaimedMessage?
+          if let sequence = row.2, let id = row.3, let payload = row.5, let attempts = row.6,
+            let appendedAt = row.7
+          {
+            head = ClaimedMessage(
+              line: row.0,
+              sequence: sequence,
+              id: id,
+              partition: row.4,
+              payload: payload,
+              attempts: attempts,
+              appendedAt: appendedAt,
+              headers: row.8
+            )
+          }
+          taken.append(TakenLine(line: row.0, fence: row.1, head: head))
         }
-        return fences
+        return taken
       }
     }
     // A line this worker still holds (one it is giving up), or a worker that is ending, does
-    // not start a second task for it: the lease just taken is given back.
+    // not start a second task for it: the lease just taken is given back (its head's attempt
+    // stays counted, one more than ran).
     let (started, refused) = state.withLock(announcingTo: self) { state in
-      var started: [(String, Int64)] = []
-      var refused: [(String, Int64)] = []
-      for (line, fence) in fences {
-        guard !state.ending, !state.draining, state.held[line] == nil else {
-          refused.append((line, fence))
+      var started: [TakenLine] = []
+      var refused: [TakenLine] = []
+      for line in taken {
+        guard !state.ending, !state.draining, state.held[line.line] == nil else {
+          refused.append(line)
           continue
         }
-        state.pausedLines.remove(line)
-        var held = Held(fence: fence, deadline: sent + settings.lease)
-        held.task = Task { await self.deliverLine(line, fence: fence) }
-        state.held[line] = held
-        started.append((line, fence))
+        state.pausedLines.remove(line.line)
+        var held = Held(fence: line.fence, deadline: sent + settings.lease)
+        held.task = Task { await self.deliverLine(line.line, fence: line.fence, head: line.head) }
+        state.held[line.line] = held
+        started.append(line)
       }
       return (started, refused)
     }
-    for (line, fence) in refused { try await release(line, fence: fence) }
-    for (line, fence) in started {
+    for line in refused { try await release(line.line, fence: line.fence) }
+    for line in started {
       logger.debug(
         "took line",
-        metadata: ["worker": "\(id)", "partition": "\(Line.shown(line))", "fence": "\(fence)"]
+        metadata: [
+          "worker": "\(id)", "partition": "\(Line.shown(line.line))", "fence": "\(line.fence)",
+        ]
       )
     }
     return started.count
+  }
+
+  /// A line whose lease was just taken, with its first message if one was due.
+  private struct TakenLine: Sendable {
+    let line: String
+    let fence: Int64
+    let head: ClaimedMessage?
   }
 
   /// Gives a line's lease back, if it still is this worker's.
@@ -710,12 +757,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   // MARK: Delivering a line
 
   /// Why a line's task stops.
-  fileprivate enum Stop: Error { case lost, ending, paused, empty, stopped }
+  fileprivate enum Stop: Error { case lost, ending, paused, empty, stopped, released }
 
   /// Delivers a line's messages in order while the lease holds, then releases the line.
-  private func deliverLine(_ line: String, fence: Int64) async {
-    let reason = await deliverMessages(line, fence: fence)
-    if reason != .lost {
+  private func deliverLine(_ line: String, fence: Int64, head: ClaimedMessage?) async {
+    let reason = await deliverMessages(line, fence: fence, head: head)
+    // A line the last acknowledgement released, or one lost, is not released again.
+    if reason != .lost, reason != .released {
       do {
         try await release(line, fence: fence)
         logger.debug(
@@ -743,9 +791,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     bell.ring()
   }
 
-  private func deliverMessages(_ line: String, fence: Int64) async -> Stop {
-    // The message the last acknowledgement took, if it took one.
-    var taken: ClaimedMessage?
+  private func deliverMessages(_ line: String, fence: Int64, head: ClaimedMessage?) async -> Stop {
+    // The message the lease was taken with, then the one the last acknowledgement took, if any.
+    var taken = head
     while true {
       if let stop = checkpoint(line, fence: fence) { return stop }
       let claimed: ClaimedMessage
@@ -771,6 +819,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       case .stop(let stop): return stop
       case .next(let next): taken = next
       case .empty: return .empty
+      case .released: return .released
       case .again: continue
       }
     }
@@ -784,6 +833,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     case next(ClaimedMessage)
     /// The line has no more messages.
     case empty
+    /// The line had no more messages due, and the acknowledgement released it.
+    case released
     /// Look again (take the head, or stop at the checkpoint).
     case again
   }
@@ -922,11 +973,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   /// in one statement; if the lease does not hold, leaves the message for the line's new holder.
   ///
   /// The lease row is locked `FOR SHARE`, not renewed (the renewal loop does that): a worker
-  /// taking the line over waits for this statement, and then finds the message gone.
+  /// taking the line over waits for this statement, and then finds the message gone. A line
+  /// with no next message due is released by the same statement.
   private func acknowledge(_ claimed: ClaimedMessage, fence: Int64) async -> Step {
     var paused: Bool?
     var removed = false
     var next: ClaimedMessage?
+    var released = false
     var failures = 0
     while true {
       // A lease given up locally is not used: the database may already have given it away.
@@ -941,7 +994,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         // Committed before the next message is delivered: an acknowledgement read but rolled
         // back would have the line's next holder deliver this message again after that one
         // (see `committedQuery`).
-        let answer = try await bounded { () -> (Bool?, Bool, ClaimedMessage?) in
+        let answer = try await bounded { () -> (Bool?, Bool, ClaimedMessage?, Bool) in
           try await client.committedQuery(
             """
             WITH held AS (
@@ -962,10 +1015,16 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
                 AND (not_before IS NULL OR not_before <= now())
                 AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
               RETURNING sequence, id, partition, payload, attempts, appended_at, headers
+            ), released AS (
+              UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+              WHERE \(takeNext) AND line = \(line) AND owner = \(id) AND fence = \(fence)
+                AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
+                AND NOT EXISTS (SELECT 1 FROM next)
+              RETURNING fence
             )
             SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone),
               next.sequence, next.id, next.partition, next.payload, next.attempts,
-              next.appended_at, next.headers
+              next.appended_at, next.headers, (SELECT count(*)::bigint FROM released)
             FROM (SELECT 1) one LEFT JOIN next ON true
             """,
             logger: logger
@@ -973,11 +1032,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
             var paused: Bool?
             var removed = false
             var next: ClaimedMessage?
+            var released = false
             for try await row in rows.decode(
-              (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
+              (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?, Int64).self
             ) {
               paused = row.0
               removed = row.1 > 0
+              released = row.9 > 0
               if let sequence = row.2, let id = row.3, let payload = row.5, let attempts = row.6,
                 let appendedAt = row.7
               {
@@ -993,14 +1054,15 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
                 )
               }
             }
-            return (paused, removed, next)
+            return (paused, removed, next, released)
           }
         }
-        (paused, removed, next) = answer
+        (paused, removed, next, released) = answer
         if takeNext, paused == false, next == nil {
-          // Taken nothing: the line is empty (its release looks again for late appends).
+          // Taken nothing: no message is due, and the line was released (the line's task rings
+          // the bell as it ends, so a message appended since is looked for at once).
           if removed { outbox.hub.emit(.delivered(id: claimed.id, sequence: claimed.sequence)) }
-          return .empty
+          return released ? .released : .empty
         }
         break
       } catch {
