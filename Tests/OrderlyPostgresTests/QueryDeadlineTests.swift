@@ -72,7 +72,7 @@ struct QueryDeadlineTests {
   @Test("a connection that stays open does not end an operation that takes a while")
   func openConnection() async throws {
     let gate = Gate()
-    let value = try await withTaskGroup(of: Int?.self) { group in
+    let value = await withTaskGroup(of: Int?.self) { group in
       group.addTask {
         try? await withDeadline(.seconds(100)) { () -> Int in
           QueryConnection.current?.watch { false }
