@@ -172,6 +172,32 @@ struct ClaimedMessage: Sendable {
   let headers: String?
 }
 
+extension ClaimedMessage {
+  /// The message a statement took beside something else (a lease, an acknowledgement), from its
+  /// columns `sequence, id, partition, payload, attempts, appended_at, headers`, all `NULL`
+  /// when it took none.
+  ///
+  /// - Returns: The message, or `nil` if the statement took none.
+  static func taken(
+    line: String,
+    _ columns: (Int64?, UUID?, String?, Data?, Int?, Date?, String?)
+  ) -> ClaimedMessage? {
+    guard let sequence = columns.0, let id = columns.1, let payload = columns.3,
+      let attempts = columns.4, let appendedAt = columns.5
+    else { return nil }
+    return ClaimedMessage(
+      line: line,
+      sequence: sequence,
+      id: id,
+      partition: columns.2,
+      payload: payload,
+      attempts: attempts,
+      appendedAt: appendedAt,
+      headers: columns.6
+    )
+  }
+}
+
 /// One start-to-stop run of delivery: the loop that takes lines, the loop that renews their
 /// leases, the listener for notifications, and one task per line held.
 final class FleetWorker<Message: Codable & Sendable>: Sendable {
@@ -531,21 +557,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         for try await row in rows.decode(
           (String, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
         ) {
-          var head: ClaimedMessage?
-          if let sequence = row.2, let id = row.3, let payload = row.5, let attempts = row.6,
-            let appendedAt = row.7
-          {
-            head = ClaimedMessage(
-              line: row.0,
-              sequence: sequence,
-              id: id,
-              partition: row.4,
-              payload: payload,
-              attempts: attempts,
-              appendedAt: appendedAt,
-              headers: row.8
-            )
-          }
+          let head = ClaimedMessage.taken(
+            line: row.0,
+            (row.2, row.3, row.4, row.5, row.6, row.7, row.8)
+          )
           taken.append(TakenLine(line: row.0, fence: row.1, head: head))
         }
         return taken
@@ -1039,20 +1054,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
               paused = row.0
               removed = row.1 > 0
               released = row.9 > 0
-              if let sequence = row.2, let id = row.3, let payload = row.5, let attempts = row.6,
-                let appendedAt = row.7
-              {
-                next = ClaimedMessage(
-                  line: line,
-                  sequence: sequence,
-                  id: id,
-                  partition: row.4,
-                  payload: payload,
-                  attempts: attempts,
-                  appendedAt: appendedAt,
-                  headers: row.8
-                )
-              }
+              next = ClaimedMessage.taken(
+                line: line,
+                (row.2, row.3, row.4, row.5, row.6, row.7, row.8)
+              )
             }
             return (paused, removed, next, released)
           }

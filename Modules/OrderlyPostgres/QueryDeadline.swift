@@ -208,6 +208,10 @@ private final class QueryWatch: Sendable {
 
   private func run() async {
     while true {
+      // Safe as library code: real time, not an outbox's injected clock (the watch bounds
+      // waits for the network, as the leases it guards run on real time); it sleeps only while
+      // a call is in flight and ends when none is; and a sleep that fails (the detached watch
+      // is never cancelled) only looks again sooner.
       try? await Task.sleep(for: Self.interval)
       let watched = state.withLock { state -> [any Watched] in
         if state.watched.isEmpty { state.running = false }
