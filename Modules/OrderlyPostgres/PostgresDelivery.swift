@@ -154,6 +154,10 @@ struct FleetSettings<Message: Sendable>: Sendable {
 
   /// How often leases are renewed and checked: a quarter of the lease.
   var tick: Duration { lease / 4 }
+  /// How long a worker delivers a line before it gives the line up to the line that waits
+  /// longest (maybe this one again): a quarter of the lease, so that a line whose holder died
+  /// waits for no more than lines that wait for a free slot.
+  var turn: Duration { lease / 4 }
   /// The lease in milliseconds, as the queries take it.
   var leaseMilliseconds: Double {
     Double(lease.components.seconds) * 1000 + Double(lease.components.attoseconds) / 1e15
@@ -369,8 +373,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// Takes lines that have messages and no live lease, up to the free slots, going round the
-  /// lines from `cursor`.
+  /// Takes lines that have messages and no live lease, up to the free slots: the lines whose
+  /// oldest message waits longest first, then, past the oldest messages, going round the lines
+  /// from `cursor`.
   ///
   /// - Returns: When the first lease held by another worker ends, if this worker still has
   ///   free slots; `nil` if there is none, or nothing is known.
@@ -380,6 +385,19 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
     guard free > 0 else { return nil }
     do {
+      // The lines waiting longest. A few rounds at most, as long as each finds all it asked
+      // for: lines that other workers took at the same moment are skipped, not waited for.
+      var windowHeldAll = false
+      for _ in 0..<4 where free > 0 {
+        let wanted = free * 2 + 4
+        let oldest = try await oldestCandidates(limit: wanted)
+        let mine = state.withLock(announcingTo: self) { state in Set(state.held.keys) }
+        free -= try await take(oldest.lines.filter { !mine.contains($0.line) }, upTo: free)
+        windowHeldAll = oldest.all
+        if oldest.lines.count < wanted { break }
+      }
+      // Every message was among the oldest looked at: no other line has one.
+      if free == 0 || windowHeldAll { return free > 0 ? try await soonestLeaseEnd() : nil }
       // A few rounds at most: a round whose lines were all taken by other workers at the same
       // moment goes on past them.
       for _ in 0..<4 where free > 0 {
@@ -407,6 +425,67 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         )
       }
       return nil
+    }
+  }
+
+  /// How many of the oldest messages a look reads to find the lines that wait longest.
+  ///
+  /// Bounds a look's cost when the oldest messages belong to lines that are held: a line with
+  /// a long backlog, held by a worker, would otherwise be read through on every look.
+  static var ageWindow: Int { 2_048 }
+
+  /// Up to `limit` lines with messages and no live lease whose first message is among the
+  /// ``ageWindow`` oldest messages, the line whose first message is oldest first.
+  ///
+  /// A message's age is its append's time (`appended_at`). The walk reads the messages in
+  /// that order through the age index and stops as soon as `limit` lines are found.
+  ///
+  /// - Returns: The lines, and whether the window held every message (then no other line
+  ///   has one, and the walk by key is not needed).
+  private func oldestCandidates(limit: Int) async throws -> (lines: [Candidate], all: Bool) {
+    let stopLine = settings.onDeadLetter == .stopLine
+    let window = Self.ageWindow
+    let (client, logger) = (client, logger)
+    return try await bounded { () -> (lines: [Candidate], all: Bool) in
+      var candidates: [Candidate] = []
+      var read = 0
+      // A message is its line's first when no message of the line has a lower sequence (one
+      // probe of the primary key). The count says whether the window reached the last message.
+      try await client.checkedQuery(
+        """
+        SELECT c.line, c.fresh, w.read
+        FROM (SELECT count(*)::bigint AS read FROM (
+            SELECT 1 FROM orderly_outbox_message ORDER BY appended_at, line, sequence
+            LIMIT \(window)) r) w
+        LEFT JOIN (
+          SELECT m.line, m.appended_at, m.sequence,
+            NOT EXISTS (SELECT 1 FROM orderly_outbox_lease f WHERE f.line = m.line) AS fresh
+          FROM (
+            SELECT line, sequence, appended_at, not_before FROM orderly_outbox_message
+            ORDER BY appended_at, line, sequence LIMIT \(window)
+          ) m
+          WHERE NOT EXISTS (
+              SELECT 1 FROM orderly_outbox_message e
+              WHERE e.line = m.line AND e.sequence < m.sequence)
+            AND (m.not_before IS NULL OR m.not_before <= now())
+            AND NOT EXISTS (
+              SELECT 1 FROM orderly_outbox_lease l WHERE l.line = m.line
+                AND (l.paused OR (l.owner IS NOT NULL AND l.expires_at > now())))
+            AND (NOT \(stopLine) OR NOT EXISTS (
+              SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = m.line))
+          ORDER BY m.appended_at, m.line, m.sequence
+          LIMIT \(limit)
+        ) c ON true
+        ORDER BY c.appended_at, c.line, c.sequence
+        """,
+        logger: logger
+      ) { rows in
+        for try await (line, fresh, count) in rows.decode((String?, Bool?, Int64).self) {
+          read = Int(count)
+          if let line { candidates.append(Candidate(line: line, fresh: fresh ?? false)) }
+        }
+      }
+      return (candidates, read < window)
     }
   }
 
@@ -809,6 +888,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   private func deliverMessages(_ line: String, fence: Int64, head: ClaimedMessage?) async -> Stop {
     // The message the lease was taken with, then the one the last acknowledgement took, if any.
     var taken = head
+    // Past it, the line's next acknowledgement gives the line up (see `FleetSettings.turn`).
+    let turnEnds = ContinuousClock.now + settings.turn
     while true {
       if let stop = checkpoint(line, fence: fence) { return stop }
       let claimed: ClaimedMessage
@@ -830,7 +911,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           return .stopped
         }
       }
-      switch await deliver(claimed, fence: fence) {
+      switch await deliver(claimed, fence: fence, turnEnds: turnEnds) {
       case .stop(let stop): return stop
       case .next(let next): taken = next
       case .empty: return .empty
@@ -906,7 +987,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   /// (``DeliveryRule``), and acknowledges it (or sets it aside) under the fence.
   ///
   /// - Returns: What the line does next.
-  private func deliver(_ claimed: ClaimedMessage, fence: Int64) async -> Step {
+  private func deliver(
+    _ claimed: ClaimedMessage,
+    fence: Int64,
+    turnEnds: ContinuousClock.Instant
+  ) async -> Step {
     let head = ClaimedHead(
       id: claimed.id,
       sequence: claimed.sequence,
@@ -924,7 +1009,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     )
     let hooks = LeasedLineHooks(worker: self, claimed: claimed, fence: fence)
     switch await rule.deliver(head, fence: fence, hooks: hooks) {
-    case .delivered: return await acknowledge(claimed, fence: fence)
+    case .delivered: return await acknowledge(claimed, fence: fence, turnEnds: turnEnds)
     case .deadLetter(let attempts, let reason):
       return await kill(claimed, fence: fence, attempts: attempts, reason: reason)
     case .halted: return .stop(checkpoint(claimed.line, fence: fence) ?? .ending)
@@ -989,8 +1074,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   ///
   /// The lease row is locked `FOR SHARE`, not renewed (the renewal loop does that): a worker
   /// taking the line over waits for this statement, and then finds the message gone. A line
-  /// with no next message due is released by the same statement.
-  private func acknowledge(_ claimed: ClaimedMessage, fence: Int64) async -> Step {
+  /// with no next message due, or whose turn ended (`turnEnds`, see `FleetSettings.turn`), is
+  /// released by the same statement.
+  private func acknowledge(
+    _ claimed: ClaimedMessage,
+    fence: Int64,
+    turnEnds: ContinuousClock.Instant
+  ) async -> Step {
     var paused: Bool?
     var removed = false
     var next: ClaimedMessage?
@@ -1001,7 +1091,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       guard isLive(claimed.line, fence: fence) else {
         return .stop(refused(claimed, fence: fence))
       }
-      let takeNext = checkpoint(claimed.line, fence: fence) == nil
+      let goOn = checkpoint(claimed.line, fence: fence) == nil
+      // The line's turn is over: released with this acknowledgement, and taken again by
+      // whichever worker finds it waiting longest.
+      let giveUp = goOn && ContinuousClock.now >= turnEnds
+      let takeNext = goOn && !giveUp
       let line = claimed.line
       let sequence = claimed.sequence
       let (client, id, logger) = (client, id, logger)
@@ -1032,9 +1126,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
               RETURNING sequence, id, partition, payload, attempts, appended_at, headers
             ), released AS (
               UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
-              WHERE \(takeNext) AND line = \(line) AND owner = \(id) AND fence = \(fence)
+              WHERE line = \(line) AND owner = \(id) AND fence = \(fence)
                 AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
-                AND NOT EXISTS (SELECT 1 FROM next)
+                AND ((\(takeNext) AND NOT EXISTS (SELECT 1 FROM next)) OR \(giveUp))
               RETURNING fence
             )
             SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone),
@@ -1063,6 +1157,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           }
         }
         (paused, removed, next, released) = answer
+        if giveUp, paused == false {
+          if removed { outbox.hub.emit(.delivered(id: claimed.id, sequence: claimed.sequence)) }
+          return released ? .released : .again
+        }
         if takeNext, paused == false, next == nil {
           // Taken nothing: no message is due, and the line was released (the line's task rings
           // the bell as it ends, so a message appended since is looked for at once).

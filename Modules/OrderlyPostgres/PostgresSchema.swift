@@ -87,6 +87,7 @@ enum PostgresSchema {
     CREATE INDEX orderly_outbox_message_entity ON orderly_outbox_message (line, entity, sequence)
       WHERE entity IS NOT NULL
     """,
+    ageIndex,
     """
     CREATE TABLE orderly_outbox_dead_letter (
       line text NOT NULL,
@@ -104,6 +105,17 @@ enum PostgresSchema {
     )
     """,
   ]
+
+  /// The messages by age, so a worker finds the lines whose oldest message waits longest
+  /// without reading every line.
+  ///
+  /// Added in place to an outbox created before it, by the first worker that opens it
+  /// (``prepare(_:creatingTables:logger:)``), without a new schema version: it changes no table,
+  /// and an earlier worker reads the tables as before.
+  static let ageIndexName = "orderly_outbox_message_age"
+  static let ageIndex: PostgresQuery = """
+    CREATE INDEX orderly_outbox_message_age ON orderly_outbox_message (appended_at, line, sequence)
+    """
 
   /// Creates the tables in an empty database (in the schema first on its `search_path`), or
   /// checks the ones there.
@@ -193,6 +205,22 @@ enum PostgresSchema {
       if !missing.isEmpty {
         return "its outbox tables are incomplete (missing \(missing.joined(separator: ", "))): "
           + "restore them, or use a new database"
+      }
+      if creatingTables {
+        // The age index, missing in an outbox created before it. Looked up first: a
+        // `CREATE INDEX IF NOT EXISTS` would lock the messages against writes even when the
+        // index is there.
+        var indexed = false
+        for try await _ in try await connection.query(
+          """
+          SELECT 1 FROM pg_indexes
+          WHERE schemaname = current_schema() AND indexname = \(ageIndexName)
+          """,
+          logger: logger
+        ) {
+          indexed = true
+        }
+        if !indexed { try await connection.query(ageIndex, logger: logger) }
       }
       if found < 2 {
         // Version 1 to 2: the not-before time of a message appended with one.

@@ -11,10 +11,15 @@
 // - append latency p50/p99, alone and inside an app transaction
 // - time from a SIGKILL of a worker (a child process) to the next delivery of its keys by
 //   another; target <= lease + one poll interval
+// - at saturation (200 keys that never run out of messages, 4 workers x 8 slots, lease 2 s),
+//   the worst age of a key's oldest pending message, without a kill and with one (a worker
+//   killed and started again at once): equal within noise, as a key whose worker died waits no
+//   longer than one waiting for a free slot
 //
 // Workers of the throughput rows are outbox instances in this process, each with a client (and
 // so connections) of its own; their handlers do nothing, so the rows measure the queues.
-// `fleet hold URL SCHEMA` is the child the kill row starts.
+// `fleet hold URL SCHEMA` is the child the kill row starts; `fleet work URL SCHEMA` a worker of
+// the saturation rows.
 import Foundation
 import Logging
 import OrderlyPostgres
@@ -284,6 +289,134 @@ func hold(url: String, schema: String, leaseMs: Int, pollMs: Int) async throws -
   while true { try await Task.sleep(for: .seconds(3_600)) }
 }
 
+/// The saturation rows' handler: a delivery takes `delay`, and appends its key's next message,
+/// so every key always has one waiting.
+func saturationHandler(_ outbox: PostgresOutbox<Job>, delay: Duration)
+  -> @Sendable (
+    Envelope<Job>
+  ) async throws -> Void
+{
+  { envelope in
+    try await Task.sleep(for: delay)
+    let job = envelope.message
+    try await outbox.append(Job(key: job.key, n: job.n + 1), partition: job.key)
+  }
+}
+
+/// The saturation rows' settings.
+enum Saturation {
+  static let keys = 200
+  static let slots = 8
+  static let lease = Duration.seconds(2)
+  static let poll = Duration.milliseconds(200)
+  static let delay = Duration.milliseconds(50)
+  /// How long a run lasts, and from when its ages count (the start fills every slot at once).
+  static let length = Duration.seconds(24)
+  static let from = Duration.seconds(6)
+  /// When the child worker is killed (and started again), in a run with a kill.
+  static let killAt = Duration.seconds(10)
+}
+
+/// A worker of the saturation rows in a process of its own (`fleet work URL SCHEMA`): says
+/// `working` once started.
+func work(url: String, schema: String) async throws -> Never {
+  let (client, _) = try makeClient(url: url, schema: schema)
+  let outbox = try await PostgresOutbox<Job>(client: client, logger: quietLogger)
+  try outbox.start(
+    limit: Saturation.slots,
+    lease: Saturation.lease,
+    pollInterval: Saturation.poll,
+    deliver: saturationHandler(outbox, delay: Saturation.delay)
+  )
+  FileHandle.standardOutput.write(Data("working\n".utf8))
+  while true { try await Task.sleep(for: .seconds(3_600)) }
+}
+
+/// Starts `fleet work` and waits until it says it works.
+func startWorkChild(url: String, schema: String) throws -> Process {
+  let child = Process()
+  child.executableURL = URL(fileURLWithPath: CommandLine.arguments[0])
+  child.arguments = ["work", url, schema]
+  let output = Pipe()
+  child.standardOutput = output
+  try child.run()
+  var said = Data()
+  while !String(decoding: said, as: UTF8.self).contains("working") {
+    let chunk = output.fileHandleForReading.availableData
+    if chunk.isEmpty { fail("the work child ended before it started") }
+    said.append(chunk)
+  }
+  return child
+}
+
+/// Three workers in this process and one child, 8 slots each, deliver 200 keys that never run
+/// out of messages; the age of the oldest pending message is sampled every 100 ms.
+///
+/// With `kill`, the child is killed with SIGKILL at ``Saturation/killAt`` and started again at
+/// once: its keys wait for their leases to end. Returns the worst age seen from
+/// ``Saturation/from`` on, and how many messages were delivered.
+func saturation(url: String, schema: String, kill killing: Bool) async throws -> (Duration, Int) {
+  let (client, run) = try makeClient(url: url, schema: schema)
+  defer { run.cancel() }
+  let filler = try await PostgresOutbox<Job>(client: client, logger: quietLogger)
+  try await reset(client)
+  for key in 0..<Saturation.keys {
+    try await filler.append(Job(key: "key-\(key)", n: 0), partition: "key-\(key)")
+  }
+  var outboxes: [PostgresOutbox<Job>] = []
+  var runs: [Task<Void, Never>] = []
+  for _ in 0..<3 {
+    let (own, ownRun) = try makeClient(url: url, schema: schema)
+    runs.append(ownRun)
+    let outbox = try await PostgresOutbox<Job>(client: own, logger: quietLogger)
+    outboxes.append(outbox)
+  }
+  let start = ContinuousClock.now
+  for outbox in outboxes {
+    try outbox.start(
+      limit: Saturation.slots,
+      lease: Saturation.lease,
+      pollInterval: Saturation.poll,
+      deliver: saturationHandler(outbox, delay: Saturation.delay)
+    )
+  }
+  var child = try startWorkChild(url: url, schema: schema)
+  var worst = 0.0
+  var killed = !killing
+  while ContinuousClock.now - start < Saturation.length {
+    try await Task.sleep(for: .milliseconds(100))
+    if !killed, ContinuousClock.now - start >= Saturation.killAt {
+      kill(child.processIdentifier, SIGKILL)
+      child.waitUntilExit()
+      child = try startWorkChild(url: url, schema: schema)
+      killed = true
+    }
+    guard ContinuousClock.now - start >= Saturation.from else { continue }
+    for try await age in try await client.query(
+      """
+      SELECT coalesce(extract(epoch FROM now() - min(appended_at)), 0)::float8
+      FROM orderly_outbox_message
+      """,
+      logger: quietLogger
+    ).decode(Double.self) {
+      worst = max(worst, age)
+    }
+  }
+  kill(child.processIdentifier, SIGKILL)
+  child.waitUntilExit()
+  for outbox in outboxes { await outbox.stop() }
+  for run in runs { run.cancel() }
+  var appended = 0
+  for try await total in try await client.query(
+    "SELECT coalesce(sum(last_sequence), 0)::bigint FROM orderly_outbox_line",
+    logger: quietLogger
+  ).decode(Int64.self) {
+    appended = Int(total)
+  }
+  // Each key's first message came from the fill; every delivery appended one more.
+  return (.milliseconds(Int64(worst * 1000)), appended - Saturation.keys)
+}
+
 func seconds(_ duration: Duration) -> Double {
   Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
 }
@@ -300,11 +433,22 @@ if arguments.first == "hold", arguments.count == 5, let lease = Int(arguments[3]
 {
   try await hold(url: arguments[1], schema: arguments[2], leaseMs: lease, pollMs: poll)
 }
+if arguments.first == "work", arguments.count == 3 {
+  try await work(url: arguments[1], schema: arguments[2])
+}
 guard let urlIndex = arguments.firstIndex(of: "--url"), urlIndex + 1 < arguments.count else {
   fail("usage: fleet --url postgresql://USER@HOST:PORT/DATABASE [--quick]")
 }
 let url = arguments[urlIndex + 1]
 let quick = arguments.contains("--quick")
+// `--only throughput|append|kill|saturation`: one group of rows.
+let only = arguments.firstIndex(of: "--only").flatMap {
+  $0 + 1 < arguments.count ? arguments[$0 + 1] : nil
+}
+if let only, !["throughput", "append", "kill", "saturation"].contains(only) {
+  fail("--only takes throughput, append, kill or saturation (got \(only))")
+}
+func wants(_ rows: String) -> Bool { only == nil || only == rows }
 let schema = "orderly_fleet_bench_\(getpid())"
 
 let (admin, adminRun) = try makeClient(url: url, schema: "public")
@@ -319,7 +463,7 @@ let shapes: [(perKey: Int, keys: Int, target: Double)] =
   : [(5, 1_000, 0.8), (40, 1_000, 0.9), (5, 10_000, 0.8), (40, 10_000, 0.9)]
 print("| row | ordered (PostgresOutbox) | unordered (SKIP LOCKED) | ratio | target |")
 print("|---|---|---|---|---|")
-for shape in shapes {
+for shape in shapes where wants("throughput") {
   let count = shape.perKey * shape.keys
   for workers in [1, 2, 4] {
     // Alternately, twice each, and the better of each kept: the machine is shared.
@@ -367,22 +511,57 @@ for shape in shapes {
   }
 }
 let samples = quick ? 500 : 5_000
-let alone = try await appendLatency(url: url, schema: schema, count: samples, inTransaction: false)
-print(
-  "| append p50 / p99, alone (\(samples) appends) | \(milliseconds(alone.0)) / \(milliseconds(alone.1)) | | | info |"
-)
-let inside = try await appendLatency(url: url, schema: schema, count: samples, inTransaction: true)
-print(
-  "| append p50 / p99, inside an app transaction | \(milliseconds(inside.0)) / \(milliseconds(inside.1)) | | | info |"
-)
-let lease = Duration.seconds(2)
-let poll = Duration.milliseconds(200)
-let waited = try await killToDelivery(url: url, schema: schema, lease: lease, poll: poll, keys: 20)
-let killVerdict = waited <= lease + poll ? "pass" : "MISS"
-if waited > lease + poll { missed = true }
-print(
-  "| SIGKILL of a worker holding 20 keys to the last key's next delivery (lease 2 s, poll 200 ms) | \(milliseconds(waited)) | | | <= 2,200 ms: \(killVerdict) |"
-)
+if wants("append") {
+  let alone = try await appendLatency(
+    url: url,
+    schema: schema,
+    count: samples,
+    inTransaction: false
+  )
+  print(
+    "| append p50 / p99, alone (\(samples) appends) | \(milliseconds(alone.0)) / \(milliseconds(alone.1)) | | | info |"
+  )
+  let inside = try await appendLatency(
+    url: url,
+    schema: schema,
+    count: samples,
+    inTransaction: true
+  )
+  print(
+    "| append p50 / p99, inside an app transaction | \(milliseconds(inside.0)) / \(milliseconds(inside.1)) | | | info |"
+  )
+}
+if wants("kill") {
+  let lease = Duration.seconds(2)
+  let poll = Duration.milliseconds(200)
+  let waited = try await killToDelivery(
+    url: url,
+    schema: schema,
+    lease: lease,
+    poll: poll,
+    keys: 20
+  )
+  let killVerdict = waited <= lease + poll ? "pass" : "MISS"
+  if waited > lease + poll { missed = true }
+  print(
+    "| SIGKILL of a worker holding 20 keys to the last key's next delivery (lease 2 s, poll 200 ms) | \(milliseconds(waited)) | | | <= 2,200 ms: \(killVerdict) |"
+  )
+}
+if wants("saturation") {
+  let calm = try await saturation(url: url, schema: schema, kill: false)
+  let killedRun = try await saturation(url: url, schema: schema, kill: true)
+  // Equal within noise: the run with a kill no worse than the one without by more than a tenth,
+  // or 250 ms (one sample period and a few deliveries).
+  let allowed = max(calm.0 * 11 / 10, calm.0 + .milliseconds(250))
+  let saturationVerdict = killedRun.0 <= allowed ? "pass" : "MISS"
+  if killedRun.0 > allowed { missed = true }
+  print(
+    "| saturation (200 busy keys, 4 workers x 8 slots, lease 2 s): worst age of a key's oldest pending message, no kill | \(milliseconds(calm.0)) (\(calm.1) delivered) | | | info |"
+  )
+  print(
+    "| the same, one worker killed (SIGKILL) at 10 s and started again | \(milliseconds(killedRun.0)) (\(killedRun.1) delivered) | | | equal within noise: \(saturationVerdict) |"
+  )
+}
 try await admin.query(
   PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE"),
   logger: quietLogger

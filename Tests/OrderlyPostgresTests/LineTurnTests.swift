@@ -1,0 +1,84 @@
+// Built with the Postgres trait only; see Package.swift.
+#if Postgres
+import Foundation
+import OrderlyOutbox
+import OrderlyPostgres
+import PostgresNIO
+import Synchronization
+import Testing
+
+@Suite("PostgresOutbox takes the lines that wait longest", .serialized, .timeLimit(.minutes(3)))
+struct LineTurnTests {
+  @Test("a worker with one slot takes lines by the age of their oldest message, not by key")
+  func oldestFirst() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: String.self)
+    // Appended one after another, so "z" has the oldest message and "a" the newest: the key
+    // order is the opposite of the age order.
+    for key in ["z", "m", "a"] {
+      try await outbox.append("\(key)1", partition: key)
+      try await outbox.append("\(key)2", partition: key)
+    }
+    let seen = Recorder<String>()
+    try outbox.start(limit: 1, pollInterval: .milliseconds(100)) { seen.record($0.message) }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all == ["z1", "z2", "m1", "m2", "a1", "a2"])
+  }
+
+  @Test(
+    "a line that never runs out of messages gives its slot up after its turn, to a line whose message waits longer; each line stays in order"
+  )
+  func turns() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: Int.self)
+    try await outbox.append(0, partition: "busy")
+    try await outbox.append(0, partition: "waiting")
+    let seen = Recorder<String>()
+    let waitingSeen = Atomic<Bool>(false)
+    // One slot, and a lease of 400 ms: a turn of 100 ms. Each delivery of "busy" appends its
+    // next message, newer than the one "waiting" has, until "waiting" was delivered.
+    try outbox.start(limit: 1, lease: .milliseconds(400), pollInterval: .milliseconds(100)) {
+      envelope in
+      seen.record("\(envelope.partition ?? "-") \(envelope.message)")
+      if envelope.partition == "waiting" {
+        waitingSeen.store(true, ordering: .sequentiallyConsistent)
+      } else if !waitingSeen.load(ordering: .sequentiallyConsistent) {
+        try await outbox.append(envelope.message + 1, partition: "busy")
+      }
+    }
+    let delivered = await seen.wait { $0.contains("waiting 0") }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(delivered)
+    let busy = seen.all.filter { $0.hasPrefix("busy ") }
+    #expect(busy == (0..<busy.count).map { "busy \($0)" })
+    #expect(busy.count >= 2)
+  }
+
+  @Test("an outbox created before the age index gets it when a worker opens it")
+  func indexAdded() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let first = try await database.outbox(of: String.self)
+    try await first.append("kept", partition: "k")
+    await first.close()
+    try await database.execute("DROP INDEX orderly_outbox_message_age")
+    let outbox = try await database.outbox(of: String.self)
+    let indexes = try await database.fleetCount(
+      """
+      SELECT count(*)::bigint FROM pg_indexes
+      WHERE schemaname = current_schema() AND indexname = 'orderly_outbox_message_age'
+      """
+    )
+    #expect(indexes == 1)
+    let seen = Recorder<String>()
+    try outbox.start(pollInterval: .milliseconds(100)) { seen.record($0.message) }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all == ["kept"])
+  }
+}
+#endif
