@@ -49,14 +49,91 @@ extension PostgresOutbox {
     guard pollInterval > .zero else {
       throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
     }
-    let settings = FleetSettings(
+    try begin(
+      FleetSettings(
+        limit: limit,
+        retry: retry,
+        onDeadLetter: onDeadLetter,
+        lease: lease,
+        pollInterval: pollInterval,
+        deliver: deliver
+      )
+    )
+  }
+
+  /// Starts delivering as one worker of the fleet, in ordered batches: the handler gets up to
+  /// `batch` consecutive messages of one line at once, in order.
+  ///
+  /// Everything ``start(limit:retry:onDeadLetter:lease:pollInterval:deliver:)`` says holds,
+  /// with a batch in place of a message:
+  ///
+  /// - A line has one batch in delivery at a time, in the whole fleet: its next batch starts
+  ///   after this one is acknowledged. A batch holds the line's first messages that are due,
+  ///   up to `batch` of them: it ends before a message appended with a later `deliverAfter`.
+  /// - When `deliver` returns, every message of the batch is acknowledged in one statement
+  ///   (and the line's next batch taken by it). When it throws ``BatchDeliveryError``, the
+  ///   first ``BatchDeliveryError/delivered`` messages are acknowledged, and the next one is
+  ///   the one that failed; any other error is a failure of the batch's first message. The
+  ///   failed message is retried by `retry`, as the line's first, in a new batch that goes on
+  ///   from it, or set aside as a dead letter when the policy says so.
+  /// - Each message's `Envelope.attempt` counts the batches it was handed in, up to and
+  ///   including the one where it failed; the messages after a failed one are not counted as
+  ///   tried. Events are per message: `delivering` for each message handed over, `delivered`
+  ///   for each acknowledged, `retrying` and `deadLettered` for the one that failed.
+  /// - A message whose stored payload does not decode ends the batch before it, and becomes a
+  ///   dead letter once it is the line's first.
+  ///
+  /// Batches cost one acknowledgement for many messages: use them when a receiver takes
+  /// several changes of one key at once (a bulk write, one HTTP request with a list).
+  ///
+  /// - Parameters:
+  ///   - limit: How many lines this worker delivers at once; 4 by default.
+  ///   - batch: Up to how many messages of one line a call of `deliver` gets; 1 or more.
+  ///   - retry: When a failed message is tried again, and which errors are retried (the
+  ///     error inside a ``BatchDeliveryError``).
+  ///   - onDeadLetter: Whether a line waits at a dead letter (the default) or goes on.
+  ///   - lease: How long a line stays with this worker without a renewal; 30 seconds by
+  ///     default.
+  ///   - pollInterval: How often the worker looks for lines when no notification came.
+  ///   - deliver: Sends a batch, in order; returns once the receiver has all of it, or throws
+  ///     (a ``BatchDeliveryError`` to say how many came through first).
+  /// - Throws: `OutboxError.alreadyStarted` if the outbox is delivering;
+  ///   `OutboxError.invalidOption(_:)` for a batch or limit below 1, a lease shorter than 400
+  ///   milliseconds, or a poll interval that is not positive.
+  public func start(
+    limit: Int = 4,
+    batchesOf batch: Int,
+    retry: RetryPolicy = .standard,
+    onDeadLetter: DeadLetterPolicy = .stopLine,
+    lease: Duration = .seconds(30),
+    pollInterval: Duration = .seconds(1),
+    deliver: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
+  ) throws(OutboxError) {
+    guard batch >= 1 else {
+      throw .invalidOption("batchesOf must be 1 or more (got \(batch))")
+    }
+    guard limit >= 1 else { throw .invalidOption("limit must be 1 or more (got \(limit))") }
+    guard lease >= .milliseconds(400) else {
+      throw .invalidOption("lease must be 400 milliseconds or longer (got \(lease))")
+    }
+    guard pollInterval > .zero else {
+      throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
+    }
+    var settings = FleetSettings(
       limit: limit,
       retry: retry,
       onDeadLetter: onDeadLetter,
       lease: lease,
       pollInterval: pollInterval,
-      deliver: deliver
+      deliver: { envelope in try await deliver([envelope]) }
     )
+    settings.batch = batch
+    settings.deliverBatch = deliver
+    try begin(settings)
+  }
+
+  /// Starts a worker with these settings, checked already.
+  private func begin(_ settings: FleetSettings<Message>) throws(OutboxError) {
     let worker = try state.withLock(announcingTo: self) {
       (state) throws(OutboxError) -> FleetWorker<Message> in
       guard state.worker == nil, !state.stopping else { throw .alreadyStarted }
@@ -150,7 +227,12 @@ struct FleetSettings<Message: Sendable>: Sendable {
   let onDeadLetter: DeadLetterPolicy
   let lease: Duration
   let pollInterval: Duration
+  /// Up to how many consecutive messages of a line one delivery gets: 1 delivers one message
+  /// at a time through `deliver`, more through `deliverBatch`.
+  var batch = 1
   let deliver: @Sendable (Envelope<Message>) async throws -> Void
+  /// The handler of ``PostgresOutbox/start(limit:batchesOf:retry:onDeadLetter:lease:pollInterval:deliver:)``.
+  var deliverBatch: (@Sendable ([Envelope<Message>]) async throws -> Void)?
 
   /// How often leases are renewed and checked: a quarter of the lease.
   var tick: Duration { lease / 4 }
@@ -584,6 +666,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let sent = ContinuousClock.now
     let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
     let stopLine = settings.onDeadLetter == .stopLine
+    let batch = settings.batch
     let lines = candidates.map(\.line)
     let fresh = candidates.filter(\.fresh).map(\.line)
     let taken = try await bounded { () -> [TakenLine] in
@@ -598,8 +681,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           logger: logger
         ) { _ in }
       }
-      // Committed before any line is delivered under it (see `committedQuery`). The head's
-      // attempt is counted here, as `claimHead` counts it.
+      // Committed before any line is delivered under it (see `committedQuery`). The attempts
+      // of the messages taken are counted here, as `claimBatch` counts them: each line's first
+      // `batch` messages, up to the first that is not due (`due`, true while every message
+      // so far is due).
       return try await client.committedQuery(
         """
         WITH free AS (
@@ -618,29 +703,41 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           RETURNING l.line, l.fence
         ), heads AS (
           UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
-          FROM taken t
-          WHERE m.line = t.line
-            AND m.sequence = (
-              SELECT min(h.sequence) FROM orderly_outbox_message h WHERE h.line = t.line)
-            AND (m.not_before IS NULL OR m.not_before <= now())
+          FROM taken t CROSS JOIN LATERAL (
+            SELECT w.sequence FROM (
+              SELECT h.sequence,
+                bool_and(h.not_before IS NULL OR h.not_before <= now())
+                  OVER (ORDER BY h.sequence) AS due
+              FROM (SELECT sequence, not_before FROM orderly_outbox_message
+                    WHERE line = t.line ORDER BY sequence LIMIT \(batch)) h
+            ) w WHERE w.due
+          ) due
+          WHERE m.line = t.line AND m.sequence = due.sequence
           RETURNING m.line, m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at,
             m.headers
         )
         SELECT t.line, t.fence, h.sequence, h.id, h.partition, h.payload, h.attempts,
           h.appended_at, h.headers
         FROM taken t LEFT JOIN heads h ON h.line = t.line
+        ORDER BY t.line, h.sequence
         """,
         logger: logger
       ) { rows in
+        // A row per message taken (one with no message for a line with none due), a line's
+        // rows together and in order.
         var taken: [TakenLine] = []
         for try await row in rows.decode(
           (String, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
         ) {
-          let head = ClaimedMessage.taken(
+          let message = ClaimedMessage.taken(
             line: row.0,
             (row.2, row.3, row.4, row.5, row.6, row.7, row.8)
           )
-          taken.append(TakenLine(line: row.0, fence: row.1, head: head))
+          if let last = taken.indices.last, taken[last].line == row.0 {
+            if let message { taken[last].batch.append(message) }
+          } else {
+            taken.append(TakenLine(line: row.0, fence: row.1, batch: message.map { [$0] } ?? []))
+          }
         }
         return taken
       }
@@ -658,7 +755,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         }
         state.pausedLines.remove(line.line)
         var held = Held(fence: line.fence, deadline: sent + settings.lease)
-        held.task = Task { await self.deliverLine(line.line, fence: line.fence, head: line.head) }
+        held.task = Task {
+          await self.deliverLine(line.line, fence: line.fence, batch: line.batch)
+        }
         state.held[line.line] = held
         started.append(line)
       }
@@ -676,11 +775,12 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     return started.count
   }
 
-  /// A line whose lease was just taken, with its first message if one was due.
+  /// A line whose lease was just taken, with its first messages that were due (up to the
+  /// batch size; none if none was).
   private struct TakenLine: Sendable {
     let line: String
     let fence: Int64
-    let head: ClaimedMessage?
+    var batch: [ClaimedMessage]
   }
 
   /// Gives a line's lease back, if it still is this worker's.
@@ -854,8 +954,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   fileprivate enum Stop: Error { case lost, ending, paused, empty, stopped, released }
 
   /// Delivers a line's messages in order while the lease holds, then releases the line.
-  private func deliverLine(_ line: String, fence: Int64, head: ClaimedMessage?) async {
-    let reason = await deliverMessages(line, fence: fence, head: head)
+  private func deliverLine(_ line: String, fence: Int64, batch: [ClaimedMessage]) async {
+    let reason = await deliverMessages(line, fence: fence, batch: batch)
     // A line the last acknowledgement released, or one lost, is not released again.
     if reason != .lost, reason != .released {
       do {
@@ -885,21 +985,23 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     bell.ring()
   }
 
-  private func deliverMessages(_ line: String, fence: Int64, head: ClaimedMessage?) async -> Stop {
-    // The message the lease was taken with, then the one the last acknowledgement took, if any.
-    var taken = head
+  private func deliverMessages(_ line: String, fence: Int64, batch: [ClaimedMessage]) async -> Stop
+  {
+    // The messages the lease was taken with, then those the last acknowledgement took, if any.
+    var taken = batch
     // Past it, the line's next acknowledgement gives the line up (see `FleetSettings.turn`).
     let turnEnds = ContinuousClock.now + settings.turn
     while true {
       if let stop = checkpoint(line, fence: fence) { return stop }
-      let claimed: ClaimedMessage
-      if let next = taken {
-        claimed = next
-        taken = nil
+      let claimed: [ClaimedMessage]
+      if !taken.isEmpty {
+        claimed = taken
+        taken = []
       } else {
         do {
-          guard let head = try await claimHead(line) else { return .empty }
-          claimed = head
+          let batch = try await claimBatch(line)
+          guard !batch.isEmpty else { return .empty }
+          claimed = batch
         } catch {
           logger.warning(
             "could not read a line's next message",
@@ -925,8 +1027,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   private enum Step {
     /// Stop delivering the line.
     case stop(Stop)
-    /// Deliver this message, taken with the last acknowledgement.
-    case next(ClaimedMessage)
+    /// Deliver these messages (one, or a batch), taken with the last acknowledgement.
+    case next([ClaimedMessage])
     /// The line has no more messages.
     case empty
     /// The line had no more messages due, and the acknowledgement released it.
@@ -947,18 +1049,29 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     return nil
   }
 
-  /// Reads the line's first message and counts the attempt about to begin.
-  private func claimHead(_ line: String) async throws -> ClaimedMessage? {
-    let (client, logger) = (client, logger)
-    return try await bounded { () -> ClaimedMessage? in
-      var claimed: ClaimedMessage?
+  /// Reads the line's first messages (up to the batch size, and up to the first that is not
+  /// due) and counts the attempts about to begin.
+  private func claimBatch(_ line: String) async throws -> [ClaimedMessage] {
+    let (client, logger, batch) = (client, logger, settings.batch)
+    return try await bounded { () -> [ClaimedMessage] in
+      var claimed: [ClaimedMessage] = []
       try await client.checkedQuery(
         """
-        UPDATE orderly_outbox_message SET attempts = attempts + 1
-        WHERE line = \(line)
-          AND sequence = (SELECT min(sequence) FROM orderly_outbox_message WHERE line = \(line))
-          AND (not_before IS NULL OR not_before <= now())
-        RETURNING sequence, id, partition, payload, attempts, appended_at, headers
+        WITH due AS (
+          SELECT w.sequence FROM (
+            SELECT h.sequence,
+              bool_and(h.not_before IS NULL OR h.not_before <= now())
+                OVER (ORDER BY h.sequence) AS due
+            FROM (SELECT sequence, not_before FROM orderly_outbox_message
+                  WHERE line = \(line) ORDER BY sequence LIMIT \(batch)) h
+          ) w WHERE w.due
+        ), taken AS (
+          UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
+          FROM due WHERE m.line = \(line) AND m.sequence = due.sequence
+          RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at,
+            m.headers
+        )
+        SELECT * FROM taken ORDER BY sequence
         """,
         logger: logger
       ) { rows in
@@ -967,15 +1080,17 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
             (Int64, UUID, String?, Data, Int, Date, String?).self
           )
         {
-          claimed = ClaimedMessage(
-            line: line,
-            sequence: sequence,
-            id: id,
-            partition: partition,
-            payload: payload,
-            attempts: attempts,
-            appendedAt: appendedAt,
-            headers: headers
+          claimed.append(
+            ClaimedMessage(
+              line: line,
+              sequence: sequence,
+              id: id,
+              partition: partition,
+              payload: payload,
+              attempts: attempts,
+              appendedAt: appendedAt,
+              headers: headers
+            )
           )
         }
       }
@@ -983,15 +1098,19 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// Delivers a claimed message with its retries, by the rule every outbox follows
-  /// (``DeliveryRule``), and acknowledges it (or sets it aside) under the fence.
+  /// Delivers claimed messages: one with its retries, by the rule every outbox follows
+  /// (``DeliveryRule``), or a batch (``deliverBatch(_:fence:turnEnds:)``); and acknowledges
+  /// them (or sets one aside) under the fence.
   ///
   /// - Returns: What the line does next.
   private func deliver(
-    _ claimed: ClaimedMessage,
+    _ batch: [ClaimedMessage],
     fence: Int64,
     turnEnds: ContinuousClock.Instant
   ) async -> Step {
+    guard settings.deliverBatch == nil, let claimed = batch.first else {
+      return await deliverBatch(batch, fence: fence, turnEnds: turnEnds)
+    }
     let head = ClaimedHead(
       id: claimed.id,
       sequence: claimed.sequence,
@@ -1009,7 +1128,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     )
     let hooks = LeasedLineHooks(worker: self, claimed: claimed, fence: fence)
     switch await rule.deliver(head, fence: fence, hooks: hooks) {
-    case .delivered: return await acknowledge(claimed, fence: fence, turnEnds: turnEnds)
+    case .delivered:
+      return await acknowledge([claimed], line: claimed.line, fence: fence, turnEnds: turnEnds)
     case .deadLetter(let attempts, let reason):
       return await kill(claimed, fence: fence, attempts: attempts, reason: reason)
     case .halted: return .stop(checkpoint(claimed.line, fence: fence) ?? .ending)
@@ -1025,20 +1145,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     /// Runs the handler in a task of its own, which losing the lease or stopping cancels.
     func run(_ envelope: Envelope<Message>) async -> Result<Void, any Error> {
       let deliver = worker.settings.deliver
-      let delivery = Task { try await deliver(envelope) }
-      let line = claimed.line
-      let fence = fence
-      let cancelled = worker.state.withLock(announcingTo: worker) { state -> Bool in
-        guard state.held[line]?.fence == fence else { return true }
-        state.held[line]?.delivery = delivery
-        return state.held[line]?.lost == true || state.ending
+      return await worker.runHandler(line: claimed.line, fence: fence) {
+        try await deliver(envelope)
       }
-      if cancelled { delivery.cancel() }
-      let result = await delivery.result
-      worker.state.withLock(announcingTo: worker) { state in
-        if state.held[line]?.fence == fence { state.held[line]?.delivery = nil }
-      }
-      return result
     }
 
     func haltsAfterFailure(_ error: any Error) -> Bool {
@@ -1069,41 +1178,221 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// Removes a delivered message if the lease still holds, and takes the line's next message,
-  /// in one statement; if the lease does not hold, leaves the message for the line's new holder.
+  /// Runs a delivery in a task of its own, which losing the line's lease or stopping cancels.
+  fileprivate func runHandler(
+    line: String,
+    fence: Int64,
+    _ work: @escaping @Sendable () async throws -> Void
+  ) async -> Result<Void, any Error> {
+    let delivery = Task { try await work() }
+    let cancelled = state.withLock(announcingTo: self) { state -> Bool in
+      guard state.held[line]?.fence == fence else { return true }
+      state.held[line]?.delivery = delivery
+      return state.held[line]?.lost == true || state.ending
+    }
+    if cancelled { delivery.cancel() }
+    let result = await delivery.result
+    state.withLock(announcingTo: self) { state in
+      if state.held[line]?.fence == fence { state.held[line]?.delivery = nil }
+    }
+    return result
+  }
+
+  /// Delivers a batch of consecutive messages of one line with one call of the batch handler,
+  /// and acknowledges it; when the handler fails, acknowledges the messages it says it
+  /// delivered (``BatchDeliveryError``), sets aside or retries the one that failed, by the
+  /// retry policy, and goes on with a new batch from it.
   ///
-  /// The lease row is locked `FOR SHARE`, not renewed (the renewal loop does that): a worker
-  /// taking the line over waits for this statement, and then finds the message gone. A line
-  /// with no next message due, or whose turn ended (`turnEnds`, see `FleetSettings.turn`), is
-  /// released by the same statement.
-  private func acknowledge(
-    _ claimed: ClaimedMessage,
+  /// A message's attempt is counted when it is handed to the handler; those after the one
+  /// that failed are given their attempt back, as they were not tried. A message that does not
+  /// decode ends the batch before it, and is set aside once it is the line's first.
+  private func deliverBatch(
+    _ first: [ClaimedMessage],
     fence: Int64,
     turnEnds: ContinuousClock.Instant
   ) async -> Step {
+    guard let handler = settings.deliverBatch else { return .stop(.stopped) }
+    var batch = first
+    while let head = batch.first {
+      let line = head.line
+      var envelopes: [Envelope<Message>] = []
+      var undecodable: String?
+      for claimed in batch {
+        switch MessageCodec<Message>.decode(claimed.payload) {
+        case .success(let message):
+          envelopes.append(
+            Envelope(
+              id: claimed.id,
+              sequence: claimed.sequence,
+              partition: claimed.partition,
+              message: message,
+              attempt: claimed.attempts,
+              appendedAt: claimed.appendedAt,
+              headers: StoredHeaders.decode(claimed.headers),
+              fence: fence
+            )
+          )
+          continue
+        case .failure(let failure): undecodable = failure.reason
+        }
+        break
+      }
+      let handed = Array(batch.prefix(envelopes.count))
+      let notHanded = batch.dropFirst(envelopes.count).map(\.sequence)
+      if handed.isEmpty, let reason = undecodable {
+        // The first message does not decode: the others give their attempts back, and it is
+        // set aside.
+        if batch.count > 1 {
+          let settled = await acknowledge(
+            [],
+            line: line,
+            givingBack: Array(notHanded.dropFirst()),
+            fence: fence,
+            turnEnds: nil
+          )
+          guard case .again = settled else { return settled }
+        }
+        return await kill(head, fence: fence, attempts: head.attempts, reason: reason)
+      }
+      for envelope in envelopes {
+        outbox.hub.emit(
+          .delivering(id: envelope.id, sequence: envelope.sequence, attempt: envelope.attempt)
+        )
+      }
+      let given = envelopes
+      let result = await runHandler(line: line, fence: fence) { try await handler(given) }
+      guard case .failure(let thrown) = result else {
+        return await acknowledge(
+          handed,
+          line: line,
+          givingBack: notHanded,
+          fence: fence,
+          turnEnds: turnEnds
+        )
+      }
+      let (done, error) = batchFailure(thrown, handed: handed.count, line: line)
+      let failed = handed[done]
+      // A lease given up cannot acknowledge: the next holder delivers the batch again.
+      let halt = checkpoint(line, fence: fence)
+      if halt == .lost { return .stop(.lost) }
+      if done > 0 || batch.count > 1 {
+        let settled = await acknowledge(
+          Array(handed[..<done]),
+          line: line,
+          givingBack: batch.dropFirst(done + 1).map(\.sequence),
+          fence: fence,
+          turnEnds: nil
+        )
+        guard case .again = settled else { return settled }
+      }
+      if let halt { return .stop(halt) }
+      let retry = settings.retry
+      let exhausted = retry.maximumAttempts.map { failed.attempts >= $0 } ?? false
+      if !retry.isRetryable(error) || exhausted {
+        return await kill(failed, fence: fence, attempts: failed.attempts, reason: "\(error)")
+      }
+      let delay = retry.delay(afterAttempt: failed.attempts)
+      outbox.hub.emit(
+        .retrying(
+          id: failed.id,
+          sequence: failed.sequence,
+          attempt: failed.attempts,
+          delay: delay,
+          reason: "\(error)"
+        )
+      )
+      // The epoch first: a pause or resume after it ends the wait, one before it is seen by
+      // the check.
+      let epoch = outbox.retryWaits.epoch
+      if let stop = checkpoint(line, fence: fence) { return .stop(stop) }
+      await outbox.retryWaits.wait(delay, on: outbox.clock, since: epoch)
+      if let stop = checkpoint(line, fence: fence) { return .stop(stop) }
+      do {
+        batch = try await claimBatch(line)
+      } catch {
+        logger.warning(
+          "could not read a line's next messages",
+          metadata: [
+            "worker": "\(id)", "partition": "\(Line.shown(line))",
+            "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+        return .stop(.stopped)
+      }
+    }
+    return .again
+  }
+
+  /// Where a batch failed: the index of the message that failed (the handler's
+  /// ``BatchDeliveryError/delivered``, or 0 for any other error) and the error.
+  private func batchFailure(_ thrown: any Error, handed: Int, line: String) -> (Int, any Error) {
+    guard let partial = thrown as? BatchDeliveryError else { return (0, thrown) }
+    guard (0..<handed).contains(partial.delivered) else {
+      logger.warning(
+        "a batch handler threw BatchDeliveryError with a count outside its batch; counted as a failure of the batch's first message",
+        metadata: [
+          "worker": "\(id)", "partition": "\(Line.shown(line))",
+          "delivered": "\(partial.delivered)", "batch": "\(handed)",
+          "error": "\(partial.error)",
+        ]
+      )
+      return (0, partial.error)
+    }
+    return (partial.delivered, partial.error)
+  }
+
+  /// Removes delivered messages if the lease still holds, and takes the line's next messages,
+  /// in one statement; if the lease does not hold, leaves the messages for the line's new
+  /// holder.
+  ///
+  /// The lease row is locked `FOR SHARE`, not renewed (the renewal loop does that): a worker
+  /// taking the line over waits for this statement, and then finds the messages gone. A line
+  /// with no next message due, or whose turn ended (`turnEnds`, see `FleetSettings.turn`), is
+  /// released by the same statement.
+  ///
+  /// - Parameters:
+  ///   - acked: The messages delivered, the line's first ones, in order (none when a batch's
+  ///     first message failed).
+  ///   - line: Their line.
+  ///   - givingBack: Messages taken with a batch but not tried: their attempts are given
+  ///     back.
+  ///   - fence: The line's fence.
+  ///   - turnEnds: When the line's turn ends; `nil` takes no message and releases nothing
+  ///     (a failed batch, settled before its failed message is retried or set aside).
+  /// - Returns: What the line does next: the messages taken, `again` when none was taken
+  ///   (or `turnEnds` was `nil`), or why it stops.
+  private func acknowledge(
+    _ acked: [ClaimedMessage],
+    line: String,
+    givingBack: [Int64] = [],
+    fence: Int64,
+    turnEnds: ContinuousClock.Instant?
+  ) async -> Step {
     var paused: Bool?
     var removed = false
-    var next: ClaimedMessage?
+    var next: [ClaimedMessage] = []
     var released = false
     var failures = 0
+    let sequences = acked.map(\.sequence)
+    // The next messages come after the last one acknowledged.
+    let last = sequences.last ?? Int64.min
+    let batch = settings.batch
     while true {
       // A lease given up locally is not used: the database may already have given it away.
-      guard isLive(claimed.line, fence: fence) else {
-        return .stop(refused(claimed, fence: fence))
+      guard isLive(line, fence: fence) else {
+        return .stop(refused(line, fence: fence))
       }
-      let goOn = checkpoint(claimed.line, fence: fence) == nil
+      let goOn = turnEnds != nil && checkpoint(line, fence: fence) == nil
       // The line's turn is over: released with this acknowledgement, and taken again by
       // whichever worker finds it waiting longest.
-      let giveUp = goOn && ContinuousClock.now >= turnEnds
+      let giveUp = goOn && turnEnds.map { ContinuousClock.now >= $0 } == true
       let takeNext = goOn && !giveUp
-      let line = claimed.line
-      let sequence = claimed.sequence
       let (client, id, logger) = (client, id, logger)
       do {
         // Committed before the next message is delivered: an acknowledgement read but rolled
         // back would have the line's next holder deliver this message again after that one
         // (see `committedQuery`).
-        let answer = try await bounded { () -> (Bool?, Bool, ClaimedMessage?, Bool) in
+        let answer = try await bounded { () -> (Bool?, Bool, [ClaimedMessage], Bool) in
           try await client.committedQuery(
             """
             WITH held AS (
@@ -1112,18 +1401,30 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
               FOR SHARE
             ), gone AS (
               DELETE FROM orderly_outbox_message
-              WHERE line = \(line) AND sequence = \(sequence)
+              WHERE line = \(line) AND sequence = ANY(\(sequences))
+                AND EXISTS (SELECT 1 FROM held)
+              RETURNING sequence
+            ), back AS (
+              UPDATE orderly_outbox_message SET attempts = greatest(attempts - 1, 0)
+              WHERE line = \(line) AND sequence = ANY(\(givingBack))
                 AND EXISTS (SELECT 1 FROM held)
               RETURNING sequence
             ), next AS (
-              UPDATE orderly_outbox_message SET attempts = attempts + 1
-              WHERE \(takeNext) AND line = \(line)
-                AND sequence = (
-                  SELECT min(sequence) FROM orderly_outbox_message
-                  WHERE line = \(line) AND sequence <> \(sequence))
-                AND (not_before IS NULL OR not_before <= now())
+              UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
+              FROM (
+                SELECT w.sequence FROM (
+                  SELECT h.sequence,
+                    bool_and(h.not_before IS NULL OR h.not_before <= now())
+                      OVER (ORDER BY h.sequence) AS due
+                  FROM (SELECT sequence, not_before FROM orderly_outbox_message
+                        WHERE \(takeNext) AND line = \(line) AND sequence > \(last)
+                        ORDER BY sequence LIMIT \(batch)) h
+                ) w WHERE w.due
+              ) due
+              WHERE m.line = \(line) AND m.sequence = due.sequence
                 AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
-              RETURNING sequence, id, partition, payload, attempts, appended_at, headers
+              RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at,
+                m.headers
             ), released AS (
               UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
               WHERE line = \(line) AND owner = \(id) AND fence = \(fence)
@@ -1135,12 +1436,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
               next.sequence, next.id, next.partition, next.payload, next.attempts,
               next.appended_at, next.headers, (SELECT count(*)::bigint FROM released)
             FROM (SELECT 1) one LEFT JOIN next ON true
+            ORDER BY next.sequence
             """,
             logger: logger
           ) { rows in
             var paused: Bool?
             var removed = false
-            var next: ClaimedMessage?
+            var next: [ClaimedMessage] = []
             var released = false
             for try await row in rows.decode(
               (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?, Int64).self
@@ -1148,23 +1450,25 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
               paused = row.0
               removed = row.1 > 0
               released = row.9 > 0
-              next = ClaimedMessage.taken(
+              if let message = ClaimedMessage.taken(
                 line: line,
                 (row.2, row.3, row.4, row.5, row.6, row.7, row.8)
-              )
+              ) {
+                next.append(message)
+              }
             }
             return (paused, removed, next, released)
           }
         }
         (paused, removed, next, released) = answer
         if giveUp, paused == false {
-          if removed { outbox.hub.emit(.delivered(id: claimed.id, sequence: claimed.sequence)) }
+          if removed { emitDelivered(acked) }
           return released ? .released : .again
         }
-        if takeNext, paused == false, next == nil {
+        if takeNext, paused == false, next.isEmpty {
           // Taken nothing: no message is due, and the line was released (the line's task rings
           // the bell as it ends, so a message appended since is looked for at once).
-          if removed { outbox.hub.emit(.delivered(id: claimed.id, sequence: claimed.sequence)) }
+          if removed { emitDelivered(acked) }
           return released ? .released : .empty
         }
         break
@@ -1180,27 +1484,34 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         logger.warning(
           "could not acknowledge a delivery; trying again",
           metadata: [
-            "worker": "\(id)", "partition": "\(Line.shown(claimed.line))",
-            "message_id": "\(claimed.id)", "attempt": "\(claimed.attempts)", "fence": "\(fence)",
+            "worker": "\(id)", "partition": "\(Line.shown(line))",
+            "message_id": "\(acked.first.map { "\($0.id)" } ?? "-")",
+            "attempt": "\(acked.first.map { "\($0.attempts)" } ?? "-")",
+            "messages": "\(acked.count)", "fence": "\(fence)",
             "error": "\(outboxError(error, database: outbox.database))",
           ]
         )
         try? await Task.sleep(for: min(.milliseconds(50 * failures), settings.tick))
       }
     }
-    guard let paused else { return .stop(refused(claimed, fence: fence)) }
-    if removed {
-      outbox.hub.emit(.delivered(id: claimed.id, sequence: claimed.sequence))
-    }
+    guard let paused else { return .stop(refused(line, fence: fence)) }
+    if removed { emitDelivered(acked) }
     if paused { return .stop(.paused) }
-    return next.map(Step.next) ?? .again
+    return next.isEmpty ? .again : .next(next)
+  }
+
+  /// Says that these messages were delivered and removed.
+  private func emitDelivered(_ messages: [ClaimedMessage]) {
+    for message in messages {
+      outbox.hub.emit(.delivered(id: message.id, sequence: message.sequence))
+    }
   }
 
   /// Gives the line up without acknowledging: its lease is no longer certain (another worker
   /// may hold a higher fence), or the database refused the acknowledgement under the fence.
-  private func refused(_ claimed: ClaimedMessage, fence: Int64) -> Stop {
+  private func refused(_ line: String, fence: Int64) -> Stop {
     count { $0.acknowledgementsRefused += 1 }
-    lose(claimed.line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
+    lose(line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
     return .lost
   }
 
@@ -1208,7 +1519,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   private func kill(_ claimed: ClaimedMessage, fence: Int64, attempts: Int, reason: String) async
     -> Step
   {
-    guard isLive(claimed.line, fence: fence) else { return .stop(refused(claimed, fence: fence)) }
+    guard isLive(claimed.line, fence: fence) else {
+      return .stop(refused(claimed.line, fence: fence))
+    }
     let (client, id, logger) = (client, id, logger)
     let moved: Bool
     do {
@@ -1253,7 +1566,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       )
       return .stop(.stopped)
     }
-    guard moved else { return .stop(refused(claimed, fence: fence)) }
+    guard moved else { return .stop(refused(claimed.line, fence: fence)) }
     let stops = settings.onDeadLetter == .stopLine
     outbox.hub.emit(
       .deadLettered(id: claimed.id, sequence: claimed.sequence, reason: reason, lineStopped: stops)
