@@ -469,17 +469,15 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     do {
       // The lines waiting longest. A few rounds at most, as long as each finds all it asked
       // for: lines that other workers took at the same moment are skipped, not waited for.
-      var windowHeldAll = false
       for _ in 0..<4 where free > 0 {
         let wanted = free * 2 + 4
         let oldest = try await oldestCandidates(limit: wanted)
         let mine = state.withLock(announcingTo: self) { state in Set(state.held.keys) }
-        free -= try await take(oldest.lines.filter { !mine.contains($0.line) }, upTo: free)
-        windowHeldAll = oldest.all
-        if oldest.lines.count < wanted { break }
+        free -= try await take(oldest.filter { !mine.contains($0.line) }, upTo: free)
+        if oldest.count < wanted { break }
       }
-      // Every message was among the oldest looked at: no other line has one.
-      if free == 0 || windowHeldAll { return free > 0 ? try await soonestLeaseEnd() : nil }
+      if free == 0 { return nil }
+      // Room left: lines whose first message is younger than the oldest messages read, by key.
       // A few rounds at most: a round whose lines were all taken by other workers at the same
       // moment goes on past them.
       for _ in 0..<4 where free > 0 {
@@ -521,53 +519,21 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   ///
   /// A message's age is its append's time (`appended_at`). The walk reads the messages in
   /// that order through the age index and stops as soon as `limit` lines are found.
-  ///
-  /// - Returns: The lines, and whether the window held every message (then no other line
-  ///   has one, and the walk by key is not needed).
-  private func oldestCandidates(limit: Int) async throws -> (lines: [Candidate], all: Bool) {
+  private func oldestCandidates(limit: Int) async throws -> [Candidate] {
     let stopLine = settings.onDeadLetter == .stopLine
     let window = Self.ageWindow
     let (client, logger) = (client, logger)
-    return try await bounded { () -> (lines: [Candidate], all: Bool) in
+    return try await bounded { () -> [Candidate] in
       var candidates: [Candidate] = []
-      var read = 0
-      // A message is its line's first when no message of the line has a lower sequence (one
-      // probe of the primary key). The count says whether the window reached the last message.
-      try await client.checkedQuery(
-        """
-        SELECT c.line, c.fresh, w.read
-        FROM (SELECT count(*)::bigint AS read FROM (
-            SELECT 1 FROM orderly_outbox_message ORDER BY appended_at, line, sequence
-            LIMIT \(window)) r) w
-        LEFT JOIN (
-          SELECT m.line, m.appended_at, m.sequence,
-            NOT EXISTS (SELECT 1 FROM orderly_outbox_lease f WHERE f.line = m.line) AS fresh
-          FROM (
-            SELECT line, sequence, appended_at, not_before FROM orderly_outbox_message
-            ORDER BY appended_at, line, sequence LIMIT \(window)
-          ) m
-          WHERE NOT EXISTS (
-              SELECT 1 FROM orderly_outbox_message e
-              WHERE e.line = m.line AND e.sequence < m.sequence)
-            AND (m.not_before IS NULL OR m.not_before <= now())
-            AND NOT EXISTS (
-              SELECT 1 FROM orderly_outbox_lease l WHERE l.line = m.line
-                AND (l.paused OR (l.owner IS NOT NULL AND l.expires_at > now())))
-            AND (NOT \(stopLine) OR NOT EXISTS (
-              SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = m.line))
-          ORDER BY m.appended_at, m.line, m.sequence
-          LIMIT \(limit)
-        ) c ON true
-        ORDER BY c.appended_at, c.line, c.sequence
-        """,
+      try await client.checkedExecute(
+        OldestLinesStatement(window: window, stopLine: stopLine, limit: limit),
         logger: logger
       ) { rows in
-        for try await (line, fresh, count) in rows.decode((String?, Bool?, Int64).self) {
-          read = Int(count)
-          if let line { candidates.append(Candidate(line: line, fresh: fresh ?? false)) }
+        for try await (line, fresh) in rows {
+          candidates.append(Candidate(line: line, fresh: fresh))
         }
       }
-      return (candidates, read < window)
+      return candidates
     }
   }
 
@@ -672,63 +638,30 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let taken = try await bounded { () -> [TakenLine] in
       if !fresh.isEmpty {
         // A line's first lease row, free (fence 0: its first holder gets fence 1).
-        try await client.checkedQuery(
-          """
-          INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
-          SELECT line, NULL, now(), 0, false FROM unnest(\(fresh)::text[]) AS fresh(line)
-          ON CONFLICT (line) DO NOTHING
-          """,
-          logger: logger
-        ) { _ in }
+        try await client.checkedExecute(FreshLeasesStatement(lines: fresh), logger: logger) {
+          rows in
+          for try await _ in rows {}
+        }
       }
       // Committed before any line is delivered under it (see `committedQuery`). The attempts
       // of the messages taken are counted here, as `claimBatch` counts them: each line's first
       // `batch` messages, up to the first that is not due (`due`, true while every message
       // so far is due).
-      return try await client.committedQuery(
-        """
-        WITH free AS (
-          SELECT line FROM orderly_outbox_lease f
-          WHERE line = ANY(\(lines)) AND NOT paused AND (owner IS NULL OR expires_at <= now())
-            AND (NOT \(stopLine) OR NOT EXISTS (
-              SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = f.line))
-          ORDER BY array_position(\(lines)::text[], line)
-          LIMIT \(limit)
-          FOR UPDATE SKIP LOCKED
-        ), taken AS (
-          UPDATE orderly_outbox_lease l
-          SET owner = \(id), expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds),
-            fence = l.fence + 1
-          FROM free WHERE l.line = free.line
-          RETURNING l.line, l.fence
-        ), heads AS (
-          UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
-          FROM taken t CROSS JOIN LATERAL (
-            SELECT w.sequence FROM (
-              SELECT h.sequence,
-                bool_and(h.not_before IS NULL OR h.not_before <= now())
-                  OVER (ORDER BY h.sequence) AS due
-              FROM (SELECT sequence, not_before FROM orderly_outbox_message
-                    WHERE line = t.line ORDER BY sequence LIMIT \(batch)) h
-            ) w WHERE w.due
-          ) due
-          WHERE m.line = t.line AND m.sequence = due.sequence
-          RETURNING m.line, m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at,
-            m.headers
-        )
-        SELECT t.line, t.fence, h.sequence, h.id, h.partition, h.payload, h.attempts,
-          h.appended_at, h.headers
-        FROM taken t LEFT JOIN heads h ON h.line = t.line
-        ORDER BY t.line, h.sequence
-        """,
+      return try await client.committedExecute(
+        TakeLinesStatement(
+          lines: lines,
+          stopLine: stopLine,
+          limit: limit,
+          owner: id,
+          leaseMilliseconds: leaseMilliseconds,
+          batch: batch
+        ),
         logger: logger
       ) { rows in
         // A row per message taken (one with no message for a line with none due), a line's
         // rows together and in order.
         var taken: [TakenLine] = []
-        for try await row in rows.decode(
-          (String, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self
-        ) {
+        for try await row in rows {
           let message = ClaimedMessage.taken(
             line: row.0,
             (row.2, row.3, row.4, row.5, row.6, row.7, row.8)
@@ -787,13 +720,12 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   private func release(_ line: String, fence: Int64) async throws {
     let (client, id, logger) = (client, id, logger)
     try await bounded {
-      try await client.checkedQuery(
-        """
-        UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
-        WHERE line = \(line) AND owner = \(id) AND fence = \(fence)
-        """,
+      try await client.checkedExecute(
+        ReleaseStatement(line: line, owner: id, fence: fence),
         logger: logger
-      ) { _ in }
+      ) { rows in
+        for try await _ in rows {}
+      }
     }
   }
 
@@ -1055,31 +987,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let (client, logger, batch) = (client, logger, settings.batch)
     return try await bounded { () -> [ClaimedMessage] in
       var claimed: [ClaimedMessage] = []
-      try await client.checkedQuery(
-        """
-        WITH due AS (
-          SELECT w.sequence FROM (
-            SELECT h.sequence,
-              bool_and(h.not_before IS NULL OR h.not_before <= now())
-                OVER (ORDER BY h.sequence) AS due
-            FROM (SELECT sequence, not_before FROM orderly_outbox_message
-                  WHERE line = \(line) ORDER BY sequence LIMIT \(batch)) h
-          ) w WHERE w.due
-        ), taken AS (
-          UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
-          FROM due WHERE m.line = \(line) AND m.sequence = due.sequence
-          RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at,
-            m.headers
-        )
-        SELECT * FROM taken ORDER BY sequence
-        """,
+      try await client.checkedExecute(
+        ClaimBatchStatement(line: line, batch: batch),
         logger: logger
       ) { rows in
-        for try await (sequence, id, partition, payload, attempts, appendedAt, headers)
-          in rows.decode(
-            (Int64, UUID, String?, Data, Int, Date, String?).self
-          )
-        {
+        for try await (sequence, id, partition, payload, attempts, appendedAt, headers) in rows {
           claimed.append(
             ClaimedMessage(
               line: line,
@@ -1393,60 +1305,25 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         // back would have the line's next holder deliver this message again after that one
         // (see `committedQuery`).
         let answer = try await bounded { () -> (Bool?, Bool, [ClaimedMessage], Bool) in
-          try await client.committedQuery(
-            """
-            WITH held AS (
-              SELECT paused FROM orderly_outbox_lease
-              WHERE line = \(line) AND owner = \(id) AND fence = \(fence) AND expires_at > now()
-              FOR SHARE
-            ), gone AS (
-              DELETE FROM orderly_outbox_message
-              WHERE line = \(line) AND sequence = ANY(\(sequences))
-                AND EXISTS (SELECT 1 FROM held)
-              RETURNING sequence
-            ), back AS (
-              UPDATE orderly_outbox_message SET attempts = greatest(attempts - 1, 0)
-              WHERE line = \(line) AND sequence = ANY(\(givingBack))
-                AND EXISTS (SELECT 1 FROM held)
-              RETURNING sequence
-            ), next AS (
-              UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
-              FROM (
-                SELECT w.sequence FROM (
-                  SELECT h.sequence,
-                    bool_and(h.not_before IS NULL OR h.not_before <= now())
-                      OVER (ORDER BY h.sequence) AS due
-                  FROM (SELECT sequence, not_before FROM orderly_outbox_message
-                        WHERE \(takeNext) AND line = \(line) AND sequence > \(last)
-                        ORDER BY sequence LIMIT \(batch)) h
-                ) w WHERE w.due
-              ) due
-              WHERE m.line = \(line) AND m.sequence = due.sequence
-                AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
-              RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at,
-                m.headers
-            ), released AS (
-              UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
-              WHERE line = \(line) AND owner = \(id) AND fence = \(fence)
-                AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
-                AND ((\(takeNext) AND NOT EXISTS (SELECT 1 FROM next)) OR \(giveUp))
-              RETURNING fence
-            )
-            SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone),
-              next.sequence, next.id, next.partition, next.payload, next.attempts,
-              next.appended_at, next.headers, (SELECT count(*)::bigint FROM released)
-            FROM (SELECT 1) one LEFT JOIN next ON true
-            ORDER BY next.sequence
-            """,
+          try await client.committedExecute(
+            AcknowledgeStatement(
+              line: line,
+              owner: id,
+              fence: fence,
+              acked: sequences,
+              givenBack: givingBack,
+              takeNext: takeNext,
+              last: last,
+              batch: batch,
+              giveUp: giveUp
+            ),
             logger: logger
           ) { rows in
             var paused: Bool?
             var removed = false
             var next: [ClaimedMessage] = []
             var released = false
-            for try await row in rows.decode(
-              (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?, Int64).self
-            ) {
+            for try await row in rows {
               paused = row.0
               removed = row.1 > 0
               released = row.9 > 0

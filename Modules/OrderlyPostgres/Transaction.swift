@@ -140,3 +140,45 @@ struct TransactionFailure: Error, CustomStringConvertible {
   var description: String { "\(underlying)" }
 }
 #endif
+
+#if Postgres
+extension PostgresConnection {
+  /// Runs a prepared statement (parsed and planned once per connection, not at every call),
+  /// or throws ``ConnectionEnded`` at once if the connection has closed; named to the deadline's
+  /// watch as ``checkedQuery(_:logger:)`` is.
+  func checkedExecute<Statement: PostgresPreparedStatement>(
+    _ statement: Statement,
+    logger: Logger
+  ) async throws -> AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row> {
+    guard !isClosed else { throw ConnectionEnded() }
+    QueryConnection.current?.watch { [self] in self.isClosed }
+    return try await self.execute(statement, logger: logger)
+  }
+}
+
+extension PostgresClient {
+  /// ``committedQuery(_:logger:read:)`` for a prepared statement.
+  func committedExecute<Statement: PostgresPreparedStatement, T: Sendable>(
+    _ statement: Statement,
+    logger: Logger,
+    read: (AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row>) async throws -> T
+  ) async throws -> T {
+    try await withConnection { connection in
+      let value = try await read(try await connection.checkedExecute(statement, logger: logger))
+      for try await _ in try await connection.checkedQuery("SELECT 1", logger: logger) {}
+      return value
+    }
+  }
+
+  /// ``checkedQuery(_:logger:read:)`` for a prepared statement.
+  func checkedExecute<Statement: PostgresPreparedStatement, T: Sendable>(
+    _ statement: Statement,
+    logger: Logger,
+    read: (AsyncThrowingMapSequence<PostgresRowSequence, Statement.Row>) async throws -> T
+  ) async throws -> T {
+    try await withConnection { connection in
+      try await read(try await connection.checkedExecute(statement, logger: logger))
+    }
+  }
+}
+#endif

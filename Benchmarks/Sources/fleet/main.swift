@@ -451,7 +451,10 @@ if arguments.first == "work", arguments.count == 3 {
   try await work(url: arguments[1], schema: arguments[2])
 }
 guard let urlIndex = arguments.firstIndex(of: "--url"), urlIndex + 1 < arguments.count else {
-  fail("usage: fleet --url postgresql://USER@HOST:PORT/DATABASE [--quick]")
+  fail(
+    "usage: fleet --url postgresql://USER@HOST:PORT/DATABASE [--quick] [--only ROWS] "
+      + "[--workers N] [--per-key N]"
+  )
 }
 let url = arguments[urlIndex + 1]
 let quick = arguments.contains("--quick")
@@ -471,7 +474,16 @@ var missed = false
 // Few messages per key cost the ordered side most (each key is taken, started and released
 // for a handful of deliveries): targets 0.8x with 5 per key, 0.9x with 40. --quick: 1,000 keys
 // only.
-let shapes: [(perKey: Int, keys: Int, target: Double)] =
+// `--workers N`: the throughput rows with N workers only (for profiling one row).
+let workerCounts =
+  arguments.firstIndex(of: "--workers").flatMap {
+    $0 + 1 < arguments.count ? Int(arguments[$0 + 1]).map { [$0] } : nil
+  } ?? [1, 2, 4]
+// `--per-key N`: the throughput rows with N messages per key only.
+let perKeyOnly = arguments.firstIndex(of: "--per-key").flatMap {
+  $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil
+}
+let allShapes: [(perKey: Int, keys: Int, target: Double)] =
   quick
   ? [(5, 1_000, 0.8), (40, 1_000, 0.9)]
   : [(5, 1_000, 0.8), (40, 1_000, 0.9), (5, 10_000, 0.8), (40, 10_000, 0.9)]
@@ -479,9 +491,10 @@ let shapes: [(perKey: Int, keys: Int, target: Double)] =
 let batchSize = 16
 print("| row | ordered (PostgresOutbox) | unordered (SKIP LOCKED) | ratio | target |")
 print("|---|---|---|---|---|")
+let shapes = allShapes.filter { perKeyOnly == nil || $0.perKey == perKeyOnly }
 for shape in shapes where wants("throughput") {
   let count = shape.perKey * shape.keys
-  for workers in [1, 2, 4] {
+  for workers in workerCounts {
     // Alternately, twice each, and the better of each kept: the machine is shared.
     var best = (ordered: 0.0, batches: 0.0, unordered: 0.0)
     for _ in 0..<2 {

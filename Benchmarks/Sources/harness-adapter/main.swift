@@ -9,7 +9,9 @@
 // stdout is the harness's JSONL telemetry (a descriptor, then samples every SAMPLE_EVERY_S);
 // stderr is logs. Settings come from the environment the harness sets (CONTRIBUTING_ADAPTERS.md
 // in the harness), plus BENCH_KEYS (keys the producer spreads its messages over, default 1,000)
-// and ORDERLY_LEASE_MS / ORDERLY_POLL_MS / ORDERLY_CONNECTIONS.
+// and ORDERLY_LEASE_MS / ORDERLY_POLL_MS / ORDERLY_CONNECTIONS, and ORDERLY_BATCH (up to how many
+// consecutive messages of a key one delivery gets: 1, the default, delivers one at a time; more
+// uses ordered batches, each job's work done in turn).
 //
 // Every message carries its key, the producing process and a number per key and producer. Each
 // delivery is checked against the ones this process delivered before it: an `order_violations`
@@ -43,6 +45,7 @@ struct Settings: Sendable {
   var leaseMilliseconds = 5000
   var pollMilliseconds = 500
   var connections = 16
+  var batch = 1
   var rateControlFile: String?
 
   /// The settings from the environment; a bad value ends the process, saying which and why.
@@ -86,6 +89,7 @@ struct Settings: Sendable {
     settings.leaseMilliseconds = integer("ORDERLY_LEASE_MS", 5000, atLeast: 400)
     settings.pollMilliseconds = integer("ORDERLY_POLL_MS", 500, atLeast: 1)
     settings.connections = integer("ORDERLY_CONNECTIONS", 16, atLeast: 1)
+    settings.batch = integer("ORDERLY_BATCH", 1, atLeast: 1)
     settings.rateControlFile = environment["PRODUCER_RATE_CONTROL_FILE"].flatMap {
       $0.isEmpty ? nil : $0
     }
@@ -192,6 +196,11 @@ final class Stats: Sendable {
 
   private let state = Mutex(State())
   private let start = ContinuousClock.now
+  /// How far back a delivery under a newer lease may start: the messages of a batch that was
+  /// cut before its acknowledgement come again (1, one message at a time: only the last).
+  private let redelivered: Int
+
+  init(batch: Int) { redelivered = batch - 1 }
 
   private func slot() -> Int {
     Int((ContinuousClock.now - start).components.seconds / 5)
@@ -203,7 +212,8 @@ final class Stats: Sendable {
   /// A delivery starts: its claim latency, and whether it keeps its key's order.
   ///
   /// Per key and producer, a delivery's number never goes below the last one this process
-  /// delivered, and its lease (fence) is never older than the last one's.
+  /// delivered (under a newer lease, below the first of the batch that was cut), and its lease
+  /// (fence) is never older than the last one's.
   func started(_ message: BenchMessage, fence: Int64) {
     let latency = max(0, Date().timeIntervalSince1970 * 1000 - message.createdAt)
     let slot = slot()
@@ -215,7 +225,12 @@ final class Stats: Sendable {
       if let last = state.progress[id] {
         // The same number again is a delivery tried again; a gap is a batch that was not
         // stored, or messages another replica delivered meanwhile.
-        let inOrder = fence >= last.fence && message.sequence >= last.sequence
+        // Under a newer lease, a batch cut before its acknowledgement comes again from its
+        // first message, at most `redelivered` before the last one delivered.
+        let inOrder =
+          fence == last.fence
+          ? message.sequence >= last.sequence
+          : fence > last.fence && message.sequence >= last.sequence - redelivered
         if !inOrder {
           state.violations += 1
           log(
@@ -388,7 +403,7 @@ for attempt in 1...30 {
 }
 guard let outbox = opened else { fail("could not open the outbox in 30 tries") }
 
-let stats = Stats()
+let stats = Stats(batch: settings.batch)
 let workDuration = Duration.milliseconds(settings.workMilliseconds)
 // Acknowledged deliveries are counted from the outbox's events: a delivery whose acknowledgement
 // the fence refused, or that a crash cut, is counted by whoever delivers it again.
@@ -399,13 +414,27 @@ let counting = Task {
   }
 }
 do {
-  try outbox.start(
-    limit: settings.workers,
-    lease: .milliseconds(settings.leaseMilliseconds),
-    pollInterval: .milliseconds(settings.pollMilliseconds)
-  ) { envelope in
-    stats.started(envelope.message, fence: envelope.fence ?? 0)
-    if settings.workMilliseconds > 0 { try await Task.sleep(for: workDuration) }
+  if settings.batch > 1 {
+    try outbox.start(
+      limit: settings.workers,
+      batchesOf: settings.batch,
+      lease: .milliseconds(settings.leaseMilliseconds),
+      pollInterval: .milliseconds(settings.pollMilliseconds)
+    ) { envelopes in
+      for envelope in envelopes {
+        stats.started(envelope.message, fence: envelope.fence ?? 0)
+        if settings.workMilliseconds > 0 { try await Task.sleep(for: workDuration) }
+      }
+    }
+  } else {
+    try outbox.start(
+      limit: settings.workers,
+      lease: .milliseconds(settings.leaseMilliseconds),
+      pollInterval: .milliseconds(settings.pollMilliseconds)
+    ) { envelope in
+      stats.started(envelope.message, fence: envelope.fence ?? 0)
+      if settings.workMilliseconds > 0 { try await Task.sleep(for: workDuration) }
+    }
   }
 } catch {
   fail("could not start delivering: \(error)")

@@ -1,0 +1,283 @@
+// Compiled with the Postgres trait; see Package.swift.
+#if Postgres
+import Foundation
+import PostgresNIO
+
+// The statements a worker runs for every line and every message, prepared once per connection:
+// PostgreSQL then parses and plans each once (or keeps a generic plan), instead of at every call,
+// which cost about as much as running them.
+
+/// The columns of a message taken for delivery: `sequence, id, partition, payload, attempts,
+/// appended_at, headers`, all `NULL` in a row that took none.
+typealias TakenColumns = (Int64?, UUID?, String?, Data?, Int?, Date?, String?)
+
+/// Up to `limit` lines with messages and no live lease whose first message is among the
+/// `window` oldest messages, the line whose first message is oldest first; with whether each
+/// line has no lease row yet.
+///
+/// A message is its line's first when no message of the line has a lower sequence (one probe
+/// of the primary key). `fresh` is a count, not an EXISTS, so that PostgreSQL probes the leases
+/// for the lines found instead of hashing the whole table.
+struct OldestLinesStatement: PostgresPreparedStatement {
+  static let name = "orderly_oldest_lines_v1"
+  static let sql = """
+    SELECT m.line, (SELECT count(*) FROM orderly_outbox_lease f WHERE f.line = m.line) = 0
+    FROM (
+      SELECT line, sequence, appended_at, not_before FROM orderly_outbox_message
+      ORDER BY appended_at, line, sequence LIMIT $1
+    ) m
+    WHERE NOT EXISTS (
+        SELECT 1 FROM orderly_outbox_message e
+        WHERE e.line = m.line AND e.sequence < m.sequence)
+      AND (m.not_before IS NULL OR m.not_before <= now())
+      AND NOT EXISTS (
+        SELECT 1 FROM orderly_outbox_lease l WHERE l.line = m.line
+          AND (l.paused OR (l.owner IS NOT NULL AND l.expires_at > now())))
+      AND (NOT $2 OR NOT EXISTS (
+        SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = m.line))
+    ORDER BY m.appended_at, m.line, m.sequence
+    LIMIT $3
+    """
+  typealias Row = (String, Bool)
+
+  let window: Int
+  let stopLine: Bool
+  let limit: Int
+
+  func makeBindings() -> PostgresBindings {
+    var bindings = PostgresBindings()
+    bindings.append(window)
+    bindings.append(stopLine)
+    bindings.append(limit)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// Takes the leases of up to `limit` of `lines` (in their order) that are still free or
+/// expired, skipping those another worker is taking (`SKIP LOCKED`) and, under stopLine, those
+/// waiting at a dead letter; with each line's first `batch` messages up to the first that is
+/// not due (`due`: true while every message so far is due), their attempts counted.
+///
+/// A row per message taken, a line's rows together and in order; a line with none due has one
+/// row with `NULL` message columns.
+struct TakeLinesStatement: PostgresPreparedStatement {
+  static let name = "orderly_take_lines_v1"
+  static let sql = """
+    WITH free AS (
+      SELECT line FROM orderly_outbox_lease f
+      WHERE line = ANY($1::text[]) AND NOT paused AND (owner IS NULL OR expires_at <= now())
+        AND (NOT $2 OR NOT EXISTS (
+          SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = f.line))
+      ORDER BY array_position($1::text[], line)
+      LIMIT $3
+      FOR UPDATE SKIP LOCKED
+    ), taken AS (
+      UPDATE orderly_outbox_lease l
+      SET owner = $4, expires_at = now() + interval '1 millisecond' * $5, fence = l.fence + 1
+      FROM free WHERE l.line = free.line
+      RETURNING l.line, l.fence
+    ), heads AS (
+      UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
+      FROM taken t CROSS JOIN LATERAL (
+        SELECT w.sequence FROM (
+          SELECT h.sequence,
+            bool_and(h.not_before IS NULL OR h.not_before <= now())
+              OVER (ORDER BY h.sequence) AS due
+          FROM (SELECT sequence, not_before FROM orderly_outbox_message
+                WHERE line = t.line ORDER BY sequence LIMIT $6) h
+        ) w WHERE w.due
+      ) due
+      WHERE m.line = t.line AND m.sequence = due.sequence
+      RETURNING m.line, m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at,
+        m.headers
+    )
+    SELECT t.line, t.fence, h.sequence, h.id, h.partition, h.payload, h.attempts,
+      h.appended_at, h.headers
+    FROM taken t LEFT JOIN heads h ON h.line = t.line
+    ORDER BY t.line, h.sequence
+    """
+  typealias Row = (String, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?)
+
+  let lines: [String]
+  let stopLine: Bool
+  let limit: Int
+  let owner: String
+  let leaseMilliseconds: Double
+  let batch: Int
+
+  func makeBindings() -> PostgresBindings {
+    var bindings = PostgresBindings()
+    bindings.append(lines)
+    bindings.append(stopLine)
+    bindings.append(limit)
+    bindings.append(owner)
+    bindings.append(leaseMilliseconds)
+    bindings.append(batch)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// The first lease rows of lines no worker held yet: free (fence 0, so their first holder gets
+/// fence 1).
+struct FreshLeasesStatement: PostgresPreparedStatement {
+  static let name = "orderly_fresh_leases_v1"
+  static let sql = """
+    INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
+    SELECT line, NULL, now(), 0, false FROM unnest($1::text[]) AS fresh(line)
+    ON CONFLICT (line) DO NOTHING
+    """
+  typealias Row = ()
+
+  let lines: [String]
+
+  func makeBindings() -> PostgresBindings {
+    var bindings = PostgresBindings()
+    bindings.append(lines)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row {}
+}
+
+/// Gives a line's lease back, if it still is `owner`'s under `fence`.
+struct ReleaseStatement: PostgresPreparedStatement {
+  static let name = "orderly_release_v1"
+  static let sql = """
+    UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+    WHERE line = $1 AND owner = $2 AND fence = $3
+    """
+  typealias Row = ()
+
+  let line: String
+  let owner: String
+  let fence: Int64
+
+  func makeBindings() -> PostgresBindings {
+    var bindings = PostgresBindings()
+    bindings.append(line)
+    bindings.append(owner)
+    bindings.append(fence)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row {}
+}
+
+/// A line's first `batch` messages up to the first that is not due, their attempts counted.
+struct ClaimBatchStatement: PostgresPreparedStatement {
+  static let name = "orderly_claim_batch_v1"
+  static let sql = """
+    WITH due AS (
+      SELECT w.sequence FROM (
+        SELECT h.sequence,
+          bool_and(h.not_before IS NULL OR h.not_before <= now())
+            OVER (ORDER BY h.sequence) AS due
+        FROM (SELECT sequence, not_before FROM orderly_outbox_message
+              WHERE line = $1 ORDER BY sequence LIMIT $2) h
+      ) w WHERE w.due
+    ), taken AS (
+      UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
+      FROM due WHERE m.line = $1 AND m.sequence = due.sequence
+      RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at, m.headers
+    )
+    SELECT * FROM taken ORDER BY sequence
+    """
+  typealias Row = (Int64, UUID, String?, Data, Int, Date, String?)
+
+  let line: String
+  let batch: Int
+
+  func makeBindings() -> PostgresBindings {
+    var bindings = PostgresBindings()
+    bindings.append(line)
+    bindings.append(batch)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+
+/// Removes delivered messages (`acked`) if the lease still holds, gives the attempts of
+/// `givenBack` back, and takes the line's next `batch` messages after `last` that are due (when
+/// `takeNext`); releases the line when it took none, or when `giveUp` (its turn ended).
+///
+/// The lease row is locked `FOR SHARE`: a worker taking the line over waits for this
+/// statement, and then finds the messages gone. One row per message taken (one with `NULL`
+/// message columns when none was), each with the lease's `paused` (`NULL` if the lease no
+/// longer holds), how many messages were removed, and how many leases were released.
+struct AcknowledgeStatement: PostgresPreparedStatement {
+  static let name = "orderly_acknowledge_v1"
+  static let sql = """
+    WITH held AS (
+      SELECT paused FROM orderly_outbox_lease
+      WHERE line = $1 AND owner = $2 AND fence = $3 AND expires_at > now()
+      FOR SHARE
+    ), gone AS (
+      DELETE FROM orderly_outbox_message
+      WHERE line = $1 AND sequence = ANY($4::int8[]) AND EXISTS (SELECT 1 FROM held)
+      RETURNING sequence
+    ), back AS (
+      UPDATE orderly_outbox_message SET attempts = greatest(attempts - 1, 0)
+      WHERE line = $1 AND sequence = ANY($5::int8[]) AND EXISTS (SELECT 1 FROM held)
+      RETURNING sequence
+    ), next AS (
+      UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
+      FROM (
+        SELECT w.sequence FROM (
+          SELECT h.sequence,
+            bool_and(h.not_before IS NULL OR h.not_before <= now())
+              OVER (ORDER BY h.sequence) AS due
+          FROM (SELECT sequence, not_before FROM orderly_outbox_message
+                WHERE $6 AND line = $1 AND sequence > $7
+                ORDER BY sequence LIMIT $8) h
+        ) w WHERE w.due
+      ) due
+      WHERE m.line = $1 AND m.sequence = due.sequence
+        AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
+      RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at, m.headers
+    ), released AS (
+      UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+      WHERE line = $1 AND owner = $2 AND fence = $3
+        AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
+        AND (($6 AND NOT EXISTS (SELECT 1 FROM next)) OR $9)
+      RETURNING fence
+    )
+    SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone),
+      next.sequence, next.id, next.partition, next.payload, next.attempts,
+      next.appended_at, next.headers, (SELECT count(*)::bigint FROM released)
+    FROM (SELECT 1) one LEFT JOIN next ON true
+    ORDER BY next.sequence
+    """
+  typealias Row = (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?, Int64)
+
+  let line: String
+  let owner: String
+  let fence: Int64
+  let acked: [Int64]
+  let givenBack: [Int64]
+  let takeNext: Bool
+  let last: Int64
+  let batch: Int
+  let giveUp: Bool
+
+  func makeBindings() -> PostgresBindings {
+    var bindings = PostgresBindings()
+    bindings.append(line)
+    bindings.append(owner)
+    bindings.append(fence)
+    bindings.append(acked)
+    bindings.append(givenBack)
+    bindings.append(takeNext)
+    bindings.append(last)
+    bindings.append(batch)
+    bindings.append(giveUp)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+}
+#endif
