@@ -237,8 +237,9 @@ struct FleetSettings<Message: Sendable>: Sendable {
   /// How often leases are renewed and checked: a quarter of the lease.
   var tick: Duration { lease / 4 }
   /// How long a worker delivers a line before it gives the line up to the line that waits
-  /// longest (maybe this one again): a quarter of the lease, so that a line whose holder died
-  /// waits for no more than lines that wait for a free slot.
+  /// longest (maybe this one again), when the worker has no free slot and a line waits for one:
+  /// a quarter of the lease, so that a line whose holder died waits for no more than lines that
+  /// wait for a free slot.
   var turn: Duration { lease / 4 }
   /// The lease in milliseconds, as the queries take it.
   var leaseMilliseconds: Double {
@@ -921,8 +922,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   {
     // The messages the lease was taken with, then those the last acknowledgement took, if any.
     var taken = batch
-    // Past it, the line's next acknowledgement gives the line up (see `FleetSettings.turn`).
-    let turnEnds = ContinuousClock.now + settings.turn
+    // Past it, the line's next acknowledgement gives the line up if another line waits for a
+    // slot (see `FleetSettings.turn`); if none does, the line gets another turn.
+    var turnEnds = ContinuousClock.now + settings.turn
     while true {
       if let stop = checkpoint(line, fence: fence) { return stop }
       let claimed: [ClaimedMessage]
@@ -945,13 +947,34 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           return .stopped
         }
       }
-      switch await deliver(claimed, fence: fence, turnEnds: turnEnds) {
+      // Decided before the delivery: its acknowledgement gives the line up, or takes the next.
+      var turnOver = false
+      if ContinuousClock.now >= turnEnds {
+        turnOver = await othersWait()
+        if !turnOver { turnEnds = ContinuousClock.now + settings.turn }
+      }
+      switch await deliver(claimed, fence: fence, turnOver: turnOver) {
       case .stop(let stop): return stop
       case .next(let next): taken = next
       case .empty: return .empty
       case .released: return .released
       case .again: continue
       }
+    }
+  }
+
+  /// Whether a line whose turn ended must make room for a line that waits.
+  ///
+  /// It must when this worker has no free slot and some line with a message due is held by no
+  /// worker. A worker with a free slot takes such a line itself; giving a line up then would
+  /// only move it.
+  private func othersWait() async -> Bool {
+    let full = state.withLock(announcingTo: self) { $0.held.count >= settings.limit }
+    guard full else { return false }
+    do {
+      return try await !oldestCandidates(limit: 1).isEmpty
+    } catch {
+      return false
     }
   }
 
@@ -1011,17 +1034,17 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   }
 
   /// Delivers claimed messages: one with its retries, by the rule every outbox follows
-  /// (``DeliveryRule``), or a batch (``deliverBatch(_:fence:turnEnds:)``); and acknowledges
+  /// (``DeliveryRule``), or a batch (``deliverBatch(_:fence:turnOver:)``); and acknowledges
   /// them (or sets one aside) under the fence.
   ///
   /// - Returns: What the line does next.
   private func deliver(
     _ batch: [ClaimedMessage],
     fence: Int64,
-    turnEnds: ContinuousClock.Instant
+    turnOver: Bool
   ) async -> Step {
     guard settings.deliverBatch == nil, let claimed = batch.first else {
-      return await deliverBatch(batch, fence: fence, turnEnds: turnEnds)
+      return await deliverBatch(batch, fence: fence, turnOver: turnOver)
     }
     let head = ClaimedHead(
       id: claimed.id,
@@ -1041,7 +1064,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let hooks = LeasedLineHooks(worker: self, claimed: claimed, fence: fence)
     switch await rule.deliver(head, fence: fence, hooks: hooks) {
     case .delivered:
-      return await acknowledge([claimed], line: claimed.line, fence: fence, turnEnds: turnEnds)
+      return await acknowledge([claimed], line: claimed.line, fence: fence, turnOver: turnOver)
     case .deadLetter(let attempts, let reason):
       return await kill(claimed, fence: fence, attempts: attempts, reason: reason)
     case .halted: return .stop(checkpoint(claimed.line, fence: fence) ?? .ending)
@@ -1121,7 +1144,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   private func deliverBatch(
     _ first: [ClaimedMessage],
     fence: Int64,
-    turnEnds: ContinuousClock.Instant
+    turnOver: Bool
   ) async -> Step {
     guard let handler = settings.deliverBatch else { return .stop(.stopped) }
     var batch = first
@@ -1160,7 +1183,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
             line: line,
             givingBack: Array(notHanded.dropFirst()),
             fence: fence,
-            turnEnds: nil
+            turnOver: nil
           )
           guard case .again = settled else { return settled }
         }
@@ -1179,7 +1202,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           line: line,
           givingBack: notHanded,
           fence: fence,
-          turnEnds: turnEnds
+          turnOver: turnOver
         )
       }
       let (done, error) = batchFailure(thrown, handed: handed.count, line: line)
@@ -1193,7 +1216,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           line: line,
           givingBack: batch.dropFirst(done + 1).map(\.sequence),
           fence: fence,
-          turnEnds: nil
+          turnOver: nil
         )
         guard case .again = settled else { return settled }
       }
@@ -1259,7 +1282,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   ///
   /// The lease row is locked `FOR SHARE`, not renewed (the renewal loop does that): a worker
   /// taking the line over waits for this statement, and then finds the messages gone. A line
-  /// with no next message due, or whose turn ended (`turnEnds`, see `FleetSettings.turn`), is
+  /// with no next message due, or whose turn is over (`turnOver`, see `FleetSettings.turn`), is
   /// released by the same statement.
   ///
   /// - Parameters:
@@ -1269,16 +1292,17 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   ///   - givingBack: Messages taken with a batch but not tried: their attempts are given
   ///     back.
   ///   - fence: The line's fence.
-  ///   - turnEnds: When the line's turn ends; `nil` takes no message and releases nothing
+  ///   - turnOver: Whether the line's turn is over (the line is released, and no message
+  ///     taken); `nil` takes no message and releases nothing
   ///     (a failed batch, settled before its failed message is retried or set aside).
   /// - Returns: What the line does next: the messages taken, `again` when none was taken
-  ///   (or `turnEnds` was `nil`), or why it stops.
+  ///   (or `turnOver` was `nil`), or why it stops.
   private func acknowledge(
     _ acked: [ClaimedMessage],
     line: String,
     givingBack: [Int64] = [],
     fence: Int64,
-    turnEnds: ContinuousClock.Instant?
+    turnOver: Bool?
   ) async -> Step {
     var paused: Bool?
     var removed = false
@@ -1294,10 +1318,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       guard isLive(line, fence: fence) else {
         return .stop(refused(line, fence: fence))
       }
-      let goOn = turnEnds != nil && checkpoint(line, fence: fence) == nil
+      let goOn = turnOver != nil && checkpoint(line, fence: fence) == nil
       // The line's turn is over: released with this acknowledgement, and taken again by
       // whichever worker finds it waiting longest.
-      let giveUp = goOn && turnEnds.map { ContinuousClock.now >= $0 } == true
+      let giveUp = goOn && turnOver == true
       let takeNext = goOn && !giveUp
       let (client, id, logger) = (client, id, logger)
       do {

@@ -58,6 +58,26 @@ struct LineTurnTests {
     #expect(busy.count >= 2)
   }
 
+  @Test("a worker with a free slot keeps a busy line past its turn: no other line waits")
+  func keptWhileRoom() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await database.outbox(of: Int.self)
+    try await outbox.append(0, partition: "busy")
+    let fences = Recorder<Int64>()
+    // A lease of 2 s: a turn of 500 ms. 60 deliveries of 20 ms each outlast two turns.
+    try outbox.start(limit: 2, lease: .seconds(2), pollInterval: .milliseconds(100)) { envelope in
+      fences.record(envelope.fence ?? -1)
+      try await Task.sleep(for: .milliseconds(20))
+      if envelope.message < 59 { try await outbox.append(envelope.message + 1, partition: "busy") }
+    }
+    let done = await fences.wait { $0.count == 60 }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(done)
+    #expect(Set(fences.all).count == 1, "\(fences.all)")
+  }
+
   @Test("an outbox created before the age index gets it when a worker opens it")
   func indexAdded() async throws {
     guard let database = try await TestDatabase.make() else { return }
