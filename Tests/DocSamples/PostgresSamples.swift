@@ -3,8 +3,10 @@
 #if Postgres
 import Foundation
 import OrderlyOutbox
-// sample: postgres-outbox
+// sample: postgres-outbox, postgres-batches
 import OrderlyPostgres
+// end sample
+// sample: postgres-outbox
 import PostgresNIO
 // end sample
 
@@ -30,5 +32,19 @@ func postgresOutbox(ledger: Ledger) async throws {
   // end sample
   await outbox.stop()
   running.cancel()
+}
+
+func postgresBatches(outbox: PostgresOutbox<AccountChange>, ledger: Ledger) throws {
+  // sample: postgres-batches
+  try outbox.start(limit: 16, batchesOf: 50) { envelopes in
+    for (index, envelope) in envelopes.enumerated() {
+      do {
+        try await ledger.apply(envelope.message, id: envelope.id, fence: envelope.fence)
+      } catch {
+        throw BatchDeliveryError(delivered: index, error: error)
+      }
+    }
+  }
+  // end sample
 }
 #endif
