@@ -42,13 +42,7 @@ extension PostgresOutbox {
     pollInterval: Duration = .seconds(1),
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) throws(OutboxError) {
-    guard limit >= 1 else { throw .invalidOption("limit must be 1 or more (got \(limit))") }
-    guard lease >= .milliseconds(400) else {
-      throw .invalidOption("lease must be 400 milliseconds or longer (got \(lease))")
-    }
-    guard pollInterval > .zero else {
-      throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
-    }
+    try checkOptions(limit: limit, lease: lease, pollInterval: pollInterval)
     try begin(
       FleetSettings(
         limit: limit,
@@ -112,13 +106,7 @@ extension PostgresOutbox {
     guard batch >= 1 else {
       throw .invalidOption("batchesOf must be 1 or more (got \(batch))")
     }
-    guard limit >= 1 else { throw .invalidOption("limit must be 1 or more (got \(limit))") }
-    guard lease >= .milliseconds(400) else {
-      throw .invalidOption("lease must be 400 milliseconds or longer (got \(lease))")
-    }
-    guard pollInterval > .zero else {
-      throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
-    }
+    try checkOptions(limit: limit, lease: lease, pollInterval: pollInterval)
     var settings = FleetSettings(
       limit: limit,
       retry: retry,
@@ -130,6 +118,20 @@ extension PostgresOutbox {
     settings.batch = batch
     settings.deliverBatch = deliver
     try begin(settings)
+  }
+
+  /// Refuses a limit below 1, a lease shorter than 400 milliseconds, or a poll interval that is
+  /// not positive, saying which and what it got.
+  private func checkOptions(limit: Int, lease: Duration, pollInterval: Duration)
+    throws(OutboxError)
+  {
+    guard limit >= 1 else { throw .invalidOption("limit must be 1 or more (got \(limit))") }
+    guard lease >= .milliseconds(400) else {
+      throw .invalidOption("lease must be 400 milliseconds or longer (got \(lease))")
+    }
+    guard pollInterval > .zero else {
+      throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
+    }
   }
 
   /// Starts a worker with these settings, checked already.
