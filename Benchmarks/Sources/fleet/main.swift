@@ -3,6 +3,11 @@
 //
 //   swift run -c release --package-path Benchmarks fleet --url postgresql://... [--quick]
 //
+// Options that pick rows (for a long row alone, or for profiling one): --only throughput|append|
+// kill|saturation, --workers N, --per-key N, --keys N (the throughput rows over N keys only),
+// --runs N (each throughput row runs both sides N times, alternately, and keeps the better of
+// each; 2 unless given).
+//
 // Rows (markdown, one per line, for docs/benchmarks.md):
 // - messages delivered per second with 1, 2 and 4 workers, 5 and 40 messages per key over
 //   1,000 and 10,000 keys (--quick: 1,000 keys only): ordered per key (PostgresOutbox, one
@@ -453,7 +458,7 @@ if arguments.first == "work", arguments.count == 3 {
 guard let urlIndex = arguments.firstIndex(of: "--url"), urlIndex + 1 < arguments.count else {
   fail(
     "usage: fleet --url postgresql://USER@HOST:PORT/DATABASE [--quick] [--only ROWS] "
-      + "[--workers N] [--per-key N]"
+      + "[--workers N] [--per-key N] [--keys N] [--runs N]"
   )
 }
 let url = arguments[urlIndex + 1]
@@ -468,36 +473,52 @@ if let only, !["throughput", "append", "kill", "saturation"].contains(only) {
 func wants(_ rows: String) -> Bool { only == nil || only == rows }
 let schema = "orderly_fleet_bench_\(getpid())"
 
-let (admin, adminRun) = try makeClient(url: url, schema: "public")
-try await admin.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)"), logger: quietLogger)
-var missed = false
+// A whole-number option: nil when not given; a clear error when given without a number of at
+// least 1.
+func number(after option: String) -> Int? {
+  guard let index = arguments.firstIndex(of: option) else { return nil }
+  guard index + 1 < arguments.count, let value = Int(arguments[index + 1]), value >= 1 else {
+    fail("\(option) takes a whole number of at least 1")
+  }
+  return value
+}
 // Few messages per key cost the ordered side most (each key is taken, started and released
 // for a handful of deliveries): targets 0.8x with 5 per key, 0.9x with 40. --quick: 1,000 keys
 // only.
 // `--workers N`: the throughput rows with N workers only (for profiling one row).
-let workerCounts =
-  arguments.firstIndex(of: "--workers").flatMap {
-    $0 + 1 < arguments.count ? Int(arguments[$0 + 1]).map { [$0] } : nil
-  } ?? [1, 2, 4]
-// `--per-key N`: the throughput rows with N messages per key only.
-let perKeyOnly = arguments.firstIndex(of: "--per-key").flatMap {
-  $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil
-}
+let workerCounts = number(after: "--workers").map { [$0] } ?? [1, 2, 4]
+// `--per-key N` / `--keys N`: the throughput rows with N messages per key / over N keys only.
+let perKeyOnly = number(after: "--per-key")
+let keysOnly = number(after: "--keys")
+// `--runs N`: how many times each side of a throughput row runs (the better kept).
+let runs = number(after: "--runs") ?? 2
 let allShapes: [(perKey: Int, keys: Int, target: Double)] =
   quick
   ? [(5, 1_000, 0.8), (40, 1_000, 0.9)]
   : [(5, 1_000, 0.8), (40, 1_000, 0.9), (5, 10_000, 0.8), (40, 10_000, 0.9)]
 // The batch rows' size: up to 16 consecutive messages of a key per call.
 let batchSize = 16
+let shapes = allShapes.filter {
+  (perKeyOnly == nil || $0.perKey == perKeyOnly) && (keysOnly == nil || $0.keys == keysOnly)
+}
+if shapes.isEmpty, wants("throughput") {
+  fail(
+    "no throughput row has these --per-key and --keys (the rows: 5 or 40 per key over 1,000 "
+      + "keys, and over 10,000 without --quick)"
+  )
+}
+
+let (admin, adminRun) = try makeClient(url: url, schema: "public")
+try await admin.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)"), logger: quietLogger)
+var missed = false
 print("| row | ordered (PostgresOutbox) | unordered (SKIP LOCKED) | ratio | target |")
 print("|---|---|---|---|---|")
-let shapes = allShapes.filter { perKeyOnly == nil || $0.perKey == perKeyOnly }
 for shape in shapes where wants("throughput") {
   let count = shape.perKey * shape.keys
   for workers in workerCounts {
-    // Alternately, twice each, and the better of each kept: the machine is shared.
+    // Alternately, twice each (--runs), and the better of each kept: the machine is shared.
     var best = (ordered: 0.0, batches: 0.0, unordered: 0.0)
-    for _ in 0..<2 {
+    for _ in 0..<runs {
       best.batches = max(
         best.batches,
         try await ordered(
