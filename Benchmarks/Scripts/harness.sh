@@ -18,6 +18,7 @@
 #   - claim latency: 16 workers, offered 800 jobs/s: warmup 10 s, clean 40 s
 #   - the five chaos scenarios, 2 replicas of 16 workers, 800 jobs/s: the harness's phase
 #     sequences with each phase 20 s (repeated kills: 60 s, one every 15 s)
+# Orderly: 1,000 keys (BENCH_KEYS), ordered batches of up to 16 (ORDERLY_BATCH).
 # --quick runs Orderly's latency row and one chaos scenario only, for a check.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -68,6 +69,9 @@ export ORDERLY_ADAPTER
 export PATH=$root/Benchmarks/Harness/bin:$PATH
 export ORDERLY_HARNESS_STATE=$state
 export BENCH_KEYS=${BENCH_KEYS:-1000}
+# Orderly delivers in ordered batches of up to 16 consecutive messages of a key (1: one at a
+# time, as the run before ordered batches existed).
+export ORDERLY_BATCH=${ORDERLY_BATCH:-16}
 # Every adapter's bulk insert path, as in the harness's own sweeps (procrastinate's adapter
 # inserts one row per call without it).
 export PRODUCER_BATCH_MAX=${PRODUCER_BATCH_MAX:-128} PRODUCER_BATCH_MS=${PRODUCER_BATCH_MS:-25}
