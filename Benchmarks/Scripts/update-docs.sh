@@ -303,7 +303,21 @@ handlers do nothing, so the rows compare the queues alone. Each throughput row r
 twice, alternately, and keeps the better of each. The append rows time `append` alone and
 inside an app transaction that also updates a row; the kill row starts a worker process that
 holds 20 keys, kills it with SIGKILL, and times the last key's next delivery by another
-worker.
+worker. `--only`, `--workers`, `--per-key`, `--keys` and `--runs` pick rows and runs (for a long
+row alone, or to profile one).
+
+Each throughput row is printed twice: one message per delivery (`start(limit:...)`), and
+ordered batches of up to 16 consecutive messages of a key per call
+(`start(limit:batchesOf:...)`, acknowledged together); the target counts as met when either
+way meets it. The saturation rows deliver 200 keys that never run out of messages (each
+delivery takes 50 ms and appends its key's next message) on 4 workers of 8 slots, lease 2 s,
+for 24 s, and sample the age of the oldest pending message every 100 ms from the 6th second:
+once without a kill, once with one worker (a process of its own) killed with SIGKILL at 10 s
+and started again at once. Equal within noise (the run with the kill no worse by more than a
+tenth, or 250 ms) means a key whose worker died waited no longer than keys waiting for a slot.
+
+Runs of single rows, what each change gave and what bounds the ordered side are in the next
+section, written by hand (a run of `update-docs.sh` keeps it).
 
 For comparison, published figures (other machines, other work per job): graphile-worker
 15.6k jobs/s unbatched on an i9-14900K, River 46k/s on an 8-core M2, Oban about 16.7k/s on
@@ -323,6 +337,7 @@ FLEET
 # generated ones (a run of this script never drops them).
 kept_headings=(
   '## `execute`: the lane for work with no handle'
+  '## The outbox on PostgreSQL: long rows, and what each change gave'
   '## Beside its peers: the independent PostgreSQL queue harness'
 )
 # The section under heading $1 (up to the next `## ` heading), from standard input.
