@@ -271,6 +271,9 @@ struct SynchronousJobTests {
     // of them records its start first is up to the threads, not the queue.
     try await starts.waitForCount(3)
     #expect(starts.values.sorted() == [0, 1, 2])
+    // A job records its start before it counts itself running: wait until all three count, or a
+    // released job could leave before the third enters (seen under ThreadSanitizer in CI).
+    try await counts.waitForCount(3)
     for _ in 0..<3 { release.signal() }
     for job in jobs { try await job.value }
     #expect(starts.values.count == 4)
