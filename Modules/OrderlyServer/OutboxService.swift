@@ -1,6 +1,6 @@
 #if Server
 import Foundation
-import Synchronization
+import OrderlyCore
 public import Logging
 public import OrderlyOutboxCore
 #if SQLite
@@ -441,7 +441,7 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
 }
 /// The partition key of each message an ``OutboxService`` is delivering, by id.
 final class KeysInFlight: Sendable {
-  private let keys = Mutex<[UUID: String]>([:])
+  private let keys = OrderlyLock<[UUID: String]>([:])
 
   /// Notes that the message `id` of `partition` is being delivered.
   func deliver(_ id: UUID, partition: String) {
