@@ -12,7 +12,8 @@ extension Outbox {
   /// - Returns: The keys, in no set order.
   /// - Throws: `OutboxError.busy(path:waited:)` or `OutboxError.closed(path:)`.
   public func keys() async throws(OutboxError) -> [OutboxKey] {
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     do {
       return try await database.read { db in try OutboxStore.keys(db) }
     } catch {
@@ -26,7 +27,8 @@ extension Outbox {
   /// - Returns: The message, or `nil` if the file holds none with that identifier.
   /// - Throws: `OutboxError.busy(path:waited:)` or `OutboxError.closed(path:)`.
   public func storedMessage(id: UUID) async throws(OutboxError) -> OutboxStoredMessage? {
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     do {
       return try await database.read { db in try OutboxStore.storedMessage(db, id: id) }
     } catch {

@@ -298,7 +298,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
       headers: headers,
       deliverAfter: deliverAfter
     )
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     do {
       return try await database.write { db in try self.write(prepared, in: db) }
     } catch {
@@ -429,7 +430,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///
   /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
   public func oldestPendingAppendedAt() async throws(OutboxError) -> Date? {
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     do {
       return try await database.read { db in try OutboxStore.oldestAppendedAt(db) }
     } catch {
@@ -450,7 +452,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// - Returns: The counts.
   /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
   public func counts() async throws(OutboxError) -> OutboxCounts {
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     let stops = state.withLock(announcingTo: self) { $0.delivery?.onDeadLetter ?? .stopLine }
     let (oldest, blocked) = try await readCounts(stops: stops == .stopLine)
     return state.withLock(announcingTo: self) { state in
@@ -493,7 +496,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ///   the reason it failed.
   /// - Throws: `OutboxError.busy(path:waited:)` or `OutboxError.closed(path:)`.
   public func deadLetters() async throws(OutboxError) -> [DeadLetter<Message>] {
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     do {
       return try await database.read { db in
         let decoder = JSONDecoder()
@@ -535,7 +539,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   }
 
   private func settleDeadLetter(id: UUID, revive: Bool) async throws(OutboxError) {
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     let result: (partition: String?, remaining: Int)?
     do {
       result = try await database.write { db -> (String?, Int)? in
@@ -562,6 +567,30 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   }
 
   // MARK: - Errors
+
+  /// Counts a use of the database that begins, or refuses it once the outbox is closed:
+  /// ``close()`` waits for every use under way before it closes the connection (SQLite must
+  /// not be called on a closed connection). Pair it with ``leaveDatabase()``.
+  ///
+  /// - Throws: `OutboxError.closed(path:)`.
+  func enterDatabase() throws(OutboxError) {
+    let open = state.withLock(announcingTo: self) { state -> Bool in
+      guard !state.closed else { return false }
+      state.databaseUses += 1
+      return true
+    }
+    if !open { throw .closed(path: path ?? ":memory:") }
+  }
+
+  /// Ends a use of the database begun with ``enterDatabase()``; the last one after ``close()``
+  /// lets it close the connection.
+  func leaveDatabase() {
+    let closer = state.withLock(announcingTo: self) { state in
+      state.databaseUses -= 1
+      return state.closed && state.databaseUses == 0 ? state.takeCloser() : nil
+    }
+    closer?.resume()
+  }
 
   func checkOpen() throws(OutboxError) {
     if state.withLock(announcingTo: self, { $0.closed }) {

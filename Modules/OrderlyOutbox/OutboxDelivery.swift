@@ -38,6 +38,10 @@ struct OutboxState<Message: Sendable>: Sendable {
   var wakeUps: [String?: (at: Date, task: Task<Void, Never>)] = [:]
   /// Tasks in ``Outbox/waitUntilDelivered()``.
   var waiters: [UInt64: CheckedContinuation<Void, any Error>] = [:]
+  /// Uses of the database under way (``Outbox/enterDatabase()``).
+  var databaseUses = 0
+  /// ``Outbox/close()``, waiting for the last use of the database to end.
+  var closer: CheckedContinuation<Void, Never>?
   var lastToken: UInt64 = 0
   /// The right to deliver the file, while this outbox delivers it (file outboxes only).
   var lock: DelivererLock?
@@ -81,6 +85,12 @@ struct OutboxState<Message: Sendable>: Sendable {
   mutating func takeWaiters() -> [CheckedContinuation<Void, any Error>] {
     defer { waiters = [:] }
     return Array(waiters.values)
+  }
+
+  /// Takes the ``Outbox/close()`` call waiting for the database's last use to end.
+  mutating func takeCloser() -> CheckedContinuation<Void, Never>? {
+    defer { closer = nil }
+    return closer
   }
 }
 
@@ -142,7 +152,8 @@ extension Outbox {
     guard pollInterval > .zero else {
       throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
     }
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     let settings = DeliverySettings(
       lines: KeyedSerialQueue<String?>(name: "outbox", limit: limit),
       retry: retry,
@@ -283,6 +294,12 @@ extension Outbox {
   /// - Returns: `false` if the watcher should end.
   private func watch() async -> Bool {
     guard let path else { return false }
+    do throws(OutboxError) {
+      try enterDatabase()
+    } catch {
+      return false
+    }
+    defer { leaveDatabase() }
     let (settings, needsLock) = state.withLock(announcingTo: self) {
       ($0.stopping ? nil : $0.delivery, $0.lock == nil)
     }
@@ -305,6 +322,9 @@ extension Outbox {
       // or dropped by `orderly outbox`, say) is seen unblocked, and scheduled.
       if changed { try await refresh(settings: settings) }
     } catch {
+      // Cancelled by stop() or close(), which end or keep the waiters themselves: a waiter
+      // must not hear `.cancelled`, which means its own task was.
+      if Task.isCancelled || error is CancellationError { return false }
       failWaiters(with: failure(error))
     }
     return true
@@ -381,7 +401,8 @@ extension Outbox {
   /// - Returns: The paused lines, in key order.
   /// - Throws: `OutboxError.closed(path:)`, or an `OutboxError` if the read fails.
   public func pausedPartitions() async throws(OutboxError) -> [String?] {
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     do {
       return try await database.read { db in try OutboxStore.pausedPartitions(db) }
     } catch {
@@ -390,7 +411,8 @@ extension Outbox {
   }
 
   private func setPaused(_ partition: String?, _ on: Bool) async throws(OutboxError) {
-    try checkOpen()
+    try enterDatabase()
+    defer { leaveDatabase() }
     do {
       _ = try await database.write { db in
         try OutboxStore.setPaused(db, partition: partition, on)
@@ -493,6 +515,16 @@ extension Outbox {
     if wasClosed { return }
     watcher?.cancel()
     await watcher?.value
+    // No use begins once `closed` is set; those under way (reads and appends of other tasks,
+    // each bounded by the busy timeout) end before the connection closes.
+    await withCheckedContinuation { (closer: CheckedContinuation<Void, Never>) in
+      let now = state.withLock(announcingTo: self) { state -> Bool in
+        guard state.databaseUses > 0 else { return true }
+        state.closer = closer
+        return false
+      }
+      if now { closer.resume() }
+    }
     let shown = path ?? ":memory:"
     for waiter in waiters { waiter.resume(throwing: OutboxError.closed(path: shown)) }
     defer { hub.finish() }
@@ -532,7 +564,10 @@ extension Outbox {
           (continuation: CheckedContinuation<Void, any Error>) in
           // Cancellation is checked under the lock that `onCancel` takes: a cancel that came
           // first is seen here, one that comes later finds the waiter registered.
+          // `closed` is checked under the lock that `close()` takes the waiters under: a close
+          // that came first is seen here, one that comes later finds the waiter registered.
           let outcome = state.withLock(announcingTo: self) { state -> Result<Bool, OutboxError> in
+            if state.closed { return .failure(.closed(path: path ?? ":memory:")) }
             if Task.isCancelled { return .failure(.cancelled) }
             if let failure = state.recordFailure { return .failure(failure) }
             guard state.pending > 0 else { return .success(true) }
@@ -558,6 +593,8 @@ extension Outbox {
   private func stoppedLineWithMessages() async throws(OutboxError) -> OutboxError? {
     let stopped = state.withLock(announcingTo: self) { $0.stoppedLines }
     guard !stopped.isEmpty else { return nil }
+    try enterDatabase()
+    defer { leaveDatabase() }
     do {
       return try await database.read { db -> OutboxError? in
         for partition in stopped where try OutboxStore.count(db, partition: partition) > 0 {
