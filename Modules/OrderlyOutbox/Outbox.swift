@@ -568,7 +568,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
 
   // MARK: - Errors
 
-  /// Counts a use of the database that begins, or refuses it once the outbox is closed:
+  /// Counts a use of the database that begins, or refuses it once the outbox is closed.
+  ///
   /// ``close()`` waits for every use under way before it closes the connection (SQLite must
   /// not be called on a closed connection). Pair it with ``leaveDatabase()``.
   ///

@@ -89,8 +89,10 @@ struct OutboxCloseRaceTests {
     case stillWaiting
   }
 
-  /// How `waiter` ends, waiting at most a minute (real time): a waiter left behind fails its
-  /// round instead of holding the whole test run. Time decides nothing else here.
+  /// How `waiter` ends, waiting at most a minute (real time).
+  ///
+  /// A waiter left behind fails its round instead of holding the whole test run. Time decides
+  /// nothing else here.
   private func ending(of waiter: Task<OutboxError?, Never>) async -> Ended {
     let (stream, continuation) = AsyncStream.makeStream(of: Ended.self)
     let watcher = Task {
