@@ -68,6 +68,18 @@ as_owner() {
   fi
 }
 
+# Runs a command with every file descriptor above standard error closed: the server it starts
+# outlives this script, and must not keep open a pipe its caller waits to see closed (a
+# program that reads this script's output to the end would otherwise wait for ever).
+without_inherited_fds() {
+  (
+    for fd in $(ls /proc/$BASHPID/fd 2>/dev/null || ls /dev/fd 2>/dev/null); do
+      [ "$fd" -gt 2 ] 2>/dev/null && eval "exec $fd>&-" 2>/dev/null
+    done
+    "$@"
+  )
+}
+
 free_port() {
   python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
@@ -91,7 +103,7 @@ start() {
   as_owner "$bin/initdb" -D "$data/cluster" -U orderly --auth=trust --encoding=UTF8 \
     --no-instructions >"$state/initdb.log" 2>&1 ||
     fail "initdb failed; see $state/initdb.log"
-  as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
+  without_inherited_fds as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
     -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null ||
     {
       cp "$data/server.log" "$state/server.log" 2>/dev/null || true
@@ -129,7 +141,7 @@ up() {
   if as_owner "$bin/pg_ctl" -D "$data/cluster" status >/dev/null 2>&1; then
     return 0
   fi
-  as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
+  without_inherited_fds as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
     -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null ||
     fail "the server did not start again; see $data/server.log"
 }

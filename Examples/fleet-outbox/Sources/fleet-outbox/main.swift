@@ -159,19 +159,46 @@ func server() -> (url: String, script: String?) {
 }
 
 /// What `bash script command` prints, if it succeeds.
+///
+/// Run with `posix_spawn` and waited for with `waitpid`, its output written to a file: the
+/// script's `start` leaves a server running, and a server that kept a pipe of this process open
+/// (Foundation's `Process` and `Pipe` let a child inherit one) would leave a read to the pipe's
+/// end, and so this run, waiting for ever.
 func cluster(_ script: String, _ command: String) -> String? {
-  let process = Process()
-  process.executableURL = URL(fileURLWithPath: "/bin/bash")
-  process.arguments = [script, command]
-  let output = Pipe()
-  process.standardOutput = output
-  // `url` fails quietly when no cluster runs; `start` says why it could not start one.
-  if command == "url" { process.standardError = FileHandle.nullDevice }
-  guard (try? process.run()) != nil else { return nil }
-  let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    .trimmingCharacters(in: .whitespacesAndNewlines)
-  process.waitUntilExit()
-  return process.terminationStatus == 0 && !text.isEmpty ? text : nil
+  let output = FileManager.default.temporaryDirectory
+    .appendingPathComponent("fleet-outbox-\(getpid())-\(command).out").path
+  defer { unlink(output) }
+  guard let status = spawnAndWait("/bin/bash", [script, command], output: output, quiet: command == "url"),
+    status == 0, let data = FileManager.default.contents(atPath: output)
+  else { return nil }
+  let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+  return text.isEmpty ? nil : text
+}
+
+/// Runs `path` with `arguments`, its standard output in the file `output` (and its standard
+/// error thrown away when `quiet`), and waits for it: its exit status, or `nil` if it could not
+/// start or did not exit normally.
+func spawnAndWait(_ path: String, _ arguments: [String], output: String, quiet: Bool) -> Int32? {
+  #if canImport(Darwin)
+  var actions: posix_spawn_file_actions_t? = nil
+  #else
+  var actions = posix_spawn_file_actions_t()
+  #endif
+  posix_spawn_file_actions_init(&actions)
+  defer { posix_spawn_file_actions_destroy(&actions) }
+  posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+  if quiet { posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0) }
+  let argv: [UnsafeMutablePointer<CChar>?] = ([path] + arguments).map { strdup($0) } + [nil]
+  defer { for argument in argv { free(argument) } }
+  var pid: pid_t = 0
+  guard posix_spawn(&pid, path, &actions, nil, argv, environ) == 0 else { return nil }
+  var status: Int32 = 0
+  while waitpid(pid, &status, 0) == -1 {
+    guard errno == EINTR else { return nil }
+  }
+  // WIFEXITED and WEXITSTATUS, which Swift does not import (they are macros).
+  guard status & 0x7f == 0 else { return nil }
+  return (status >> 8) & 0xff
 }
 
 /// Starts a worker process and waits until its service runs.
@@ -234,13 +261,7 @@ struct Entry {
 func story() async throws {
   let (url, script) = server()
   defer {
-    if let script {
-      let stop = Process()
-      stop.executableURL = URL(fileURLWithPath: "/bin/bash")
-      stop.arguments = [script, "stop"]
-      try? stop.run()
-      stop.waitUntilExit()
-    }
+    if let script { _ = cluster(script, "stop") }
   }
   let schema = "fleet_outbox_example_\(getpid())"
   let admin = try client(url: url, schema: "public")

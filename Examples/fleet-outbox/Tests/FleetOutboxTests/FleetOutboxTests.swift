@@ -7,16 +7,51 @@ struct FleetOutboxTests {
     "A is killed and its keys wait for the lease; B gets SIGTERM and its key moves at once; every key in order, each change once"
   )
   func story() throws {
+    let (status, text) = try runExample(environment: ProcessInfo.processInfo.environment)
+    try checkStory(status: status, text: text)
+  }
+
+  @Test(
+    "with no server running and no ORDERLY_POSTGRES_URL, the example starts a cluster, tells the story, stops the cluster and exits"
+  )
+  func startsItsOwnServer() throws {
+    // A state folder of its own: the cluster every other test uses is neither found nor touched.
+    let state = FileManager.default.temporaryDirectory
+      .appendingPathComponent("fleet-outbox-test-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: state, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: state) }
+    var environment = ProcessInfo.processInfo.environment
+    environment["ORDERLY_POSTGRES_URL"] = nil
+    environment["ORDERLY_POSTGRES_STATE"] = state.path
+    let (status, text) = try runExample(environment: environment)
+    try checkStory(status: status, text: text)
+    // The cluster it started is stopped: the script's record of it is gone.
+    let left = try FileManager.default.contentsOfDirectory(atPath: state.path)
+    #expect(!left.contains("url"), "\(left)")
+  }
+
+  /// Runs the built example from the repository's folder, as lesson 10 does, and reads what it
+  /// prints to its end.
+  private func runExample(environment: [String: String]) throws -> (Int32, String) {
     let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
       .appendingPathComponent("fleet-outbox")
+    let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+      .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+      .deletingLastPathComponent()
     let process = Process()
     process.executableURL = binary
+    process.currentDirectoryURL = repository
+    process.environment = environment
     let output = Pipe()
     process.standardOutput = output
     try process.run()
     let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
     process.waitUntilExit()
-    #expect(process.terminationStatus == 0, "\(text)")
+    return (process.terminationStatus, text)
+  }
+
+  private func checkStory(status: Int32, text: String) throws {
+    #expect(status == 0, "\(text)")
     #expect(text.contains("18 of 18 changes applied, each once"), "\(text)")
     // 18 changes, and the two A was killed in begun again; B's was finished, not begun again.
     #expect(text.contains("20 deliveries began"), "\(text)")
