@@ -5,18 +5,23 @@ import OrderlyCore
 import OrderlyCourse
 import Synchronization
 
-/// The cache, and a record of who was inside at the same time.
+/// The cache, and a record of who was inside at the same time. Each read and refresh takes its
+/// time on a story clock, so who is inside when is the same on every run, however busy the
+/// machine.
 final class PriceCache: Sendable {
   private let state = Mutex(
     (prices: ["apple": 1.00, "pear": 1.20], version: 1, inside: 0, peak: 0, overlaps: 0)
   )
+  private let clock: StoryClock
 
-  func read(_ item: String) async throws -> (price: Double, version: Int) {
+  init(clock: StoryClock) { self.clock = clock }
+
+  func read(_ item: String, taking milliseconds: Int) async throws -> (price: Double, version: Int) {
     state.withLock { state in
       state.inside += 1
       state.peak = max(state.peak, state.inside)
     }
-    try await Task.sleep(for: .milliseconds(20))
+    try await clock.work(for: .milliseconds(milliseconds))
     return state.withLock { state in
       state.inside -= 1
       return (state.prices[item] ?? 0, state.version)
@@ -26,7 +31,7 @@ final class PriceCache: Sendable {
   /// Rewrites every price; counts any read found inside while it runs.
   func refresh() async throws {
     state.withLock { state in state.overlaps += state.inside }
-    try await Task.sleep(for: .milliseconds(20))
+    try await clock.work(for: .milliseconds(25))
     state.withLock { state in
       state.overlaps += state.inside
       state.prices = state.prices.mapValues { $0 * 2 }
@@ -38,12 +43,15 @@ final class PriceCache: Sendable {
   var record: (peak: Int, overlaps: Int) { state.withLock { ($0.peak, $0.overlaps) } }
 }
 
-let cache = PriceCache()
+let cacheClock = StoryClock()
+let cache = PriceCache(clock: cacheClock)
 let queue = ConcurrentQueue(name: "cache", limit: 3)
 
-let before = ["pear", "pear", "pear"].map { item in queue.enqueue { try await cache.read(item) } }
+// Reads take 30, 50 and 40 ms before the refresh and 35, 20 and 45 ms after it.
+let before = [30, 50, 40].map { time in queue.enqueue { try await cache.read("pear", taking: time) } }
 let refresh = queue.enqueueBarrier(name: "refresh") { try await cache.refresh() }
-let after = ["pear", "pear", "pear"].map { item in queue.enqueue { try await cache.read(item) } }
+let after = [35, 20, 45].map { time in queue.enqueue { try await cache.read("pear", taking: time) } }
+try await cacheClock.advance(untilIdle: queue)
 
 print("3 reads, a refresh barrier, 3 more reads, on ConcurrentQueue(limit: 3):")
 for (index, read) in before.enumerated() {

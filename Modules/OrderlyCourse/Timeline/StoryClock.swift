@@ -1,4 +1,5 @@
 import Foundation
+public import OrderlyCore
 public import OrderlyTestSupport
 import Synchronization
 
@@ -127,6 +128,39 @@ public final class StoryClock: Clock, Sendable {
       return next
     }
     if let next { manual.advance(to: Instant(offset: next)) }
+  }
+
+  /// Moves the story on for as long as `queue` has work: each time every job it runs sleeps on
+  /// this clock, to the earliest deadline.
+  ///
+  /// For a story whose jobs all take their time on this clock, where counting sleepers by hand
+  /// (``advance(whenSleeping:)``) would tie the story to one order of ends: it gives the same
+  /// times whatever the machine's load, and whichever order the queue's rules make. Enqueue
+  /// every job first; nothing else may enqueue on `queue` meanwhile.
+  ///
+  /// - Parameter queue: The queue whose jobs sleep on this clock.
+  /// - Throws: `CancellationError` if the task is cancelled first.
+  public func advance(untilIdle queue: some OrderlyQueue) async throws {
+    while true {
+      try Task.checkCancellation()
+      // With nothing enqueued meanwhile, running + pending only falls (a job ends) and pending
+      // only falls (a job starts): the same pair before and after the count of sleepers means
+      // the queue did not change in between, so that count is of a still picture.
+      let before = (queue.runningCount, queue.pendingCount)
+      if before == (0, 0) { return }
+      let asleep = state.withLock { $0.deadlines.count }
+      let after = (queue.runningCount, queue.pendingCount)
+      guard before == after, asleep == before.0, asleep > 0 else {
+        await Task.yield()
+        continue
+      }
+      let next = state.withLock { state -> Duration? in
+        guard let next = state.deadlines.values.min() else { return nil }
+        state.deadlines = state.deadlines.filter { $0.value > next }
+        return next
+      }
+      if let next { manual.advance(to: Instant(offset: next)) }
+    }
   }
 
   /// The events, as `[ 30 ms] finish 1 download: 3K`, in the order of their times; at one
