@@ -5,9 +5,10 @@ import OrderlyCore
 import OrderlyCourse
 import Synchronization
 
-/// The cache, and a record of who was inside at the same time. Each read and refresh takes its
-/// time on a story clock, so who is inside when is the same on every run, however busy the
-/// machine.
+/// The cache, and a record of who was inside at the same time.
+///
+/// Each read and refresh takes its time on a story clock, so who is inside when is the same on
+/// every run, however busy the machine.
 final class PriceCache: Sendable {
   private let state = Mutex(
     (prices: ["apple": 1.00, "pear": 1.20], version: 1, inside: 0, peak: 0, overlaps: 0)
@@ -16,12 +17,12 @@ final class PriceCache: Sendable {
 
   init(clock: StoryClock) { self.clock = clock }
 
-  func read(_ item: String, taking milliseconds: Int) async throws -> (price: Double, version: Int) {
+  func read(_ item: String, taking time: Int) async throws -> (price: Double, version: Int) {
     state.withLock { state in
       state.inside += 1
       state.peak = max(state.peak, state.inside)
     }
-    try await clock.work(for: .milliseconds(milliseconds))
+    try await clock.work(for: .milliseconds(time))
     return state.withLock { state in
       state.inside -= 1
       return (state.prices[item] ?? 0, state.version)
@@ -48,9 +49,13 @@ let cache = PriceCache(clock: cacheClock)
 let queue = ConcurrentQueue(name: "cache", limit: 3)
 
 // Reads take 30, 50 and 40 ms before the refresh and 35, 20 and 45 ms after it.
-let before = [30, 50, 40].map { time in queue.enqueue { try await cache.read("pear", taking: time) } }
+let before = [30, 50, 40].map { time in
+  queue.enqueue { try await cache.read("pear", taking: time) }
+}
 let refresh = queue.enqueueBarrier(name: "refresh") { try await cache.refresh() }
-let after = [35, 20, 45].map { time in queue.enqueue { try await cache.read("pear", taking: time) } }
+let after = [35, 20, 45].map { time in
+  queue.enqueue { try await cache.read("pear", taking: time) }
+}
 try await cacheClock.advance(untilIdle: queue)
 
 print("3 reads, a refresh barrier, 3 more reads, on ConcurrentQueue(limit: 3):")
