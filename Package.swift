@@ -436,6 +436,10 @@ package.targets += [
       .target(name: "outbox-service-probe", condition: server),
       .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
       .product(name: "Logging", package: "swift-log", condition: postgres),
+      // A stalled worker's log, gauge and service (with Server too).
+      .product(name: "InMemoryLogging", package: "swift-log", condition: postgres),
+      .target(name: "OrderlyServer", condition: server),
+      .product(name: "MetricsTestKit", package: "swift-metrics", condition: server),
     ]
   ),
   // The outbox's contract, one set of tests run against every store this build has: SQLite

@@ -237,6 +237,19 @@ public struct DelivererStatistics: Sendable, Equatable {
   /// worker withheld because its lease was no longer certain. The message is
   /// delivered again by the key's next holder. Always zero for `Outbox`, which has no fences.
   public var acknowledgementsRefused: Int
+  /// Whether the deliverer is stalled: it has work (keys held, or messages it cannot rule out)
+  /// and has made no progress (nothing taken, delivered, retried, set aside or renewed) for its
+  /// stall limit.
+  ///
+  /// `PostgresOutbox`'s worker sets it (its limit: `stallAfter` of `start`, two leases by
+  /// default) and clears it at its next progress; it logs an error naming what it was waiting
+  /// on when it sets it. Always `false` for `Outbox`. `OutboxMetrics` reports it as the gauge
+  /// `orderly_outbox_worker_stalled`, and `OutboxService` ends its `run()` with an error when it
+  /// is set, so that the process's supervisor restarts it.
+  public var isStalled: Bool
+  /// What the stalled deliverer was waiting on when it stalled, oldest first (a statement and
+  /// for how long); empty when it is not stalled.
+  public var stalledOn: [String]
 
   /// Statistics with the given values; all zero by default.
   ///
@@ -244,10 +257,20 @@ public struct DelivererStatistics: Sendable, Equatable {
   ///   - keysHeld: Keys delivered now.
   ///   - leaseRenewalsFailed: Lease renewals that failed.
   ///   - acknowledgementsRefused: Acknowledgements refused by the fence.
-  public init(keysHeld: Int = 0, leaseRenewalsFailed: Int = 0, acknowledgementsRefused: Int = 0) {
+  ///   - isStalled: Whether the deliverer is stalled.
+  ///   - stalledOn: What it was waiting on when it stalled.
+  public init(
+    keysHeld: Int = 0,
+    leaseRenewalsFailed: Int = 0,
+    acknowledgementsRefused: Int = 0,
+    isStalled: Bool = false,
+    stalledOn: [String] = []
+  ) {
     self.keysHeld = keysHeld
     self.leaseRenewalsFailed = leaseRenewalsFailed
     self.acknowledgementsRefused = acknowledgementsRefused
+    self.isStalled = isStalled
+    self.stalledOn = stalledOn
   }
 }
 

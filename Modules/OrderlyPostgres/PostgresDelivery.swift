@@ -50,7 +50,8 @@ extension PostgresOutbox {
         onDeadLetter: onDeadLetter,
         lease: lease,
         pollInterval: pollInterval,
-        deliver: deliver
+        deliver: deliver,
+        stallAfter: lease * 2
       )
     )
   }
@@ -113,7 +114,8 @@ extension PostgresOutbox {
       onDeadLetter: onDeadLetter,
       lease: lease,
       pollInterval: pollInterval,
-      deliver: { envelope in try await deliver([envelope]) }
+      deliver: { envelope in try await deliver([envelope]) },
+      stallAfter: lease * 2
     )
     settings.batch = batch
     settings.deliverBatch = deliver
@@ -134,11 +136,37 @@ extension PostgresOutbox {
     }
   }
 
+  /// How long a started worker may have work and make no progress before it says it is
+  /// stalled; `nil` (the default) for two leases.
+  ///
+  /// A worker *has work* when it holds keys, or when it has not finished a look for lines
+  /// within this time (it cannot rule out due messages). It *makes progress* when it takes a
+  /// key, records a delivery's outcome (delivered, retried, set aside), renews its leases,
+  /// releases a key, or finishes a look that finds nothing to take. When it has had work and
+  /// made no progress for this long, it logs an error naming what it waits on (the statements
+  /// in flight, oldest first, and for how long), and `delivererStatistics.isStalled` is `true`
+  /// until its next progress (`OutboxMetrics`: `orderly_outbox_worker_stalled`; `OutboxService`
+  /// ends its `run()` with an error, for the process's supervisor to restart it). A worker
+  /// whose database does not answer for this long is stalled too: it can take nothing.
+  ///
+  /// Read when delivery starts: set it before `start`. It must be longer than zero.
+  public var stallAfter: Duration? {
+    get { state.withLock(announcingTo: self) { $0.stallAfter } }
+    set { state.withLock(announcingTo: self) { $0.stallAfter = newValue } }
+  }
+
   /// Starts a worker with these settings, checked already.
   private func begin(_ settings: FleetSettings<Message>) throws(OutboxError) {
+    var settings = settings
     let worker = try state.withLock(announcingTo: self) {
       (state) throws(OutboxError) -> FleetWorker<Message> in
       guard state.worker == nil, !state.stopping else { throw .alreadyStarted }
+      if let limit = state.stallAfter {
+        guard limit > .zero else {
+          throw .invalidOption("stallAfter must be longer than zero (got \(limit))")
+        }
+        settings.stallAfter = limit
+      }
       let worker = FleetWorker(outbox: self, settings: settings, paused: state.paused)
       state.worker = worker
       state.workerID = worker.id
@@ -233,6 +261,9 @@ struct FleetSettings<Message: Sendable>: Sendable {
   /// at a time through `deliver`, more through `deliverBatch`.
   var batch = 1
   let deliver: @Sendable (Envelope<Message>) async throws -> Void
+  /// How long the worker may have work and make no progress before it says it is stalled
+  /// (see ``StallWatch``): two leases unless ``PostgresOutbox/stallAfter`` says otherwise.
+  var stallAfter: Duration
   /// The handler of ``PostgresOutbox/start(limit:batchesOf:retry:onDeadLetter:lease:pollInterval:deliver:)``.
   var deliverBatch: (@Sendable ([Envelope<Message>]) async throws -> Void)?
 
@@ -295,6 +326,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   let id: String
   private let bell = Doorbell()
   fileprivate let state: OrderlyLock<WorkerState>
+  /// Whether this worker makes progress (see ``StallWatch``), checked by the watch loop.
+  private let stall: OrderlyLock<StallWatch>
 
   struct Held: Sendable {
     let fence: Int64
@@ -322,6 +355,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     var lastToken: UInt64 = 0
     var ending = false
     var loops: [Task<Void, Never>] = []
+    /// What the worker waited on when it stalled, while it is stalled (see ``StallWatch``).
+    var stalledOn: [String]?
   }
 
   init(outbox: PostgresOutbox<Message>, settings: FleetSettings<Message>, paused: Bool) {
@@ -329,6 +364,12 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     self.settings = settings
     self.id = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UUID().uuidString.prefix(8))"
     self.state = OrderlyLock(WorkerState(paused: paused))
+    self.stall = OrderlyLock(StallWatch(limit: settings.stallAfter, now: .now))
+  }
+
+  /// Whether this worker is stalled, and what it was waiting on when it stalled.
+  var stalled: (isStalled: Bool, on: [String]) {
+    state.withLock(announcingTo: self) { ($0.stalledOn != nil, $0.stalledOn ?? []) }
   }
 
   /// The lines this worker holds a lease on and has not given up.
@@ -346,10 +387,31 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
 
   /// Runs a query (and reads its rows) within a lease's time: a query that never ends must not
   /// hold a line, or this loop, for ever (see ``withDeadline(_:_:)``).
+  ///
+  /// The stall watch knows what is in flight: `what` names it in the error a stalled worker
+  /// logs. A statement that moves the worker on (a take, an acknowledgement, a renewal, a
+  /// release, a dead letter) counts as progress when it succeeds (`progress`).
+  ///
+  /// - Parameters:
+  ///   - what: The wait, as the stall log names it ("renewing 3 leases").
+  ///   - progress: Whether its success is progress.
+  ///   - operation: The statements.
+  /// - Returns: What `operation` returned.
+  /// - Throws: What `operation` threw, `QueryTimedOut` or `ConnectionLost`.
   fileprivate func bounded<T: Sendable>(
+    _ what: @autoclosure () -> String,
+    progress: Bool = false,
     _ operation: @escaping @Sendable () async throws -> T
   ) async throws -> T {
-    try await withDeadline(settings.lease, operation)
+    let token = stall.withLock { $0.begin(what(), at: .now) }
+    defer { stall.withLock { $0.end(token) } }
+    let withheld = outbox.withheld
+    let result = try await withDeadline(settings.lease) {
+      try await withheld.wait()
+      return try await operation()
+    }
+    if progress { stall.withLock { $0.progressed(at: .now) } }
+    return result
   }
 
   func begin() {
@@ -378,7 +440,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     // Lines end by releasing their leases; this catches any a failed query left behind.
     let (client, id, logger) = (client, id, logger)
     do {
-      try await bounded {
+      try await bounded("releasing every lease at the stop") {
         try await client.checkedQuery(
           """
           UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
@@ -469,6 +531,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       state.paused || state.draining || state.ending ? 0 : settings.limit - state.held.count
     }
     guard free > 0 else { return nil }
+    let room = free
     do {
       // The lines waiting longest. A few rounds at most, as long as each finds all it asked
       // for: lines that other workers took at the same moment are skipped, not waited for.
@@ -479,7 +542,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         free -= try await take(oldest.filter { !mine.contains($0.line) }, upTo: free)
         if oldest.count < wanted { break }
       }
-      if free == 0 { return nil }
+      if free == 0 {
+        stall.withLock { $0.looked(foundNothing: false, at: .now) }
+        return nil
+      }
       // Room left: lines whose first message is younger than the oldest messages read, by key.
       // A few rounds at most: a round whose lines were all taken by other workers at the same
       // moment goes on past them.
@@ -497,7 +563,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         free -= try await take(found.filter { !mine.contains($0.line) }, upTo: free)
         if walkedAll { break }
       }
-      return free > 0 ? try await soonestLeaseEnd() : nil
+      let soonest = free > 0 ? try await soonestLeaseEnd() : nil
+      stall.withLock { $0.looked(foundNothing: free == room, at: .now) }
+      return soonest
     } catch {
       if !Task.isCancelled {
         logger.warning(
@@ -526,7 +594,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let stopLine = settings.onDeadLetter == .stopLine
     let window = Self.ageWindow
     let (client, logger) = (client, logger)
-    return try await bounded { () -> [Candidate] in
+    return try await bounded("looking for the lines waiting longest") { () -> [Candidate] in
       var candidates: [Candidate] = []
       try await client.checkedExecute(
         OldestLinesStatement(window: window, stopLine: stopLine, limit: limit),
@@ -550,7 +618,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   {
     let stopLine = settings.onDeadLetter == .stopLine
     let (client, logger) = (client, logger)
-    return try await bounded { () -> [Candidate] in
+    return try await bounded("looking for lines by key") { () -> [Candidate] in
       var candidates: [Candidate] = []
       // The conditions are subqueries, not joins, so that the walk stays lazy: PostgreSQL
       // evaluates a recursive WITH only as far as the LIMIT reads it.
@@ -596,7 +664,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   /// database, does not, and its line is free from that moment.
   private func soonestLeaseEnd() async throws -> Duration? {
     let (client, id, logger) = (client, id, logger)
-    return try await bounded { () -> Duration? in
+    return try await bounded("reading when the next lease ends") { () -> Duration? in
       var soonest: Duration?
       try await client.checkedQuery(
         """
@@ -638,7 +706,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let batch = settings.batch
     let lines = candidates.map(\.line)
     let fresh = candidates.filter(\.fresh).map(\.line)
-    let taken = try await bounded { () -> [TakenLine] in
+    let taken = try await bounded("taking \(lines.count) lines", progress: true) {
+      () -> [TakenLine] in
       if !fresh.isEmpty {
         // A line's first lease row, free (fence 0: its first holder gets fence 1).
         try await client.checkedExecute(FreshLeasesStatement(lines: fresh), logger: logger) {
@@ -722,7 +791,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   /// Gives a line's lease back, if it still is this worker's.
   private func release(_ line: String, fence: Int64) async throws {
     let (client, id, logger) = (client, id, logger)
-    try await bounded {
+    try await bounded("releasing line \(Line.shown(line))", progress: true) {
       try await client.checkedExecute(
         ReleaseStatement(line: line, owner: id, fence: fence),
         logger: logger
@@ -754,7 +823,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
       do {
         let paused = OrderlyLock([String]())
-        let renewed = try await bounded { () -> [String: Int64] in
+        let renewed = try await bounded("renewing \(lines.count) leases", progress: true) {
+          () -> [String: Int64] in
           // Committed before the lines' deadlines move (see `committedQuery`).
           try await client.committedQuery(
             """
@@ -810,6 +880,39 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       try? await Task.sleep(for: settings.lease / 8)
       if Task.isCancelled { return }
       giveUpLateLines()
+      checkProgress()
+    }
+  }
+
+  /// Says so, once, when the worker has work and has made no progress for its stall limit: an
+  /// error naming what it waits on, and ``stalled`` (which `delivererStatistics` reports, and
+  /// `OutboxService` ends its run on); and again when it moves on.
+  private func checkProgress() {
+    let (keysHeld, taking) = state.withLock(announcingTo: self) { state in
+      (
+        state.held.values.count { !$0.lost },
+        !(state.paused || state.draining || state.ending)
+      )
+    }
+    let verdict = stall.withLock { $0.check(at: .now, keysHeld: keysHeld, taking: taking) }
+    switch verdict {
+    case .healthy, .stillStalled:
+      break
+    case .stalled(let idle, let waitingOn):
+      state.withLock(announcingTo: self) { $0.stalledOn = waitingOn }
+      logger.error(
+        "outbox worker stalled: it has work and made no progress for \(StallWatch.shown(idle))",
+        metadata: [
+          "worker": "\(id)", "keys_held": "\(keysHeld)",
+          "waiting_on": "\(waitingOn.joined(separator: "; "))",
+        ]
+      )
+    case .recovered(let after):
+      state.withLock(announcingTo: self) { $0.stalledOn = nil }
+      logger.notice(
+        "outbox worker makes progress again",
+        metadata: ["worker": "\(id)", "stalled_for": "\(StallWatch.shown(after))"]
+      )
     }
   }
 
@@ -1010,7 +1113,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   /// due) and counts the attempts about to begin.
   private func claimBatch(_ line: String) async throws -> [ClaimedMessage] {
     let (client, logger, batch) = (client, logger, settings.batch)
-    return try await bounded { () -> [ClaimedMessage] in
+    return try await bounded(
+      "reading the next messages of line \(Line.shown(line))",
+      progress: true
+    ) { () -> [ClaimedMessage] in
       var claimed: [ClaimedMessage] = []
       try await client.checkedExecute(
         ClaimBatchStatement(line: line, batch: batch),
@@ -1100,7 +1206,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         worker.client, worker.logger, claimed.line, claimed.sequence
       )
       do {
-        try await worker.bounded {
+        try await worker.bounded("counting an attempt of line \(Line.shown(line))", progress: true)
+        {
           try await client.checkedQuery(
             """
             UPDATE orderly_outbox_message SET attempts = \(attempt)
@@ -1330,7 +1437,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         // Committed before the next message is delivered: an acknowledgement read but rolled
         // back would have the line's next holder deliver this message again after that one
         // (see `committedQuery`).
-        let answer = try await bounded { () -> (Bool?, Bool, [ClaimedMessage], Bool) in
+        let answer = try await bounded("acknowledging line \(Line.shown(line))", progress: true) {
+          () -> (Bool?, Bool, [ClaimedMessage], Bool) in
           try await client.committedExecute(
             AcknowledgeStatement(
               line: line,
@@ -1428,7 +1536,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let (client, id, logger) = (client, id, logger)
     let moved: Bool
     do {
-      moved = try await bounded { () -> Bool in
+      moved = try await bounded(
+        "setting a dead letter aside on line \(Line.shown(claimed.line))",
+        progress: true
+      ) { () -> Bool in
         // Committed before the line goes on or stops (see `committedQuery`).
         try await client.committedQuery(
           """

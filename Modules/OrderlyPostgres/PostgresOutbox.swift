@@ -60,6 +60,8 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   let hub = OutboxEventHub()
   /// Retry waits in progress, ended early by pause, resume and stop.
   let retryWaits = RetryWaits()
+  /// A test's hold on the worker's statements (see ``withholdAnswers(_:)``).
+  let withheld = WithheldAnswers()
   let state: OrderlyLock<PostgresOutboxState<Message>>
   /// The task that runs `client`, when the outbox made the client itself (``init(url:clock:logger:coalescing:partition:)``).
   let clientRun: Task<Void, Never>?
@@ -238,6 +240,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// The client is ended only if the outbox made it
   /// (``init(url:clock:logger:coalescing:partition:)``); a client you passed in stays yours.
   public func close() async {
+    state.withLock(announcingTo: self) { $0.closed = true }
     await stop()
     hub.finish()
     clientRun?.cancel()
@@ -642,6 +645,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     let (worker, statistics) = state.withLock(announcingTo: self) { ($0.worker, $0.statistics) }
     var result = statistics
     result.keysHeld = worker?.keysHeld ?? 0
+    if let stalled = worker?.stalled {
+      result.isStalled = stalled.isStalled
+      result.stalledOn = stalled.on
+    }
     return result
   }
 
@@ -826,38 +833,57 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// - Throws: `OutboxError.lineStopped(partition:deadLetter:)` when a line waits at a dead
   ///   letter with messages behind it (while this outbox delivers with
   ///   `DeadLetterPolicy.stopLine`, or is not started); `OutboxError.cancelled` if the
-  ///   calling task is cancelled; the database's error as an `OutboxError`.
+  ///   calling task is cancelled; `OutboxError.closed(path:)` once ``close()`` is called (a
+  ///   look under way when it is ends first, within its deadline); the database's error as an
+  ///   `OutboxError` (a look the database does not answer within 30 seconds is
+  ///   `OutboxError.cannotOpen(path:reason:)`).
   public func waitUntilDelivered() async throws(OutboxError) {
     while true {
-      let policy = state.withLock(announcingTo: self) { $0.worker?.settings.onDeadLetter }
+      let (policy, closed) = state.withLock(announcingTo: self) {
+        ($0.worker?.settings.onDeadLetter, $0.closed)
+      }
+      if closed { throw .closed(path: database) }
       do {
-        var pending: Int64 = 0
-        var stopped: (String, UUID)?
-        let rows = try await client.query(
-          """
-          SELECT (SELECT count(*)::bigint FROM orderly_outbox_message),
-            (SELECT d.line FROM orderly_outbox_dead_letter d
-              WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
-              ORDER BY d.line, d.sequence LIMIT 1),
-            (SELECT d.id FROM orderly_outbox_dead_letter d
-              WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
-              ORDER BY d.line, d.sequence LIMIT 1)
-          """,
-          logger: logger
-        )
-        for try await (count, line, id) in rows.decode((Int64, String?, UUID?).self) {
-          pending = count
-          if let line, let id { stopped = (line, id) }
+        let (pending, stopped) = try await withDeadline(Self.lookLimit) {
+          try await self.pendingAndStopped()
         }
         if pending == 0 { return }
         if policy != .continueLine, let stopped {
           throw OutboxError.lineStopped(partition: Line.partition(stopped.0), deadLetter: stopped.1)
         }
+        // Safe as library code: a poll interval, ended early by cancellation.
         try await Task.sleep(for: .milliseconds(50))
       } catch {
         throw outboxError(error, database: database)
       }
     }
+  }
+
+  /// How long one of ``waitUntilDelivered()``'s looks may wait for the database.
+  static var lookLimit: Duration { .seconds(30) }
+
+  /// How many messages are pending, and the first line that waits at a dead letter with
+  /// messages behind it.
+  private func pendingAndStopped() async throws -> (Int64, (String, UUID)?) {
+    var pending: Int64 = 0
+    var stopped: (String, UUID)?
+    let rows = try await client.query(
+      """
+      SELECT (SELECT count(*)::bigint FROM orderly_outbox_message),
+        (SELECT d.line FROM orderly_outbox_dead_letter d
+          WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
+          ORDER BY d.line, d.sequence LIMIT 1),
+        (SELECT d.id FROM orderly_outbox_dead_letter d
+          WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
+          ORDER BY d.line, d.sequence LIMIT 1)
+      """,
+      logger: logger
+    )
+    for try await (count, line, id) in rows.decode((Int64, String?, UUID?).self) {
+      pending = count
+      if let line, let id { stopped = (line, id) }
+    }
+    return (pending, stopped)
   }
 }
 
@@ -867,6 +893,10 @@ struct PostgresOutboxState<Message: Codable & Sendable>: Sendable {
   var worker: FleetWorker<Message>?
   /// Whether `stop` is under way.
   var stopping = false
+  /// Whether ``PostgresOutbox/close()`` was called: a waiter ends with `OutboxError.closed`.
+  var closed = false
+  /// ``PostgresOutbox/stallAfter``.
+  var stallAfter: Duration?
   /// Whether delivery is paused with `pause()`.
   var paused = false
   /// The current (or last) worker's name.

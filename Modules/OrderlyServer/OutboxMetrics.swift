@@ -27,6 +27,7 @@ public import OrderlyOutboxCore
 /// | `orderly_outbox_keys_held` | gauge | | keys this process delivers now (on PostgreSQL, the lines it holds a lease on) |
 /// | `orderly_outbox_lease_renewals_failed_total` | counter | | held keys whose lease renewal failed (PostgreSQL) |
 /// | `orderly_outbox_acknowledgements_refused_total` | counter | | acknowledgements refused by the fence (PostgreSQL): the key's next holder delivers the message again |
+/// | `orderly_outbox_worker_stalled` | gauge | | 1 while this process's worker has work and makes no progress (PostgreSQL: `PostgresOutbox.stallAfter`), else 0 |
 ///
 /// The same names for every store: an outbox on SQLite counts its own file, one on PostgreSQL
 /// the whole fleet's tables (the gauges of messages and keys read the store; `keys_held`, the
@@ -56,6 +57,7 @@ public struct OutboxMetrics: Sendable {
   let blockedKeys: Gauge
   let worstBlockedAge: Gauge
   let keysHeld: Gauge
+  let stalled: Gauge
   let renewalsFailed: Counter
   let acknowledgementsRefused: Counter
   /// The deliverer's counts last recorded, so that each read adds only what is new.
@@ -130,6 +132,11 @@ public struct OutboxMetrics: Sendable {
       factory: factory
     )
     keysHeld = Gauge(label: "orderly_outbox_keys_held", dimensions: dimensions, factory: factory)
+    stalled = Gauge(
+      label: "orderly_outbox_worker_stalled",
+      dimensions: dimensions,
+      factory: factory
+    )
     renewalsFailed = Counter(
       label: "orderly_outbox_lease_renewals_failed_total",
       dimensions: dimensions,
@@ -168,7 +175,8 @@ public struct OutboxMetrics: Sendable {
   }
 
   /// Sets the gauges from the outbox's store and its deliverer: pending messages, dead letters,
-  /// the age of the oldest pending message, blocked keys and the age of the worst, keys held;
+  /// the age of the oldest pending message, blocked keys and the age of the worst, keys held,
+  /// whether the worker is stalled;
   /// and adds to the counters of failed lease renewals and refused acknowledgements what the
   /// deliverer met since the last call.
   ///
@@ -192,11 +200,13 @@ public struct OutboxMetrics: Sendable {
     return counts
   }
 
-  /// Sets the keys-held gauge, and adds to the counters what is new since the last call.
+  /// Sets the keys-held and stalled gauges, and adds to the counters what is new since the
+  /// last call.
   ///
   /// - Parameter statistics: The outbox's `DurableOutbox.delivererStatistics`.
   public func record(_ statistics: DelivererStatistics) {
     keysHeld.record(statistics.keysHeld)
+    stalled.record(statistics.isStalled ? 1 : 0)
     let (renewals, refusals) = recorded.advance(to: statistics)
     if renewals > 0 { renewalsFailed.increment(by: renewals) }
     if refusals > 0 { acknowledgementsRefused.increment(by: refusals) }

@@ -46,6 +46,11 @@ public import Tracing
 ///   not delivered again.
 /// - Cancelled (the group's own shutdown timeout, or a failing sibling service), it stops at
 ///   once, as `Outbox.stop()` does.
+/// - When the outbox's worker says it is stalled (`DelivererStatistics.isStalled`: on
+///   PostgreSQL, it had work and made no progress for `PostgresOutbox.stallAfter`, two leases by
+///   default), it logs an error naming what the worker waited on, stops delivery, and throws
+///   ``OutboxWorkerStalled``: the `ServiceGroup` shuts down and the process ends with an error,
+///   for its supervisor to start it again. It looks once a second.
 ///
 /// `run()` does not close the outbox: the process may still append (a request in flight) until
 /// it closes the outbox itself.
@@ -61,6 +66,7 @@ public import Tracing
 /// | `debug` | a delivery begins; a message delivered | the above, `orderly.attempt`, `orderly.fence` (PostgreSQL) |
 /// | `warning` | an attempt failed and will be retried | the above, `orderly.retry_in`, `orderly.reason` |
 /// | `error` | a message became a dead letter; recording a delivery failed (retried) | the above, `orderly.reason`, `orderly.line_stopped` |
+/// | `error` | the worker is stalled: delivery stops and ``run()`` throws ``OutboxWorkerStalled`` | `orderly.waiting_on` |
 /// | `warning` | (with metrics) the key blocked longest changed: it waits at a dead letter, or is paused | `orderly.blocked_keys`, `orderly.partition`, `orderly.blocked_since` |
 /// | `info` | (with metrics) no key is blocked any more | |
 ///
@@ -314,8 +320,9 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       throw error
     }
     logger.info("outbox delivery started", metadata: started)
-    do {
-      try await gracefulShutdown()
+    var stalled: OutboxWorkerStalled?
+    switch await ending() {
+    case .gracefulShutdown:
       // Paused first, synchronously: once the line below is logged, no line takes a new
       // message; the delivery in flight finishes and is recorded (or is cancelled by the stop
       // when the grace period ends).
@@ -327,7 +334,15 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       )
       await outbox.stop(gracePeriod: shutdownGracePeriod)
       if !wasPaused { outbox.resume() }
-    } catch {
+    case .cancelled:
+      await outbox.stop()
+    case .stalled(let waitingOn):
+      stalled = OutboxWorkerStalled(outboxName: name, waitingOn: waitingOn)
+      metrics?.record(outbox.delivererStatistics)
+      logger.error(
+        "outbox delivery stopping: the worker is stalled; the service fails so that the process is restarted",
+        metadata: ["orderly.waiting_on": "\(waitingOn.joined(separator: "; "))"]
+      )
       await outbox.stop()
     }
     await endObservers()
@@ -338,7 +353,50 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     }
     let stopped = await pendingMetadata()
     logger.info("outbox delivery stopped", metadata: stopped)
+    if let stalled { throw stalled }
   }
+
+  /// Why ``run()`` stops delivering.
+  private enum Ending: Sendable {
+    case gracefulShutdown
+    case cancelled
+    /// The outbox's worker said it is stalled, waiting on these.
+    case stalled([String])
+  }
+
+  /// Waits for graceful shutdown, the task's cancellation, or the worker's stall, whichever
+  /// comes first.
+  private func ending() async -> Ending {
+    let outbox = self.outbox
+    return await withTaskGroup(of: Ending?.self) { group in
+      group.addTask {
+        do {
+          try await gracefulShutdown()
+          return .gracefulShutdown
+        } catch {
+          return .cancelled
+        }
+      }
+      group.addTask {
+        while !Task.isCancelled {
+          let statistics = outbox.delivererStatistics
+          if statistics.isStalled { return .stalled(statistics.stalledOn) }
+          // Real time on purpose: the worker's stall limit is measured on real time (its
+          // leases are), and this look is cheap (memory only); cancelled when the run ends.
+          try? await Task.sleep(for: Self.stallCheckInterval)
+        }
+        return nil
+      }
+      defer { group.cancelAll() }
+      while let next = await group.next() {
+        if let ending = next { return ending }
+      }
+      return .cancelled
+    }
+  }
+
+  /// How often ``run()`` looks whether the outbox's worker is stalled.
+  static var stallCheckInterval: Duration { .seconds(1) }
 
   /// Names the key blocked longest when it changes, so that an operator reading the logs finds
   /// the key behind `orderly_outbox_worst_blocked_key_age_seconds`.
@@ -439,6 +497,36 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     }
   }
 }
+/// The error ``OutboxService/run()`` ends with when the outbox's worker is stalled: it had work
+/// and made no progress for its stall limit (`DelivererStatistics.isStalled`).
+///
+/// The service stops delivery first (the worker's keys are released, or run out), then throws
+/// it: its `ServiceGroup` shuts down and the process ends with an error, for the supervisor
+/// (systemd, Kubernetes, ...) to start it again.
+public struct OutboxWorkerStalled: Error, Sendable, Equatable, CustomStringConvertible {
+  /// The service's outbox name.
+  public let outboxName: String
+  /// What the worker was waiting on when it stalled, oldest first.
+  public let waitingOn: [String]
+
+  /// The error for the outbox `outboxName`, whose worker waited on `waitingOn`.
+  ///
+  /// - Parameters:
+  ///   - outboxName: The service's outbox name.
+  ///   - waitingOn: What the worker waited on.
+  public init(outboxName: String, waitingOn: [String]) {
+    self.outboxName = outboxName
+    self.waitingOn = waitingOn
+  }
+
+  /// What happened and what to do, for a log line or a process's last words.
+  public var description: String {
+    "the worker of outbox \(outboxName) is stalled: it has work and made no progress, waiting on "
+      + "\(waitingOn.joined(separator: "; ")); restart the process (its keys move to other workers "
+      + "meanwhile)"
+  }
+}
+
 /// The partition key of each message an ``OutboxService`` is delivering, by id.
 final class KeysInFlight: Sendable {
   private let keys = OrderlyLock<[UUID: String]>([:])
