@@ -280,6 +280,37 @@ struct FleetSettings<Message: Sendable>: Sendable {
   }
 }
 
+/// Waits until every task in `tasks` has ended, or `limit` (real time) has passed, or the
+/// calling task is cancelled; the tasks are left to end on their own.
+///
+/// - Parameters:
+///   - tasks: The tasks.
+///   - limit: How long to wait for them.
+/// - Returns: Whether every task ended in time.
+func ended(_ tasks: [Task<Void, Never>], within limit: Duration) async -> Bool {
+  guard !tasks.isEmpty else { return true }
+  let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
+  let waiter = Task {
+    for task in tasks { await task.value }
+    continuation.yield(true)
+  }
+  let timer = Task {
+    // Safe as library code: the bound of a wait, on real time as the leases it stands for;
+    // cancelled as soon as the tasks end.
+    try? await Task.sleep(for: limit)
+    continuation.yield(false)
+  }
+  var allEnded = false
+  for await value in stream {
+    allEnded = value
+    break
+  }
+  continuation.finish()
+  timer.cancel()
+  _ = waiter
+  return allEnded
+}
+
 /// A message taken for delivery.
 struct ClaimedMessage: Sendable {
   let line: String
@@ -435,8 +466,22 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     outbox.retryWaits.wakeAll()
     // Line tasks are not cancelled: they see `ending` at their next step, and their last
     // queries (the acknowledgement of a delivery that returned anyway, the release) must run.
-    for line in lines { await line.value }
-    for loop in loops { await loop.value }
+    // Each of those is bounded by a lease; a handler that ignores its cancellation is not, so
+    // the stop waits a lease for the lines, and leaves the keys of those still running to
+    // their leases (another worker takes each when it runs out; the fence refuses the stale
+    // handler's acknowledgement).
+    if await !ended(lines, within: settings.lease) {
+      let running = state.withLock(announcingTo: self) { state in
+        state.held.keys.sorted().map(Line.shown).joined(separator: ", ")
+      }
+      logger.error(
+        "stopping: deliveries still running a lease after they were cancelled; their keys wait for their leases",
+        metadata: ["worker": "\(id)", "partitions": "\(running)"]
+      )
+    }
+    // The loops end at their next step: each statement they wait on is bounded by a lease.
+    _ = await ended(loops, within: settings.lease)
+    let running = state.withLock(announcingTo: self) { state in Array(state.held.keys) }
     // Lines end by releasing their leases; this catches any a failed query left behind.
     let (client, id, logger) = (client, id, logger)
     do {
@@ -444,7 +489,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         try await client.checkedQuery(
           """
           UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
-          WHERE owner = \(id)
+          WHERE owner = \(id) AND NOT (line = ANY(\(running)))
           """,
           logger: logger
         ) { _ in }
@@ -473,12 +518,17 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
 
   /// Returns once this worker holds no line (after ``drain()``), or when the task is
   /// cancelled.
+  ///
+  /// Its caller bounds it: ``PostgresOutbox/stop(gracePeriod:)`` races it with the grace
+  /// period.
   func waitUntilIdle() async {
     let token = state.withLock(announcingTo: self) { state -> UInt64 in
       state.lastToken &+= 1
       return state.lastToken
     }
     await withTaskCancellationHandler {
+      // resumed by: the line task that ends last (a line ends when its lease is released or
+      // lost), or the cancellation handler below; the caller's grace period cancels it.
       await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
         let now = state.withLock(announcingTo: self) { state -> Bool in
           if state.held.isEmpty || Task.isCancelled { return true }
@@ -963,16 +1013,30 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
 
   // MARK: Notifications
 
+  /// How long one `LISTEN` session lasts before the worker listens again on a fresh
+  /// connection.
+  ///
+  /// A session on a connection that died without a word (a cut network) hears nothing, and
+  /// must not last for ever. Polling covers what a session misses.
+  static var listenSession: Duration { .seconds(60) }
+
   private func listenLoop() async {
+    let client = client
+    let bell = bell
     while !Task.isCancelled {
       do {
-        try await client.withConnection { connection in
-          try await connection.listen(on: PostgresSchema.channel) { notifications in
-            // Something may have been appended while the listener was not there.
-            self.bell.ring()
-            for try await _ in notifications { self.bell.ring() }
+        try await withDeadline(Self.listenSession) {
+          try await client.withConnection { connection in
+            try await connection.listen(on: PostgresSchema.channel) { notifications in
+              // Something may have been appended while the listener was not there.
+              bell.ring()
+              for try await _ in notifications { bell.ring() }
+            }
           }
         }
+      } catch is QueryTimedOut {
+        // The session's time is up: listen again at once.
+        continue
       } catch {
         if Task.isCancelled { return }
         logger.debug(
@@ -1624,6 +1688,8 @@ final class Doorbell: Sendable {
 
   private func waitForRing() async {
     await withTaskCancellationHandler {
+      // resumed by: ring(), or the cancellation handler below (wait(upTo:) cancels it when its
+      // timeout ends first).
       await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
         let now = bell.withLock(announcingTo: self) { bell -> Bool in
           if bell.rung || Task.isCancelled {

@@ -153,19 +153,22 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     let configuration = try PostgresClient.Configuration(orderlyURL: url)
     let shown = describe(configuration)
     do {
-      let connection = try await PostgresConnection.connect(
-        configuration: PostgresConnection.Configuration(
-          host: configuration.host ?? "localhost",
-          port: configuration.port ?? 5432,
-          username: configuration.username,
-          password: configuration.password,
-          database: configuration.database,
-          tls: .disable
-        ),
-        id: 0,
-        logger: logger
-      )
-      try? await connection.close()
+      // The connection, its log-in and its close, within the deadline of any call.
+      try await withDeadline(Self.statementLimit) {
+        let connection = try await PostgresConnection.connect(
+          configuration: PostgresConnection.Configuration(
+            host: configuration.host ?? "localhost",
+            port: configuration.port ?? 5432,
+            username: configuration.username,
+            password: configuration.password,
+            database: configuration.database,
+            tls: .disable
+          ),
+          id: 0,
+          logger: logger
+        )
+        try? await connection.close()
+      }
     } catch {
       throw outboxError(error, database: shown)
     }
@@ -205,13 +208,17 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     // The client's configuration is not public; the database is named by its first connection.
     var name = "the PostgreSQL database"
     do {
-      let rows = try await client.query(
-        "SELECT current_user::text, current_database()::text, coalesce(inet_server_addr()::text, 'local'), coalesce(inet_server_port(), 0)",
-        logger: logger
-      )
-      for try await (user, db, host, port) in rows.decode((String, String, String, Int).self) {
-        let shownHost = host.split(separator: "/").first.map(String.init) ?? host
-        name = "postgresql://\(user)@\(shownHost):\(port)/\(db)"
+      name = try await withDeadline(Self.statementLimit) {
+        var name = "the PostgreSQL database"
+        let rows = try await client.query(
+          "SELECT current_user::text, current_database()::text, coalesce(inet_server_addr()::text, 'local'), coalesce(inet_server_port(), 0)",
+          logger: logger
+        )
+        for try await (user, db, host, port) in rows.decode((String, String, String, Int).self) {
+          let shownHost = host.split(separator: "/").first.map(String.init) ?? host
+          name = "postgresql://\(user)@\(shownHost):\(port)/\(db)"
+        }
+        return name
       }
     } catch {
       throw outboxError(error, database: name)
@@ -219,11 +226,10 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     self.database = name
     let problem: String?
     do {
-      problem = try await PostgresSchema.prepare(
-        client,
-        creatingTables: creatingTables,
-        logger: logger
-      )
+      // A minute: creating the tables or an index waits for other transactions' locks.
+      problem = try await withDeadline(.seconds(60)) {
+        try await PostgresSchema.prepare(client, creatingTables: creatingTables, logger: logger)
+      }
     } catch {
       throw outboxError(error, database: name)
     }
@@ -347,7 +353,9 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     on connection: PostgresConnection
   ) async throws -> UUID {
     let prepared = try codec.prepare([message], partition: partition, headers: headers)
-    let written = try await write(prepared, on: connection)
+    let written = try await withDeadline(Self.statementLimit) {
+      try await self.write(prepared, on: connection)
+    }
     for event in written.events { hub.emit(event) }
     return written.ids[0]
   }
@@ -358,6 +366,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     var events: [OutboxEvent] = []
   }
 
+  // deadline: the caller's
   /// Writes messages on a connection inside a transaction.
   ///
   /// Each line's row is updated first, lines in sorted order (so two batches never wait for
@@ -423,6 +432,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     return written
   }
 
+  // deadline: the caller's
   /// Writes messages none of which can be merged, over any number of lines, in a single
   /// statement: the lines' numbers (each line's row updated once, lines in sorted order, as
   /// ``write(_:on:)`` does), the rows and the notification in one round trip.
@@ -491,6 +501,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     return written
   }
 
+  // deadline: the caller's
   /// Writes one message that cannot be merged in a single statement: the line's number, the
   /// row and the notification in one round trip.
   private func writeOne(_ prepared: PreparedMessage<Message>, on connection: PostgresConnection)
@@ -529,6 +540,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     return written
   }
 
+  // deadline: the caller's
   /// Folds the message into the newest pending one for its entity in its line, if the merge
   /// closure says so and no delivery of that message ever began.
   ///
@@ -601,39 +613,41 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
       state.withLock(announcingTo: self) { $0.worker?.settings.onDeadLetter ?? .stopLine }
       == .stopLine
     do {
-      var counts = OutboxCounts(pending: 0, deadLetters: 0, oldestPendingAppendedAt: nil)
-      let rows = try await client.query(
-        """
-        WITH blocked AS (
-          SELECT line, min(appended_at) AS since FROM orderly_outbox_dead_letter
-          WHERE \(stops) GROUP BY line
-          UNION ALL
-          SELECT l.line,
-            (SELECT min(m.appended_at) FROM orderly_outbox_message m WHERE m.line = l.line)
-          FROM orderly_outbox_lease l WHERE l.paused
-        ),
-        worst AS (SELECT line, since FROM blocked WHERE since IS NOT NULL ORDER BY since LIMIT 1)
-        SELECT (SELECT count(*)::bigint FROM orderly_outbox_message),
-          (SELECT count(*)::bigint FROM orderly_outbox_dead_letter),
-          (SELECT min(appended_at) FROM orderly_outbox_message),
-          (SELECT count(DISTINCT line)::bigint FROM blocked),
-          (SELECT line FROM worst), (SELECT since FROM worst)
-        """,
-        logger: logger
-      )
-      for try await (pending, dead, oldest, blocked, worst, since) in rows.decode(
-        (Int64, Int64, Date?, Int64, String?, Date?).self
-      ) {
-        counts = OutboxCounts(
-          pending: Int(pending),
-          deadLetters: Int(dead),
-          oldestPendingAppendedAt: oldest,
-          blockedKeys: Int(blocked),
-          worstBlockedPartition: worst.flatMap(Line.partition),
-          worstBlockedSince: since
+      return try await withDeadline(Self.statementLimit) { [self] in
+        var counts = OutboxCounts(pending: 0, deadLetters: 0, oldestPendingAppendedAt: nil)
+        let rows = try await client.query(
+          """
+          WITH blocked AS (
+            SELECT line, min(appended_at) AS since FROM orderly_outbox_dead_letter
+            WHERE \(stops) GROUP BY line
+            UNION ALL
+            SELECT l.line,
+              (SELECT min(m.appended_at) FROM orderly_outbox_message m WHERE m.line = l.line)
+            FROM orderly_outbox_lease l WHERE l.paused
+          ),
+          worst AS (SELECT line, since FROM blocked WHERE since IS NOT NULL ORDER BY since LIMIT 1)
+          SELECT (SELECT count(*)::bigint FROM orderly_outbox_message),
+            (SELECT count(*)::bigint FROM orderly_outbox_dead_letter),
+            (SELECT min(appended_at) FROM orderly_outbox_message),
+            (SELECT count(DISTINCT line)::bigint FROM blocked),
+            (SELECT line FROM worst), (SELECT since FROM worst)
+          """,
+          logger: logger
         )
+        for try await (pending, dead, oldest, blocked, worst, since) in rows.decode(
+          (Int64, Int64, Date?, Int64, String?, Date?).self
+        ) {
+          counts = OutboxCounts(
+            pending: Int(pending),
+            deadLetters: Int(dead),
+            oldestPendingAppendedAt: oldest,
+            blockedKeys: Int(blocked),
+            worstBlockedPartition: worst.flatMap(Line.partition),
+            worstBlockedSince: since
+          )
+        }
+        return counts
       }
-      return counts
     } catch {
       throw outboxError(error, database: database)
     }
@@ -654,11 +668,13 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
 
   private func count(_ query: PostgresQuery) async throws(OutboxError) -> Int {
     do {
-      var total = 0
-      for try await value in try await client.query(query, logger: logger).decode(Int64.self) {
-        total = Int(value)
+      return try await withDeadline(Self.statementLimit) { [self] in
+        var total = 0
+        for try await value in try await client.query(query, logger: logger).decode(Int64.self) {
+          total = Int(value)
+        }
+        return total
       }
-      return total
     } catch {
       throw outboxError(error, database: database)
     }
@@ -699,17 +715,19 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   private func setPaused(_ paused: Bool, partition: String?) async throws(OutboxError) {
     let line = Line.key(partition)
     do {
-      // Committed before this returns: the caller is told the line is paused (or resumed).
-      try await client.committedQuery(
-        """
-        INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
-        VALUES (\(line), NULL, now(), 0, \(paused))
-        ON CONFLICT (line) DO UPDATE SET paused = \(paused)
-        """,
-        logger: logger
-      ) { _ in }
-      if !paused {
-        try await client.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+      try await withDeadline(Self.statementLimit) { [self] in
+        // Committed before this returns: the caller is told the line is paused (or resumed).
+        try await client.committedQuery(
+          """
+          INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
+          VALUES (\(line), NULL, now(), 0, \(paused))
+          ON CONFLICT (line) DO UPDATE SET paused = \(paused)
+          """,
+          logger: logger
+        ) { _ in }
+        if !paused {
+          try await client.query("SELECT pg_notify(\(PostgresSchema.channel), '')", logger: logger)
+        }
       }
     } catch {
       throw outboxError(error, database: database)
@@ -721,14 +739,16 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// - Throws: The database's error as an `OutboxError`.
   public func pausedPartitions() async throws(OutboxError) -> [String?] {
     do {
-      var lines: [String?] = []
-      for try await line in try await client.query(
-        "SELECT line FROM orderly_outbox_lease WHERE paused ORDER BY line",
-        logger: logger
-      ).decode(String.self) {
-        lines.append(Line.partition(line))
+      return try await withDeadline(Self.statementLimit) { [self] in
+        var lines: [String?] = []
+        for try await line in try await client.query(
+          "SELECT line FROM orderly_outbox_lease WHERE paused ORDER BY line",
+          logger: logger
+        ).decode(String.self) {
+          lines.append(Line.partition(line))
+        }
+        return lines
       }
-      return lines
     } catch {
       throw outboxError(error, database: database)
     }
@@ -743,33 +763,35 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   /// - Throws: The database's error as an `OutboxError`.
   public func deadLetters() async throws(OutboxError) -> [DeadLetter<Message>] {
     do {
-      let decoder = JSONDecoder()
-      var letters: [DeadLetter<Message>] = []
-      let rows = try await client.query(
-        """
-        SELECT id, sequence, partition, payload, attempts, appended_at, failed_at, reason
-        FROM orderly_outbox_dead_letter ORDER BY failed_at, line, sequence
-        """,
-        logger: logger
-      )
-      for try await (id, sequence, partition, payload, attempts, appendedAt, failedAt, reason)
-        in rows.decode((UUID, Int64, String?, Data, Int, Date, Date, String).self)
-      {
-        letters.append(
-          DeadLetter(
-            id: id,
-            sequence: sequence,
-            partition: partition,
-            message: try? decoder.decode(Message.self, from: payload),
-            payload: payload,
-            attempts: attempts,
-            appendedAt: appendedAt,
-            failedAt: failedAt,
-            reason: reason
-          )
+      return try await withDeadline(Self.statementLimit) { [self] in
+        let decoder = JSONDecoder()
+        var letters: [DeadLetter<Message>] = []
+        let rows = try await client.query(
+          """
+          SELECT id, sequence, partition, payload, attempts, appended_at, failed_at, reason
+          FROM orderly_outbox_dead_letter ORDER BY failed_at, line, sequence
+          """,
+          logger: logger
         )
+        for try await (id, sequence, partition, payload, attempts, appendedAt, failedAt, reason)
+          in rows.decode((UUID, Int64, String?, Data, Int, Date, Date, String).self)
+        {
+          letters.append(
+            DeadLetter(
+              id: id,
+              sequence: sequence,
+              partition: partition,
+              message: try? decoder.decode(Message.self, from: payload),
+              payload: payload,
+              attempts: attempts,
+              appendedAt: appendedAt,
+              failedAt: failedAt,
+              reason: reason
+            )
+          )
+        }
+        return letters
       }
-      return letters
     } catch {
       throw outboxError(error, database: database)
     }
@@ -805,18 +827,22 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   }
 
   private func settleDeadLetter(id: UUID, query: PostgresQuery) async throws(OutboxError) {
-    var found = false
+    let found: Bool
     do {
-      try await client.transaction(logger: logger) { connection in
-        for try await _ in try await connection.checkedQuery(query, logger: self.logger)
-          .decode(Int64.self)
-        {
-          found = true
+      found = try await withDeadline(Self.statementLimit) { [self] in
+        try await client.transaction(logger: logger) { connection in
+          var found = false
+          for try await _ in try await connection.checkedQuery(query, logger: self.logger)
+            .decode(Int64.self)
+          {
+            found = true
+          }
+          try await connection.checkedQuery(
+            "SELECT pg_notify(\(PostgresSchema.channel), '')",
+            logger: self.logger
+          )
+          return found
         }
-        try await connection.checkedQuery(
-          "SELECT pg_notify(\(PostgresSchema.channel), '')",
-          logger: self.logger
-        )
       }
     } catch {
       throw outboxError(error, database: database)
@@ -844,7 +870,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
       }
       if closed { throw .closed(path: database) }
       do {
-        let (pending, stopped) = try await withDeadline(Self.lookLimit) {
+        let (pending, stopped) = try await withDeadline(Self.statementLimit) {
           try await self.pendingAndStopped()
         }
         if pending == 0 { return }
@@ -859,9 +885,12 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// How long one of ``waitUntilDelivered()``'s looks may wait for the database.
-  static var lookLimit: Duration { .seconds(30) }
+  /// How long the statements of one call (a count, a look of ``waitUntilDelivered()``, a dead
+  /// letter settled, opening) may wait for the database, a pooled connection included; past
+  /// it the call fails with `OutboxError.cannotOpen(path:reason:)`.
+  static var statementLimit: Duration { .seconds(30) }
 
+  // deadline: the caller's
   /// How many messages are pending, and the first line that waits at a dead letter with
   /// messages behind it.
   private func pendingAndStopped() async throws -> (Int64, (String, UUID)?) {

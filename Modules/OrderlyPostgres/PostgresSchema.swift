@@ -117,6 +117,7 @@ enum PostgresSchema {
     CREATE INDEX orderly_outbox_message_age ON orderly_outbox_message (appended_at, line, sequence)
     """
 
+  // deadline: the caller's
   /// Creates the tables in an empty database (in the schema first on its `search_path`), or
   /// checks the ones there.
   ///

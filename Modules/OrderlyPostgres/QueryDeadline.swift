@@ -41,6 +41,8 @@ func withDeadline<T: Sendable>(
 ) async throws -> T {
   let watched = WatchedQuery<T>(deadline: .now + limit, limit: limit)
   return try await withTaskCancellationHandler {
+    // resumed by: the work's task when it ends, or the shared watch when the deadline passes
+    // or the connection closes, whichever comes first (`finish` hands on the first outcome).
     try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<T, any Error>) in
       watched.wait(with: continuation)
       // Watched before the work starts: a call that ends at once leaves the watch at once.

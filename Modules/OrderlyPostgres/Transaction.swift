@@ -23,6 +23,7 @@ struct ConnectionLost: Error, CustomStringConvertible {
 }
 
 extension PostgresConnection {
+  // deadline: the caller's
   /// Runs `query`, or throws ``ConnectionEnded`` at once if the connection has closed.
   ///
   /// PostgresNIO 1.33 writes a query to its channel without a promise for the write: on a channel
@@ -44,6 +45,7 @@ extension PostgresConnection {
 }
 
 extension PostgresClient {
+  // deadline: the caller's
   /// Runs one statement on a connection of the pool with
   /// ``PostgresConnection/checkedQuery(_:logger:)``, and reads its rows with `read`.
   func checkedQuery<T: Sendable>(
@@ -58,6 +60,7 @@ extension PostgresClient {
 }
 
 extension PostgresClient {
+  // deadline: the caller's
   /// `BEGIN`, `body`, `COMMIT` on one connection of the pool: PostgresNIO's `withTransaction`,
   /// without its ways to wait forever on a connection that closed.
   ///
@@ -95,6 +98,7 @@ extension PostgresClient {
 }
 
 extension PostgresClient {
+  // deadline: the caller's
   /// Runs one statement on a connection of the pool, reads its rows with `read`, and returns
   /// what `read` returned only once the statement is known to have committed.
   ///
@@ -143,6 +147,7 @@ struct TransactionFailure: Error, CustomStringConvertible {
 
 #if Postgres
 extension PostgresConnection {
+  // deadline: the caller's
   /// Runs a prepared statement (parsed and planned once per connection, not at every call),
   /// or throws ``ConnectionEnded`` at once if the connection has closed; named to the deadline's
   /// watch as ``checkedQuery(_:logger:)`` is.
@@ -157,6 +162,7 @@ extension PostgresConnection {
 }
 
 extension PostgresClient {
+  // deadline: the caller's
   /// ``committedQuery(_:logger:read:)`` for a prepared statement.
   func committedExecute<Statement: PostgresPreparedStatement, T: Sendable>(
     _ statement: Statement,
@@ -170,6 +176,7 @@ extension PostgresClient {
     }
   }
 
+  // deadline: the caller's
   /// ``checkedQuery(_:logger:read:)`` for a prepared statement.
   func checkedExecute<Statement: PostgresPreparedStatement, T: Sendable>(
     _ statement: Statement,
