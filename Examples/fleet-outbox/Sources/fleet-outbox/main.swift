@@ -168,7 +168,13 @@ func cluster(_ script: String, _ command: String) -> String? {
   let output = FileManager.default.temporaryDirectory
     .appendingPathComponent("fleet-outbox-\(getpid())-\(command).out").path
   defer { unlink(output) }
-  guard let status = spawnAndWait("/bin/bash", [script, command], output: output, quiet: command == "url"),
+  guard
+    let status = spawnAndWait(
+      "/bin/bash",
+      [script, command],
+      output: output,
+      quiet: command == "url"
+    ),
     status == 0, let data = FileManager.default.contents(atPath: output)
   else { return nil }
   let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
