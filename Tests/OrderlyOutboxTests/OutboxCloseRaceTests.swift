@@ -8,7 +8,7 @@ import Testing
 ///
 /// Each round lets the waiter and the close or stop run side by side, with a random number of
 /// yields between them, so that over the rounds the close lands before the waiter looks, while
-/// it reads, and after it registered. The suite's time limit catches a waiter left behind.
+/// it reads, and after it registered. A waiter left behind fails its round (`outcome(of:within:)`).
 @Suite("Outbox: a waiter racing close() and stop()", .timeLimit(.minutes(2)))
 struct OutboxCloseRaceTests {
   /// An outbox with a stopped line with nothing behind it (so a waiter reads the database
@@ -36,18 +36,12 @@ struct OutboxCloseRaceTests {
     for round in 0..<rounds {
       let path = inFile ? folder.path("outbox-\(round).sqlite") : nil
       let outbox = try await outboxWithAReadBeforeWaiting(path: path)
-      let waiter = Task { () async -> OutboxError? in
-        do throws(OutboxError) {
-          try await outbox.waitUntilDelivered()
-          return nil
-        } catch {
-          return error
-        }
-      }
+      let waiting = waiter(on: outbox)
       for _ in 0..<Int.random(in: 0...6) { await Task.yield() }
       try await outbox.close()
-      let ended = await ending(of: waiter)
-      let expected = Ended.error(.closed(path: path ?? ":memory:"))
+      // `nil` inside: delivered; outside: still waiting a minute after the close.
+      let ended = await outcome(of: waiting)
+      let expected: OutboxError?? = .some(.closed(path: path ?? ":memory:"))
       #expect(ended == expected, "round \(round)")
     }
   }
@@ -62,55 +56,29 @@ struct OutboxCloseRaceTests {
       try outbox.start(deliver: server.deliver)
       outbox.pause()
       try await outbox.append(Change("b", "1"), partition: "b")
-      let waiter = Task { () async -> OutboxError? in
-        do throws(OutboxError) {
-          try await outbox.waitUntilDelivered()
-          return nil
-        } catch {
-          return error
-        }
-      }
+      let waiting = waiter(on: outbox)
       for _ in 0..<Int.random(in: 0...6) { await Task.yield() }
       await outbox.stop()
       outbox.resume()
       try outbox.start(deliver: server.deliver)
-      let ended = await ending(of: waiter)
-      #expect(ended == .delivered, "round \(round)")
+      let ended = await outcome(of: waiting)
+      let delivered: OutboxError?? = .some(nil)
+      #expect(ended == delivered, "round \(round)")
       #expect(server.applied == [Change("b", "1")])
       try await outbox.close()
     }
   }
 
-  /// How a waiter ended, or that it had not.
-  enum Ended: Equatable {
-    case delivered
-    case error(OutboxError)
-    /// Still waiting a minute after the close or the new start: it would have waited for ever.
-    case stillWaiting
-  }
-
-  /// How `waiter` ends, waiting at most a minute (real time).
-  ///
-  /// A waiter left behind fails its round instead of holding the whole test run. Time decides
-  /// nothing else here.
-  private func ending(of waiter: Task<OutboxError?, Never>) async -> Ended {
-    let (stream, continuation) = AsyncStream.makeStream(of: Ended.self)
-    let watcher = Task {
-      let error = await waiter.value
-      continuation.yield(error.map(Ended.error) ?? .delivered)
+  /// A task waiting until `outbox` has delivered everything: the error it ended with, or `nil`
+  /// once delivered.
+  private func waiter(on outbox: Outbox<Change>) -> Task<OutboxError?, Never> {
+    Task {
+      do throws(OutboxError) {
+        try await outbox.waitUntilDelivered()
+        return nil
+      } catch {
+        return error
+      }
     }
-    let timer = Task {
-      try? await Task.sleep(for: .seconds(60))
-      continuation.yield(.stillWaiting)
-    }
-    var first = Ended.stillWaiting
-    for await ended in stream {
-      first = ended
-      break
-    }
-    continuation.finish()
-    timer.cancel()
-    _ = watcher
-    return first
   }
 }
