@@ -32,6 +32,15 @@ import re
 import sys
 from dataclasses import dataclass
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "swift-source"))
+from swift_source import (  # noqa: E402
+  blank_comments_and_strings,
+  enclosing_close,
+  line_numbers,
+  matching,
+  run_self_tests,
+)
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 PLATFORM_ROOM = os.path.join("Modules", "OrderlyCore", "Platform")
 
@@ -83,58 +92,6 @@ APPLE_OR_PORTABLE = {"ORDERLY_PORTABLE_LOCKS", "canImport(Darwin)", "!os(Linux)"
                      "!canImport(Glibc)"}
 
 
-def blank_comments_and_strings(text: str) -> str:
-  """The source with comments and string literals replaced by spaces (newlines kept)."""
-  out = list(text)
-  i, n = 0, len(text)
-
-  def blank(a: int, b: int) -> None:
-    for k in range(a, b):
-      if out[k] != "\n":
-        out[k] = " "
-
-  while i < n:
-    c = text[i]
-    if text.startswith("//", i):
-      j = text.find("\n", i)
-      j = n if j < 0 else j
-      blank(i, j)
-      i = j
-    elif text.startswith("/*", i):
-      depth, j = 1, i + 2
-      while j < n and depth:
-        if text.startswith("/*", j):
-          depth, j = depth + 1, j + 2
-        elif text.startswith("*/", j):
-          depth, j = depth - 1, j + 2
-        else:
-          j += 1
-      blank(i, j)
-      i = j
-    elif c == '"' or (c == "#" and re.match(r'#+"', text[i:])):
-      hashes = len(re.match(r"#*", text[i:]).group(0))
-      start = i + hashes
-      triple = text.startswith('"""', start)
-      quote = '"""' if triple else '"'
-      close = quote + "#" * hashes
-      j = start + len(quote)
-      while j < n:
-        if hashes == 0 and text[j] == "\\":
-          j += 2
-          continue
-        if text.startswith(close, j):
-          j += len(close)
-          break
-        if not triple and text[j] == "\n":
-          break
-        j += 1
-      blank(i, j)
-      i = j
-    else:
-      i += 1
-  return "".join(out)
-
-
 def linux_only_lines(code: str) -> set[int]:
   """Line numbers (1-based) inside `#if` branches Apple systems never compile."""
   lines = code.split("\n")
@@ -162,32 +119,6 @@ def linux_only_lines(code: str) -> set[int]:
     if any(stack):
       result.add(number)
   return result
-
-
-def matching_brace(code: str, open_index: int) -> int:
-  """The index of the `}` closing the `{` at `open_index` (or the end of the text)."""
-  depth = 0
-  for k in range(open_index, len(code)):
-    if code[k] == "{":
-      depth += 1
-    elif code[k] == "}":
-      depth -= 1
-      if depth == 0:
-        return k
-  return len(code)
-
-
-def enclosing_close(code: str, index: int) -> int:
-  """The index of the `}` that closes the scope `index` is in (or the end of the text)."""
-  depth = 0
-  for k in range(index, len(code)):
-    if code[k] == "{":
-      depth += 1
-    elif code[k] == "}":
-      if depth == 0:
-        return k
-      depth -= 1
-  return len(code)
 
 
 def macos_version(arguments: str) -> float | None:
@@ -221,10 +152,10 @@ def guarded_ranges(code: str) -> list[tuple[int, int, float]]:
       end_of_line = len(code) if end_of_line < 0 else end_of_line
       line = code[m.end():end_of_line]
       brace = line.find("{")
-      end = matching_brace(code, m.end() + brace) if brace >= 0 else end_of_line
+      end = matching(code, m.end() + brace) if brace >= 0 else end_of_line
     else:
       brace = code.find("{", m.end())
-      end = matching_brace(code, brace) if brace >= 0 else len(code)
+      end = matching(code, brace) if brace >= 0 else len(code)
     ranges.append((m.start(), end, version))
   for m in re.finditer(r"\b(if|guard|while)\s+#available\s*\(([^)]*)\)", code):
     version = macos_version(m.group(2))
@@ -234,7 +165,7 @@ def guarded_ranges(code: str) -> list[tuple[int, int, float]]:
       ranges.append((m.end(), enclosing_close(code, m.end()), version))
     else:
       brace = code.find("{", m.end())
-      ranges.append((m.start(), matching_brace(code, brace) if brace >= 0 else len(code),
+      ranges.append((m.start(), matching(code, brace) if brace >= 0 else len(code),
                      version))
   return ranges
 
@@ -256,20 +187,7 @@ def check_source(path: str, text: str, floor: int, in_platform_room: bool) -> li
   code = blank_comments_and_strings(text)
   linux = linux_only_lines(code)
   ranges = guarded_ranges(code)
-  line_starts = [0]
-  for k, ch in enumerate(code):
-    if ch == "\n":
-      line_starts.append(k + 1)
-
-  def line_of(index: int) -> int:
-    lo, hi = 0, len(line_starts) - 1
-    while lo < hi:
-      mid = (lo + hi + 1) // 2
-      if line_starts[mid] <= index:
-        lo = mid
-      else:
-        hi = mid - 1
-    return lo + 1
+  line_of = line_numbers(code)
 
   source_lines = text.split("\n")
   findings = []
@@ -396,16 +314,11 @@ SELF_TESTS: list[tuple[str, str, int]] = [
 
 
 def self_test() -> int:
-  failed = 0
-  for name, source, expected in SELF_TESTS:
-    found = check_source("sample.swift", source, 13, False)
-    if len(found) != expected:
-      failed += 1
-      print(f"FAILED: {name}: expected {expected} finding(s), got {len(found)}")
-      for finding in found:
-        print(f"  {finding}")
-  print(f"availability-check self-test: {len(SELF_TESTS) - failed} of {len(SELF_TESTS)} passed")
-  return 1 if failed else 0
+  return run_self_tests(
+    "availability-check",
+    SELF_TESTS,
+    lambda source: check_source("sample.swift", source, 13, False),
+  )
 
 
 if __name__ == "__main__":

@@ -30,6 +30,14 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "swift-source"))
+from swift_source import (  # noqa: E402
+  blank_comments_and_strings,
+  line_numbers,
+  matching,
+  run_self_tests,
+)
+
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 MODULE = os.path.join(ROOT, "Modules", "OrderlyPostgres")
 MARK = "// deadline: the caller's"
@@ -45,67 +53,6 @@ DATABASE_WAITS = [
 ]
 CONTINUATIONS = r"\bwith(Checked|Unsafe)(Throwing)?Continuation\b"
 DEADLINES = r"\b(withDeadline|bounded)\s*\("
-
-
-def blank_comments_and_strings(text: str) -> str:
-  """The source with comments and string literals replaced by spaces (newlines kept)."""
-  out = list(text)
-  i, n = 0, len(text)
-
-  def blank(a: int, b: int) -> None:
-    for k in range(a, b):
-      if out[k] != "\n":
-        out[k] = " "
-
-  while i < n:
-    if text.startswith("//", i):
-      j = text.find("\n", i)
-      j = n if j < 0 else j
-      blank(i, j)
-      i = j
-    elif text.startswith("/*", i):
-      j = text.find("*/", i + 2)
-      j = n if j < 0 else j + 2
-      blank(i, j)
-      i = j
-    elif text[i] == '"':
-      triple = text.startswith('"""', i)
-      close = '"""' if triple else '"'
-      j = i + len(close)
-      depth = 0
-      while j < n:
-        if text[j] == "\\":
-          if text.startswith("\\(", j):
-            depth += 1
-            j += 2
-            continue
-          j += 2
-          continue
-        if depth and text[j] == ")":
-          depth -= 1
-        elif not depth and text.startswith(close, j):
-          j += len(close)
-          break
-        elif not triple and text[j] == "\n":
-          break
-        j += 1
-      blank(i, j)
-      i = j
-    else:
-      i += 1
-  return "".join(out)
-
-
-def matching(code: str, index: int, opening: str, closing: str) -> int:
-  depth = 0
-  for k in range(index, len(code)):
-    if code[k] == opening:
-      depth += 1
-    elif code[k] == closing:
-      depth -= 1
-      if depth == 0:
-        return k
-  return len(code)
 
 
 def deadline_ranges(code: str) -> list[tuple[int, int]]:
@@ -158,17 +105,7 @@ def check_source(path: str, text: str, helpers: set[str]) -> list[str]:
   """Findings in one file: each wait outside a deadline, each continuation without a word."""
   code = blank_comments_and_strings(text)
   covered = deadline_ranges(code) + [(a, b) for _, a, b in marked_functions(text, code)]
-  line_starts = [0] + [k + 1 for k, ch in enumerate(code) if ch == "\n"]
-
-  def line_of(index: int) -> int:
-    lo, hi = 0, len(line_starts) - 1
-    while lo < hi:
-      mid = (lo + hi + 1) // 2
-      if line_starts[mid] <= index:
-        lo = mid
-      else:
-        hi = mid - 1
-    return lo + 1
+  line_of = line_numbers(code)
 
   source = text.split("\n")
   findings = []
@@ -273,16 +210,7 @@ SELF_TESTS: list[tuple[str, dict[str, str], int]] = [
 
 
 def self_test() -> int:
-  failed = 0
-  for name, files, expected in SELF_TESTS:
-    found = check_files(files)
-    if len(found) != expected:
-      failed += 1
-      print(f"FAILED: {name}: expected {expected} finding(s), got {len(found)}")
-      for finding in found:
-        print(f"  {finding}")
-  print(f"bounded-waits self-test: {len(SELF_TESTS) - failed} of {len(SELF_TESTS)} passed")
-  return 1 if failed else 0
+  return run_self_tests("bounded-waits", SELF_TESTS, check_files)
 
 
 if __name__ == "__main__":
