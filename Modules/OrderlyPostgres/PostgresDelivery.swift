@@ -140,7 +140,7 @@ extension PostgresOutbox {
   /// stalled; `nil` (the default) for two leases.
   ///
   /// A worker *has work* when it holds keys, or when it has not finished a look for lines
-  /// within this time (it cannot rule out due messages). It *makes progress* when it takes a
+  /// within this time and its poll interval (it cannot rule out due messages). It *makes progress* when it takes a
   /// key, records a delivery's outcome (delivered, retried, set aside), renews its leases,
   /// releases a key, or finishes a look that finds nothing to take. When it has had work and
   /// made no progress for this long, it logs an error naming what it waits on (the statements
@@ -395,7 +395,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     self.settings = settings
     self.id = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UUID().uuidString.prefix(8))"
     self.state = OrderlyLock(WorkerState(paused: paused))
-    self.stall = OrderlyLock(StallWatch(limit: settings.stallAfter, now: .now))
+    self.stall = OrderlyLock(
+      StallWatch(limit: settings.stallAfter, lookInterval: settings.pollInterval, now: .now)
+    )
   }
 
   /// Whether this worker is stalled, and what it was waiting on when it stalled.
@@ -435,13 +437,21 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     _ operation: @escaping @Sendable () async throws -> T
   ) async throws -> T {
     let token = stall.withLock { $0.begin(what(), at: .now) }
-    defer { stall.withLock { $0.end(token) } }
     let withheld = outbox.withheld
-    let result = try await withDeadline(settings.lease) {
-      try await withheld.wait()
-      return try await operation()
+    let result: T
+    do {
+      result = try await withDeadline(settings.lease) {
+        try await withheld.wait()
+        return try await operation()
+      }
+    } catch {
+      stall.withLock { $0.end(token, failed: true, at: .now) }
+      throw error
     }
-    if progress { stall.withLock { $0.progressed(at: .now) } }
+    stall.withLock { watch in
+      watch.end(token, at: .now)
+      if progress { watch.progressed(at: .now) }
+    }
     return result
   }
 

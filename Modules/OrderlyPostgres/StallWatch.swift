@@ -9,7 +9,8 @@ import OrderlyCore
 /// nothing.
 ///
 /// A worker *has work* when it holds keys, or when it has not finished a look for lines within
-/// the limit (it cannot tell whether messages are due, so it must assume some are). It *makes
+/// the limit and its poll interval (it cannot tell whether messages are due, so it must assume
+/// some are). It *makes
 /// progress* when it takes a line, records a delivery's outcome (delivered, retried, set aside),
 /// renews its leases, releases a line, or finishes a look that finds nothing to take. A worker
 /// that has work and has made no progress for the limit is stalled, until its next progress.
@@ -29,15 +30,21 @@ struct StallWatch: Sendable {
 
   /// How long a worker with work may make no progress.
   let limit: Duration
+  /// How long the worker may wait between looks for lines (its poll interval): a look is
+  /// overdue only when none has ended for the limit and this.
+  let lookInterval: Duration
   private(set) var lastProgress: ContinuousClock.Instant
   private var lastLook: ContinuousClock.Instant
   private var waits: [UInt64: (what: String, since: ContinuousClock.Instant)] = [:]
   private var lastToken: UInt64 = 0
+  /// The last wait that ended in failure (its deadline, or an error), and when.
+  private var lastFailed: (what: String, at: ContinuousClock.Instant)?
   private(set) var stalledSince: ContinuousClock.Instant?
 
   /// A watch of a worker that starts at `now`: it has made progress, and looked, just now.
-  init(limit: Duration, now: ContinuousClock.Instant) {
+  init(limit: Duration, lookInterval: Duration = .zero, now: ContinuousClock.Instant) {
     self.limit = limit
+    self.lookInterval = lookInterval
     self.lastProgress = now
     self.lastLook = now
   }
@@ -62,16 +69,20 @@ struct StallWatch: Sendable {
     return lastToken
   }
 
-  /// The wait `token` ended (answered, failed or given up).
-  mutating func end(_ token: UInt64) {
-    waits[token] = nil
+  /// The wait `token` ended: answered, or (`failed`) given up or failed.
+  mutating func end(_ token: UInt64, failed: Bool = false, at now: ContinuousClock.Instant) {
+    guard let wait = waits.removeValue(forKey: token) else { return }
+    if failed { lastFailed = (wait.what, now) }
   }
 
-  /// What the worker waits on now, oldest first, each with how long it has waited.
+  /// What the worker waits on now, oldest first, each with how long it has waited; between
+  /// two tries, the last wait that failed.
   func waitingOn(at now: ContinuousClock.Instant) -> [String] {
-    waits.values.sorted { $0.since < $1.since }.map { wait in
+    let current = waits.values.sorted { $0.since < $1.since }.map { wait in
       "\(wait.what) (for \(Self.shown(now - wait.since)))"
     }
+    guard current.isEmpty, let failed = lastFailed else { return current }
+    return ["\(failed.what) (failed \(Self.shown(now - failed.at)) ago; tried again later)"]
   }
 
   /// Whether the worker is stalled now, and whether that is news.
@@ -85,7 +96,7 @@ struct StallWatch: Sendable {
   mutating func check(at now: ContinuousClock.Instant, keysHeld: Int, taking: Bool = true)
     -> Verdict
   {
-    let hasWork = keysHeld > 0 || (taking && now - lastLook >= limit)
+    let hasWork = keysHeld > 0 || (taking && now - lastLook >= limit + lookInterval)
     let idle = now - lastProgress
     if hasWork, idle >= limit {
       guard stalledSince == nil else { return .stillStalled }

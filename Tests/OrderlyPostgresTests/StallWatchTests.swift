@@ -40,8 +40,12 @@ struct StallWatchTests {
         )
     )
     #expect(watch.check(at: at(3), keysHeld: 2) == .stillStalled)
-    watch.end(renewal)
-    watch.end(acknowledgement)
+    watch.end(renewal, at: at(3.5))
+    watch.end(acknowledgement, failed: true, at: at(3.6))
+    #expect(
+      watch.waitingOn(at: at(3.8))
+        == ["acknowledging line a (failed 200 ms ago; tried again later)"]
+    )
     watch.progressed(at: at(4))
     #expect(watch.check(at: at(4.1), keysHeld: 2) == .recovered(after: .milliseconds(2100)))
     #expect(watch.check(at: at(5), keysHeld: 2) == .healthy)
@@ -77,6 +81,19 @@ struct StallWatchTests {
           idle: .milliseconds(2500),
           waitingOn: ["looking for the lines waiting longest (for 2400 ms)"]
         )
+    )
+  }
+
+  @Test("a worker that polls less often than the limit is not stalled between its looks")
+  func longPollInterval() {
+    var watch = StallWatch(limit: .seconds(2), lookInterval: .seconds(10), now: at(0))
+    #expect(watch.check(at: at(11.9), keysHeld: 0) == .healthy)
+    watch.looked(foundNothing: true, at: at(10))
+    #expect(watch.check(at: at(21.5), keysHeld: 0) == .healthy)
+    let verdict = watch.check(at: at(22), keysHeld: 0)
+    #expect(
+      verdict
+        == .stalled(idle: .seconds(12), waitingOn: ["nothing in flight: no statement was sent"])
     )
   }
 
@@ -131,11 +148,12 @@ struct StalledWorkerTests {
     let stalled = try await eventually { outbox.delivererStatistics.isStalled }
     #expect(stalled)
     let statistics = outbox.delivererStatistics
-    #expect(statistics.stalledOn.first?.hasPrefix("looking for") == true, "\(statistics.stalledOn)")
+    #expect(statistics.stalledOn.first?.contains("looking for") == true, "\(statistics.stalledOn)")
     let entries = handler.entries
     let error = entries.first { $0.message.description.hasPrefix("outbox worker stalled") }
     #expect(error?.level == .error)
-    #expect(error?.metadata["waiting_on"]?.description.contains("looking for") == true)
+    let waitingOn = error?.metadata["waiting_on"]?.description ?? ""
+    #expect(waitingOn.contains("looking for"), "\(waitingOn)")
     #expect(seen.all.isEmpty)
 
     outbox.withholdAnswers(false)

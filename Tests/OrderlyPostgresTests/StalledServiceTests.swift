@@ -43,7 +43,7 @@ struct StalledServiceTests {
     }.value
     let stalled = try #require(outcome as? OutboxWorkerStalled)
     #expect(stalled.outboxName == "stalling")
-    #expect(stalled.waitingOn.first?.hasPrefix("looking for") == true, "\(stalled.waitingOn)")
+    #expect(stalled.waitingOn.first?.contains("looking for") == true, "\(stalled.waitingOn)")
     #expect(stalled.description.contains("restart the process"))
     let gauge = try metrics.expectGauge("orderly_outbox_worker_stalled", [("outbox", "stalling")])
     #expect(gauge.values.contains(1))
