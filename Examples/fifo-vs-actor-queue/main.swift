@@ -100,8 +100,9 @@ queue.enqueue(on: journal) { journal in
   journal.write("start 2 quick", on: story)
   journal.write("finish 2 quick", on: story)
 }
-// The story moves its clock once job 1's slow call waits on it.
-try await story.advance(whenSleeping: 1)
+// The story moves its clock each time every job the queue runs waits on it: job 2, which
+// starts once job 1 suspends and never waits, has run by then.
+try await story.advance(untilIdle: queue)
 try await queue.waitUntilIdle()
 for line in await journal.lines { print("  \(line)") }
 print("  (job 2 starts while job 1 is suspended: starts in order, ends not)")
