@@ -1,3 +1,5 @@
+// The file lock that gives one process at a time the right to deliver a SQLite outbox.
+//
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import OrderlyCore

@@ -1,3 +1,5 @@
+// The SQLite outbox as a DurableOutbox: what code written for any store calls.
+//
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import Foundation

@@ -1,3 +1,5 @@
+// What an operator reads of a SQLite outbox: counts, keys, one stored message.
+//
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 public import Foundation

@@ -1,3 +1,5 @@
+// The SQLite outbox: opening the file, appending (with merges), dead letters, closing.
+//
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 public import Foundation
@@ -392,8 +394,9 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
       let pending = try OutboxStore.newest(db, entity: entity),
       pending.partition == prepared.partition
     else { return nil }
+    // A line in delivery marks the last message it claimed: that one and those before it.
     let delivering = state.withLock(announcingTo: self) {
-      $0.delivering[pending.partition] == pending.sequence
+      $0.delivering[pending.partition].map { pending.sequence <= $0 } ?? false
     }
     let merged = codec.merge(
       prepared,

@@ -1,3 +1,6 @@
+// Delivery of a SQLite outbox: start, stop, pause, the watcher of the file, and lines scheduled
+// side by side.
+//
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import Foundation
@@ -7,16 +10,16 @@ import OrderlyDatabaseFile
 public import OrderlyOutboxCore
 
 /// How a started outbox delivers.
-struct DeliverySettings<Message: Sendable>: Sendable {
+struct DeliverySettings<Message: Codable & Sendable>: Sendable {
   let lines: KeyedSerialQueue<String?>
-  let retry: RetryPolicy
   let onDeadLetter: DeadLetterPolicy
   let pollInterval: Duration
-  let deliver: @Sendable (Envelope<Message>) async throws -> Void
+  /// The loop each line's turn runs.
+  let runner: LineRunner<Message>
 }
 
 /// What an outbox keeps in memory, behind its lock.
-struct OutboxState<Message: Sendable>: Sendable {
+struct OutboxState<Message: Codable & Sendable>: Sendable {
   var pending: Int
   var deadLetters: Int
   var delivery: DeliverySettings<Message>?
@@ -148,6 +151,88 @@ extension Outbox {
     pollInterval: Duration = .seconds(1),
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) throws(OutboxError) {
+    let rule = DeliveryRule<Message>(retry: retry, hub: hub, waits: retryWaits, clock: clock)
+    try begin(
+      limit: limit,
+      onDeadLetter: onDeadLetter,
+      whenDeliveredElsewhere: whenDeliveredElsewhere,
+      pollInterval: pollInterval,
+      runner: LineRunner(rule: rule, onDeadLetter: onDeadLetter, deliver: deliver)
+    )
+  }
+
+  /// Starts delivering in ordered batches: the handler gets up to `batch` consecutive messages
+  /// of one line at once, in order.
+  ///
+  /// Everything ``start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``
+  /// says holds, with a batch in place of a message:
+  ///
+  /// - A line has one batch in delivery at a time: its next batch starts after this one is
+  ///   recorded. A batch holds the line's first messages that are due, up to `batch` of them:
+  ///   it ends before a message appended with a later `deliverAfter`.
+  /// - When `deliver` returns, every message of the batch is removed in one transaction (which
+  ///   also takes the line's next batch). When it throws `BatchDeliveryError`, the first
+  ///   `BatchDeliveryError.delivered` messages are removed, and the next one is the one that
+  ///   failed; any other error is a failure of the batch's first message. The failed message is
+  ///   retried by `retry`, as the line's first, in a new batch that goes on from it, or set
+  ///   aside as a dead letter when the policy says so. A count outside the batch is taken as a
+  ///   failure of its first message.
+  /// - Each message's `Envelope.attempt` counts the batches it was handed in, up to and
+  ///   including the one where it failed; the messages after a failed one are not counted as
+  ///   tried. Events are per message: `delivering` for each message handed over, `delivered`
+  ///   for each removed, `retrying` and `deadLettered` for the one that failed.
+  /// - A message whose stored payload does not decode ends the batch before it, and becomes a
+  ///   dead letter once it is the line's first.
+  /// - A message in a batch is never merged into (``Coalescing``), as one in delivery.
+  ///
+  /// - Parameters:
+  ///   - limit: How many lines deliver at once; 4 by default.
+  ///   - batch: Up to how many messages of one line a call of `deliver` gets; 1 or more.
+  ///   - retry: When a failed message is tried again, and which errors are retried (the error
+  ///     inside a `BatchDeliveryError`).
+  ///   - onDeadLetter: Whether a line waits at a dead letter (the default) or goes on.
+  ///   - whenDeliveredElsewhere: What to do when another outbox delivers the same file.
+  ///   - pollInterval: How often the outbox looks for other processes' appends.
+  ///   - deliver: Sends a batch, in order; returns once the receiver has all of it, or throws
+  ///     (a `BatchDeliveryError` to say how many came through first).
+  /// - Throws: As ``start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``,
+  ///   and `OutboxError.invalidOption(_:)` for a batch below 1.
+  public func start(
+    limit: Int = 4,
+    batchesOf batch: Int,
+    retry: RetryPolicy = .standard,
+    onDeadLetter: DeadLetterPolicy = .stopLine,
+    whenDeliveredElsewhere: WhenDeliveredElsewhere = .wait,
+    pollInterval: Duration = .seconds(1),
+    deliver: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
+  ) throws(OutboxError) {
+    guard batch >= 1 else {
+      throw .invalidOption("batchesOf must be 1 or more (got \(batch))")
+    }
+    let rule = DeliveryRule<Message>(retry: retry, hub: hub, waits: retryWaits, clock: clock)
+    try begin(
+      limit: limit,
+      onDeadLetter: onDeadLetter,
+      whenDeliveredElsewhere: whenDeliveredElsewhere,
+      pollInterval: pollInterval,
+      runner: LineRunner(
+        rule: rule,
+        batch: batch,
+        onDeadLetter: onDeadLetter,
+        onBadCount: { _, _ in },
+        deliver: deliver
+      )
+    )
+  }
+
+  /// Starts delivery with a runner, once its options are checked.
+  private func begin(
+    limit: Int,
+    onDeadLetter: DeadLetterPolicy,
+    whenDeliveredElsewhere: WhenDeliveredElsewhere,
+    pollInterval: Duration,
+    runner: LineRunner<Message>
+  ) throws(OutboxError) {
     guard limit >= 1 else { throw .invalidOption("limit must be 1 or more (got \(limit))") }
     guard pollInterval > .zero else {
       throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
@@ -156,10 +241,9 @@ extension Outbox {
     defer { leaveDatabase() }
     let settings = DeliverySettings(
       lines: KeyedSerialQueue<String?>(name: "outbox", limit: limit),
-      retry: retry,
       onDeadLetter: onDeadLetter,
       pollInterval: pollInterval,
-      deliver: deliver
+      runner: runner
     )
     try state.withLock(announcingTo: self) { (state) throws(OutboxError) in
       guard state.delivery == nil, !state.stopping else { throw .alreadyStarted }
@@ -639,10 +723,11 @@ extension Outbox {
   /// How many messages a line delivers in one turn before it lets the other lines have theirs.
   static var burst: Int { 16 }
 
-  /// Delivers the first messages of a line, each with its retries, then enqueues the line's next
-  /// turn behind the other lines' (so that lines share the limit fairly).
+  /// Delivers a line for one turn, by the line runner (``OutboxLine``): up to ``burst``
+  /// deliveries, then the line's next turn is enqueued behind the other lines' (so that lines
+  /// share the limit fairly).
   ///
-  /// Removing a delivered message and taking the next one happen in one write transaction.
+  /// Removing delivered messages and taking the next ones happen in one write transaction.
   private func turn(of partition: String?, settings: DeliverySettings<Message>) async {
     let proceed = state.withLock(announcingTo: self) { state -> Bool in
       state.scheduled.remove(partition)
@@ -650,118 +735,14 @@ extension Outbox {
         && !state.stoppedLines.contains(partition)
     }
     guard proceed, !Task.isCancelled else { return }
-    var head: StoredMessage?
-    do {
-      head = try await database.write { db in try self.claimHead(of: partition, in: db) }
-    } catch {
-      // Stopped, closed, or the disk failed before anything was delivered: the message stays
-      // for the next turn or start; waiters hear why.
-      let failure = failure(error)
-      if failure != .cancelled, failure != .closed(path: path ?? ":memory:") {
-        failWaiters(with: failure)
-      }
-      return
-    }
-    var delivered = 0
-    while let current = head {
-      let outcome = await deliver(current, settings: settings)
-      guard outcome == .delivered else {
-        state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
-        if outcome == .next { schedule(partition) }
-        return
-      }
-      delivered += 1
-      let goesOn = delivered < Self.burst && !Task.isCancelled && canGoOn(partition)
-      let recorded = await record(current) { db in
-        try OutboxStore.delete(db, sequence: current.sequence)
-        db.afterNextTransaction { _ in
-          self.state.withLock(announcingTo: self) { $0.pending -= 1 }
-        }
-        return goesOn ? try self.claimHead(of: partition, in: db) : nil
-      }
-      guard let recorded else {
-        // The outbox stopped before the delivery could be recorded: it stays on disk, and is
-        // delivered again by the next start (at least once).
-        state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
-        return
-      }
-      head = recorded
-      let waiters = state.withLock(announcingTo: self) { state in
-        if head == nil { state.delivering[partition] = nil }
-        return state.takeWaitersIfDelivered()
-      }
-      hub.emit(.delivered(id: current.id, sequence: current.sequence))
-      for waiter in waiters { waiter.resume() }
-      if !goesOn { schedule(partition) }
-    }
-  }
-
-  /// Makes a write that records what happened to a delivered message (removed, or moved to the
-  /// dead letters) until it succeeds.
-  ///
-  /// The write runs in a task of its own, so that ``stop()`` cancelling the delivery does not
-  /// cancel it: a delivery that returned is recorded. A write that fails (a full disk, say) is
-  /// reported as `OutboxEvent.recordFailed(id:sequence:reason:retryIn:)` and to the callers of
-  /// ``waitUntilDelivered()``, then tried again after the retry policy's wait, on the outbox's
-  /// clock; never dropped silently.
-  ///
-  /// - Returns: What `body` returned, or `nil` if the outbox stopped or closed before the write
-  ///   succeeded: the message stays on disk and is delivered again later.
-  private func record<Value: Sendable>(
-    _ stored: StoredMessage,
-    retry: RetryPolicy = .standard,
-    _ body: @escaping @Sendable (Database) throws -> Value
-  ) async -> Value? {
-    var failures = 0
-    while true {
-      let database = self.database
-      let result = await Task { try await database.write(body) }.result
-      let error: OutboxError
-      switch result {
-      case .success(let value):
-        if failures > 0 { state.withLock(announcingTo: self) { $0.recordFailure = nil } }
-        return value
-      case .failure(let failed): error = failure(failed)
-      }
-      if isStopping || error == .closed(path: path ?? ":memory:") { return nil }
-      failures += 1
-      let delay = retry.delay(afterAttempt: failures)
-      hub.emit(
-        .recordFailed(
-          id: stored.id,
-          sequence: stored.sequence,
-          reason: error.description,
-          retryIn: delay
-        )
-      )
-      state.withLock(announcingTo: self) { $0.recordFailure = error }
-      failWaiters(with: error)
-      // Cancelled by stop(): the sleep ends at once.
-      try? await clock.sleep(for: delay)
-      if isStopping { return nil }
-    }
-  }
-
-  /// Reads a line's first message, counts the attempt about to begin, and marks it as being
-  /// delivered, inside a write transaction: a merge, which also writes, sees the mark or comes
-  /// before the read.
-  private func claimHead(of partition: String?, in db: Database) throws -> StoredMessage? {
-    var head = try OutboxStore.head(db, partition: partition)
-    if let notBefore = head?.notBefore, notBefore > Date() {
-      // The line waits for its next message's time, in order; other lines go on.
-      head = nil
-      wakeUp(partition, at: notBefore)
-    }
-    if let head {
-      try OutboxStore.recordAttempts(db, sequence: head.sequence, attempts: head.attempts + 1)
-    }
-    state.withLock(announcingTo: self) { $0.delivering[partition] = head?.sequence }
-    return head
+    let end = await settings.runner.run(OutboxLine(outbox: self, partition: partition))
+    state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
+    if end == .yielded { schedule(partition) }
   }
 
   /// Schedules a line at `date`, when its next message may be delivered (wall clock), unless a
   /// wake-up as early is set already.
-  private func wakeUp(_ partition: String?, at date: Date) {
+  func wakeUp(_ partition: String?, at date: Date) {
     state.withLock(announcingTo: self) { state in
       if let set = state.wakeUps[partition], set.at <= date { return }
       state.wakeUps[partition]?.task.cancel()
@@ -784,119 +765,9 @@ extension Outbox {
     }
   }
 
-  /// Whether a line may take its next message in this turn.
-  private func canGoOn(_ partition: String?) -> Bool {
-    state.withLock(announcingTo: self) { state in
-      !state.holdsBack(partition) && !state.stopping && !state.closed
-    }
-  }
-
-  enum Outcome { case delivered, next, halt }
-
-  /// Delivers a claimed message with its retries, by the rule every outbox follows
-  /// (``DeliveryRule``); a message set aside goes to the dead letters here.
-  ///
-  /// `stored.attempts` does not count the attempt about to begin, which
-  /// ``claimHead(of:in:)`` recorded already.
-  private func deliver(_ stored: StoredMessage, settings: DeliverySettings<Message>) async
-    -> Outcome
-  {
-    let head = ClaimedHead(
-      id: stored.id,
-      sequence: stored.sequence,
-      partition: stored.partition,
-      payload: stored.payload,
-      attempt: stored.attempts + 1,
-      appendedAt: stored.appendedAt,
-      headers: stored.headers
-    )
-    let rule = DeliveryRule<Message>(
-      retry: settings.retry,
-      hub: hub,
-      waits: retryWaits,
-      clock: clock
-    )
-    let hooks = FileLineHooks(outbox: self, stored: stored, deliver: settings.deliver)
-    switch await rule.deliver(head, fence: nil, hooks: hooks) {
-    case .delivered: return .delivered
-    case .halted: return .halt
-    case .deadLetter(let attempts, let reason):
-      return await kill(stored, attempts: attempts, reason: reason, settings: settings)
-    }
-  }
-
-  /// What a line of this outbox does around each attempt.
-  private struct FileLineHooks: LineHooks {
-    let outbox: Outbox<Message>
-    let stored: StoredMessage
-    let deliver: @Sendable (Envelope<Message>) async throws -> Void
-
-    func run(_ envelope: Envelope<Message>) async -> Result<Void, any Error> {
-      do {
-        try await deliver(envelope)
-        return .success(())
-      } catch {
-        return .failure(error)
-      }
-    }
-
-    func haltsAfterFailure(_ error: any Error) -> Bool {
-      outbox.isStopping || (Task.isCancelled && error is CancellationError)
-    }
-
-    func haltsBeforeRetry() -> Bool {
-      let partition = stored.partition
-      return outbox.state.withLock(announcingTo: outbox) { state -> Bool in
-        state.holdsBack(partition) || state.stopping || state.closed
-      }
-    }
-
-    func recordAttempt(_ attempt: Int) async {
-      let sequence = stored.sequence
-      try? await outbox.database.write { db in
-        try OutboxStore.recordAttempts(db, sequence: sequence, attempts: attempt)
-      }
-    }
-  }
-
-  private var isStopping: Bool {
+  /// Whether the outbox is stopping or closed.
+  var isStopping: Bool {
     state.withLock(announcingTo: self) { $0.stopping || $0.closed }
-  }
-
-  /// Moves a message to the dead letters; its line stops or goes on, by the policy.
-  private func kill(
-    _ stored: StoredMessage,
-    attempts: Int,
-    reason: String,
-    settings: DeliverySettings<Message>
-  ) async -> Outcome {
-    let stops = settings.onDeadLetter == .stopLine
-    let recorded = await record(stored) { db in
-      try OutboxStore.kill(db, stored, attempts: attempts, reason: reason)
-      db.afterNextTransaction { _ in
-        self.state.withLock(announcingTo: self) { state in
-          state.pending -= 1
-          state.deadLetters += 1
-        }
-      }
-      // Only a stopped line makes waiters fail, and only with messages behind it.
-      return stops ? try OutboxStore.count(db, partition: stored.partition) : 0
-    }
-    guard let behind = recorded else { return .halt }
-    let (waiters, failed) = state.withLock(announcingTo: self) { state in
-      if stops { state.stoppedLines.insert(stored.partition) }
-      if stops && behind > 0 {
-        return ([CheckedContinuation<Void, any Error>](), state.takeWaiters())
-      }
-      return (state.takeWaitersIfDelivered(), [])
-    }
-    hub.emit(
-      .deadLettered(id: stored.id, sequence: stored.sequence, reason: reason, lineStopped: stops)
-    )
-    for waiter in waiters { waiter.resume() }
-    let error = OutboxError.lineStopped(partition: stored.partition, deadLetter: stored.id)
-    for waiter in failed { waiter.resume(throwing: error) }
-    return stops ? .halt : .next
   }
 }
 #endif

@@ -1,3 +1,5 @@
+// The SQLite outbox's tables and their migrations.
+//
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import GRDB

@@ -1,3 +1,5 @@
+// The SQLite outbox's SQL, one statement group per operation.
+//
 // Compiled with the SQLite trait (on by default); see Package.swift.
 #if SQLite
 import Foundation
@@ -123,24 +125,29 @@ package enum OutboxStore {
 
   /// The first message of a line.
   static func head(_ db: Database, partition: String?) throws -> StoredMessage? {
+    try heads(db, partition: partition, limit: 1).first
+  }
+
+  /// The first messages of a line, up to `limit`, in order.
+  static func heads(_ db: Database, partition: String?, limit: Int) throws -> [StoredMessage] {
     let statement =
       partition == nil
       ? try db.cachedStatement(
         sql: """
           SELECT m.*, h.headers, n.notBefore FROM \(messages) m
           LEFT JOIN \(headers) h USING (sequence) LEFT JOIN \(notBefore) n USING (sequence)
-          WHERE m.partition IS NULL ORDER BY m.sequence LIMIT 1
+          WHERE m.partition IS NULL ORDER BY m.sequence LIMIT ?
           """
       )
       : try db.cachedStatement(
         sql: """
           SELECT m.*, h.headers, n.notBefore FROM \(messages) m
           LEFT JOIN \(headers) h USING (sequence) LEFT JOIN \(notBefore) n USING (sequence)
-          WHERE m.partition = ? ORDER BY m.sequence LIMIT 1
+          WHERE m.partition = ? ORDER BY m.sequence LIMIT ?
           """
       )
-    return try Row.fetchOne(statement, arguments: partition.map { [$0] } ?? [])
-      .map(StoredMessage.init(row:))
+    let arguments: StatementArguments = partition.map { [$0, limit] } ?? [limit]
+    return try Row.fetchAll(statement, arguments: arguments).map(StoredMessage.init(row:))
   }
 
   /// Every line that has messages, the one whose first message is oldest first.
@@ -184,9 +191,7 @@ package enum OutboxStore {
   }
 
   /// Moves a message to the dead letters, keeping its sequence.
-  static func kill(_ db: Database, _ message: StoredMessage, attempts: Int, reason: String)
-    throws
-  {
+  static func kill(_ db: Database, sequence: Int64, attempts: Int, reason: String) throws {
     try db.execute(
       sql: """
         INSERT INTO \(deadLetters)
@@ -194,14 +199,14 @@ package enum OutboxStore {
         SELECT sequence, id, partition, entity, payload, ?, appendedAt, ?, ?
         FROM \(messages) WHERE sequence = ?
         """,
-      arguments: [attempts, Date().timeIntervalSince1970, reason, message.sequence]
+      arguments: [attempts, Date().timeIntervalSince1970, reason, sequence]
     )
     // Its headers stay, under the same sequence, for a retry of the dead letter; its
     // not-before time is past, and a retried dead letter is due at once.
     try db.cachedStatement(sql: "DELETE FROM \(messages) WHERE sequence = ?")
-      .execute(arguments: [message.sequence])
+      .execute(arguments: [sequence])
     try db.cachedStatement(sql: "DELETE FROM \(notBefore) WHERE sequence = ?")
-      .execute(arguments: [message.sequence])
+      .execute(arguments: [sequence])
   }
 
   /// The partitions that have dead letters.

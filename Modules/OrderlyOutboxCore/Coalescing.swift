@@ -1,3 +1,5 @@
+// How an outbox merges a new message into a pending one for the same entity.
+//
 /// How an outbox folds a new message into a pending one for the same entity: two edits of one
 /// note become one request.
 ///

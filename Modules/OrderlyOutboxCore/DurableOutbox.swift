@@ -1,3 +1,5 @@
+// What every outbox offers, whichever store keeps it.
+
 public import Foundation
 
 /// What every outbox offers, whichever store keeps it: `Outbox` on SQLite, and

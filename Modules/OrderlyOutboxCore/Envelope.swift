@@ -1,3 +1,5 @@
+// A message as it is handed to delivery.
+
 public import Foundation
 
 /// A message as it is handed to delivery: the message, its stable identifier, and where it

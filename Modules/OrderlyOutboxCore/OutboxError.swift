@@ -1,3 +1,5 @@
+// Why an outbox refused a call, and what to do.
+
 public import Foundation
 
 /// Why the outbox refused a call.

@@ -1,3 +1,5 @@
+// What happened to a message, as an outbox reports it.
+
 public import Foundation
 
 /// Something that happened to a message, reported by ``DurableOutbox/events``.

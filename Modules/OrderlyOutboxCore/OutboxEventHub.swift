@@ -1,3 +1,5 @@
+// Where an outbox's events go out to every subscriber.
+
 import OrderlyCore
 
 /// The listeners of an outbox's ``DurableOutbox/events``.

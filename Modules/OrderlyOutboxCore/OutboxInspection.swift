@@ -1,3 +1,5 @@
+// What an operator reads of any outbox: counts, keys, stored messages, deliverer statistics.
+
 public import Foundation
 
 /// One key (line) of an outbox as an operator sees it.

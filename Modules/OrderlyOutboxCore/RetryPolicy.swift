@@ -1,3 +1,5 @@
+// When a failed delivery is tried again, and when it is set aside.
+//
 /// When a failed delivery is tried again, and when it is given up.
 ///
 /// After attempt *n* fails with a retryable error, the next attempt waits

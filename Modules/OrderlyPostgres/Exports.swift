@@ -1,3 +1,5 @@
+// What importing OrderlyPostgres brings: the outbox vocabulary of OrderlyOutboxCore.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 // The outbox's vocabulary (Envelope, RetryPolicy, OutboxError, OutboxEvent, DeadLetter,

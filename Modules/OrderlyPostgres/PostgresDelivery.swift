@@ -1,3 +1,6 @@
+// A PostgreSQL worker of the fleet: start and stop, taking lines, keeping their leases,
+// notifications, the stall watch.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import Foundation
@@ -66,8 +69,8 @@ extension PostgresOutbox {
   ///   after this one is acknowledged. A batch holds the line's first messages that are due,
   ///   up to `batch` of them: it ends before a message appended with a later `deliverAfter`.
   /// - When `deliver` returns, every message of the batch is acknowledged in one statement
-  ///   (and the line's next batch taken by it). When it throws ``BatchDeliveryError``, the
-  ///   first ``BatchDeliveryError/delivered`` messages are acknowledged, and the next one is
+  ///   (and the line's next batch taken by it). When it throws `BatchDeliveryError`, the
+  ///   first `BatchDeliveryError.delivered` messages are acknowledged, and the next one is
   ///   the one that failed; any other error is a failure of the batch's first message. The
   ///   failed message is retried by `retry`, as the line's first, in a new batch that goes on
   ///   from it, or set aside as a dead letter when the policy says so.
@@ -85,13 +88,13 @@ extension PostgresOutbox {
   ///   - limit: How many lines this worker delivers at once; 4 by default.
   ///   - batch: Up to how many messages of one line a call of `deliver` gets; 1 or more.
   ///   - retry: When a failed message is tried again, and which errors are retried (the
-  ///     error inside a ``BatchDeliveryError``).
+  ///     error inside a `BatchDeliveryError`).
   ///   - onDeadLetter: Whether a line waits at a dead letter (the default) or goes on.
   ///   - lease: How long a line stays with this worker without a renewal; 30 seconds by
   ///     default.
   ///   - pollInterval: How often the worker looks for lines when no notification came.
   ///   - deliver: Sends a batch, in order; returns once the receiver has all of it, or throws
-  ///     (a ``BatchDeliveryError`` to say how many came through first).
+  ///     (a `BatchDeliveryError` to say how many came through first).
   /// - Throws: `OutboxError.alreadyStarted` if the outbox is delivering;
   ///   `OutboxError.invalidOption(_:)` for a batch or limit below 1, a lease shorter than 400
   ///   milliseconds, or a poll interval that is not positive.
@@ -311,40 +314,26 @@ func ended(_ tasks: [Task<Void, Never>], within limit: Duration) async -> Bool {
   return allEnded
 }
 
-/// A message taken for delivery.
-struct ClaimedMessage: Sendable {
-  let line: String
-  let sequence: Int64
-  let id: UUID
-  let partition: String?
-  let payload: Data
-  let attempts: Int
-  let appendedAt: Date
-  let headers: String?
-}
-
-extension ClaimedMessage {
+extension ClaimedHead {
   /// The message a statement took beside something else (a lease, an acknowledgement), from its
   /// columns `sequence, id, partition, payload, attempts, appended_at, headers`, all `NULL`
   /// when it took none.
   ///
   /// - Returns: The message, or `nil` if the statement took none.
   static func taken(
-    line: String,
     _ columns: (Int64?, UUID?, String?, Data?, Int?, Date?, String?)
-  ) -> ClaimedMessage? {
+  ) -> ClaimedHead? {
     guard let sequence = columns.0, let id = columns.1, let payload = columns.3,
       let attempts = columns.4, let appendedAt = columns.5
     else { return nil }
-    return ClaimedMessage(
-      line: line,
-      sequence: sequence,
+    return ClaimedHead(
       id: id,
+      sequence: sequence,
       partition: columns.2,
       payload: payload,
-      attempts: attempts,
+      attempt: attempts,
       appendedAt: appendedAt,
-      headers: columns.6
+      headers: StoredHeaders.decode(columns.6)
     )
   }
 }
@@ -355,8 +344,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   let outbox: PostgresOutbox<Message>
   let settings: FleetSettings<Message>
   let id: String
+  /// The loop each held line runs.
+  let runner: LineRunner<Message>
   private let bell = Doorbell()
-  fileprivate let state: OrderlyLock<WorkerState>
+  let state: OrderlyLock<WorkerState>
   /// Whether this worker makes progress (see ``StallWatch``), checked by the watch loop.
   private let stall: OrderlyLock<StallWatch>
 
@@ -393,6 +384,35 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   init(outbox: PostgresOutbox<Message>, settings: FleetSettings<Message>, paused: Bool) {
     self.outbox = outbox
     self.settings = settings
+    let rule = DeliveryRule<Message>(
+      retry: settings.retry,
+      hub: outbox.hub,
+      waits: outbox.retryWaits,
+      clock: outbox.clock
+    )
+    let logger = outbox.logger
+    if let deliverBatch = settings.deliverBatch {
+      self.runner = LineRunner(
+        rule: rule,
+        batch: settings.batch,
+        onDeadLetter: settings.onDeadLetter,
+        onBadCount: { error, batch in
+          logger.warning(
+            "a batch handler threw BatchDeliveryError with a count outside its batch; counted as a failure of the batch's first message",
+            metadata: [
+              "delivered": "\(error.delivered)", "batch": "\(batch)", "error": "\(error.error)",
+            ]
+          )
+        },
+        deliver: deliverBatch
+      )
+    } else {
+      self.runner = LineRunner(
+        rule: rule,
+        onDeadLetter: settings.onDeadLetter,
+        deliver: settings.deliver
+      )
+    }
     self.id = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UUID().uuidString.prefix(8))"
     self.state = OrderlyLock(WorkerState(paused: paused))
     self.stall = OrderlyLock(
@@ -411,12 +431,12 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   }
 
   /// Counts into the outbox's `DelivererStatistics`.
-  private func count(_ change: (inout DelivererStatistics) -> Void) {
+  func count(_ change: (inout DelivererStatistics) -> Void) {
     outbox.state.withLock(announcingTo: outbox) { change(&$0.statistics) }
   }
 
-  fileprivate var logger: Logger { outbox.logger }
-  fileprivate var client: PostgresClient { outbox.client }
+  var logger: Logger { outbox.logger }
+  var client: PostgresClient { outbox.client }
 
   /// Runs a query (and reads its rows) within a lease's time: a query that never ends must not
   /// hold a line, or this loop, for ever (see ``withDeadline(_:_:)``).
@@ -431,7 +451,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   ///   - operation: The statements.
   /// - Returns: What `operation` returned.
   /// - Throws: What `operation` threw, `QueryTimedOut` or `ConnectionLost`.
-  fileprivate func bounded<T: Sendable>(
+  func bounded<T: Sendable>(
     _ what: @autoclosure () -> String,
     progress: Bool = false,
     _ operation: @escaping @Sendable () async throws -> T
@@ -794,10 +814,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         // rows together and in order.
         var taken: [TakenLine] = []
         for try await row in rows {
-          let message = ClaimedMessage.taken(
-            line: row.0,
-            (row.2, row.3, row.4, row.5, row.6, row.7, row.8)
-          )
+          let message = ClaimedHead.taken((row.2, row.3, row.4, row.5, row.6, row.7, row.8))
           if let last = taken.indices.last, taken[last].line == row.0 {
             if let message { taken[last].batch.append(message) }
           } else {
@@ -845,7 +862,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   private struct TakenLine: Sendable {
     let line: String
     let fence: Int64
-    var batch: [ClaimedMessage]
+    var batch: [ClaimedHead]
   }
 
   /// Gives a line's lease back, if it still is this worker's.
@@ -1000,7 +1017,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   }
 
   /// Marks a line as lost and cancels its delivery; its task ends without acknowledging.
-  private func lose(_ line: String, fence: Int64, why: String) {
+  func lose(_ line: String, fence: Int64, why: String) {
     let delivery = state.withLock(announcingTo: self) { state -> Task<Void, any Error>?? in
       guard let held = state.held[line], held.fence == fence, !held.lost else { return nil }
       state.held[line]?.lost = true
@@ -1014,7 +1031,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     )
   }
 
-  private func isLive(_ line: String, fence: Int64) -> Bool {
+  func isLive(_ line: String, fence: Int64) -> Bool {
     state.withLock(announcingTo: self) { state in
       guard let held = state.held[line], held.fence == fence else { return false }
       return !held.lost && ContinuousClock.now < held.deadline - settings.tick
@@ -1063,13 +1080,22 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   // MARK: Delivering a line
 
   /// Why a line's task stops.
-  fileprivate enum Stop: Error { case lost, ending, paused, empty, stopped, released }
+  enum Stop: Error { case lost, ending, paused }
 
-  /// Delivers a line's messages in order while the lease holds, then releases the line.
-  private func deliverLine(_ line: String, fence: Int64, batch: [ClaimedMessage]) async {
-    let reason = await deliverMessages(line, fence: fence, batch: batch)
+  /// Delivers a line's messages in order while the lease holds, by the line runner
+  /// (``LeasedLine``), then releases the line.
+  ///
+  /// - Parameters:
+  ///   - line: The line.
+  ///   - fence: Its lease's fence.
+  ///   - batch: The messages taken with the lease (none if none was due).
+  private func deliverLine(_ line: String, fence: Int64, batch: [ClaimedHead]) async {
+    let end = await runner.run(
+      LeasedLine(worker: self, line: line, fence: fence),
+      taken: batch
+    )
     // A line the last acknowledgement released, or one lost, is not released again.
-    if reason != .lost, reason != .released {
+    if end != .released, isLive(line, fence: fence) {
       do {
         try await release(line, fence: fence)
         logger.debug(
@@ -1097,57 +1123,12 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     bell.ring()
   }
 
-  private func deliverMessages(_ line: String, fence: Int64, batch: [ClaimedMessage]) async -> Stop
-  {
-    // The messages the lease was taken with, then those the last acknowledgement took, if any.
-    var taken = batch
-    // Past it, the line's next acknowledgement gives the line up if another line waits for a
-    // slot (see `FleetSettings.turn`); if none does, the line gets another turn.
-    var turnEnds = ContinuousClock.now + settings.turn
-    while true {
-      if let stop = checkpoint(line, fence: fence) { return stop }
-      let claimed: [ClaimedMessage]
-      if !taken.isEmpty {
-        claimed = taken
-        taken = []
-      } else {
-        do {
-          let batch = try await claimBatch(line)
-          guard !batch.isEmpty else { return .empty }
-          claimed = batch
-        } catch {
-          logger.warning(
-            "could not read a line's next message",
-            metadata: [
-              "worker": "\(id)", "partition": "\(Line.shown(line))",
-              "error": "\(outboxError(error, database: outbox.database))",
-            ]
-          )
-          return .stopped
-        }
-      }
-      // Decided before the delivery: its acknowledgement gives the line up, or takes the next.
-      var turnOver = false
-      if ContinuousClock.now >= turnEnds {
-        turnOver = await othersWait()
-        if !turnOver { turnEnds = ContinuousClock.now + settings.turn }
-      }
-      switch await deliver(claimed, fence: fence, turnOver: turnOver) {
-      case .stop(let stop): return stop
-      case .next(let next): taken = next
-      case .empty: return .empty
-      case .released: return .released
-      case .again: continue
-      }
-    }
-  }
-
   /// Whether a line whose turn ended must make room for a line that waits.
   ///
   /// It must when this worker has no free slot and some line with a message due is held by no
   /// worker. A worker with a free slot takes such a line itself; giving a line up then would
   /// only move it.
-  private func othersWait() async -> Bool {
+  func othersWait() async -> Bool {
     let full = state.withLock(announcingTo: self) { $0.held.count >= settings.limit }
     guard full else { return false }
     do {
@@ -1157,22 +1138,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// What a line does after a message.
-  private enum Step {
-    /// Stop delivering the line.
-    case stop(Stop)
-    /// Deliver these messages (one, or a batch), taken with the last acknowledgement.
-    case next([ClaimedMessage])
-    /// The line has no more messages.
-    case empty
-    /// The line had no more messages due, and the acknowledgement released it.
-    case released
-    /// Look again (take the head, or stop at the checkpoint).
-    case again
-  }
-
   /// Whether the line's task must stop before it takes its next message, and why.
-  fileprivate func checkpoint(_ line: String, fence: Int64) -> Stop? {
+  func checkpoint(_ line: String, fence: Int64) -> Stop? {
     if Task.isCancelled { return .ending }
     let (ending, paused) = state.withLock(announcingTo: self) {
       ($0.ending || $0.draining, $0.paused || $0.pausedLines.contains(line))
@@ -1183,121 +1150,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     return nil
   }
 
-  /// Reads the line's first messages (up to the batch size, and up to the first that is not
-  /// due) and counts the attempts about to begin.
-  private func claimBatch(_ line: String) async throws -> [ClaimedMessage] {
-    let (client, logger, batch) = (client, logger, settings.batch)
-    return try await bounded(
-      "reading the next messages of line \(Line.shown(line))",
-      progress: true
-    ) { () -> [ClaimedMessage] in
-      var claimed: [ClaimedMessage] = []
-      try await client.checkedExecute(
-        ClaimBatchStatement(line: line, batch: batch),
-        logger: logger
-      ) { rows in
-        for try await (sequence, id, partition, payload, attempts, appendedAt, headers) in rows {
-          claimed.append(
-            ClaimedMessage(
-              line: line,
-              sequence: sequence,
-              id: id,
-              partition: partition,
-              payload: payload,
-              attempts: attempts,
-              appendedAt: appendedAt,
-              headers: headers
-            )
-          )
-        }
-      }
-      return claimed
-    }
-  }
-
-  /// Delivers claimed messages: one with its retries, by the rule every outbox follows
-  /// (``DeliveryRule``), or a batch (``deliverBatch(_:fence:turnOver:)``); and acknowledges
-  /// them (or sets one aside) under the fence.
-  ///
-  /// - Returns: What the line does next.
-  private func deliver(
-    _ batch: [ClaimedMessage],
-    fence: Int64,
-    turnOver: Bool
-  ) async -> Step {
-    guard settings.deliverBatch == nil, let claimed = batch.first else {
-      return await deliverBatch(batch, fence: fence, turnOver: turnOver)
-    }
-    let head = ClaimedHead(
-      id: claimed.id,
-      sequence: claimed.sequence,
-      partition: claimed.partition,
-      payload: claimed.payload,
-      attempt: claimed.attempts,
-      appendedAt: claimed.appendedAt,
-      headers: StoredHeaders.decode(claimed.headers)
-    )
-    let rule = DeliveryRule<Message>(
-      retry: settings.retry,
-      hub: outbox.hub,
-      waits: outbox.retryWaits,
-      clock: outbox.clock
-    )
-    let hooks = LeasedLineHooks(worker: self, claimed: claimed, fence: fence)
-    switch await rule.deliver(head, fence: fence, hooks: hooks) {
-    case .delivered:
-      return await acknowledge([claimed], line: claimed.line, fence: fence, turnOver: turnOver)
-    case .deadLetter(let attempts, let reason):
-      return await kill(claimed, fence: fence, attempts: attempts, reason: reason)
-    case .halted: return .stop(checkpoint(claimed.line, fence: fence) ?? .ending)
-    }
-  }
-
-  /// What a line held under a lease does around each attempt.
-  private struct LeasedLineHooks: LineHooks {
-    let worker: FleetWorker<Message>
-    let claimed: ClaimedMessage
-    let fence: Int64
-
-    /// Runs the handler in a task of its own, which losing the lease or stopping cancels.
-    func run(_ envelope: Envelope<Message>) async -> Result<Void, any Error> {
-      let deliver = worker.settings.deliver
-      return await worker.runHandler(line: claimed.line, fence: fence) {
-        try await deliver(envelope)
-      }
-    }
-
-    func haltsAfterFailure(_ error: any Error) -> Bool {
-      worker.checkpoint(claimed.line, fence: fence) != nil
-    }
-
-    func haltsBeforeRetry() -> Bool {
-      worker.checkpoint(claimed.line, fence: fence) != nil
-    }
-
-    func recordAttempt(_ attempt: Int) async {
-      let (client, logger, line, sequence) = (
-        worker.client, worker.logger, claimed.line, claimed.sequence
-      )
-      do {
-        try await worker.bounded("counting an attempt of line \(Line.shown(line))", progress: true)
-        {
-          try await client.checkedQuery(
-            """
-            UPDATE orderly_outbox_message SET attempts = \(attempt)
-            WHERE line = \(line) AND sequence = \(sequence)
-            """,
-            logger: logger
-          ) { _ in }
-        }
-      } catch {
-        // The attempt still runs; a later holder counts from the last attempt recorded.
-      }
-    }
-  }
-
   /// Runs a delivery in a task of its own, which losing the line's lease or stopping cancels.
-  fileprivate func runHandler(
+  func runHandler(
     line: String,
     fence: Int64,
     _ work: @escaping @Sendable () async throws -> Void
@@ -1316,350 +1170,11 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     return result
   }
 
-  /// Delivers a batch of consecutive messages of one line with one call of the batch handler,
-  /// and acknowledges it; when the handler fails, acknowledges the messages it says it
-  /// delivered (``BatchDeliveryError``), sets aside or retries the one that failed, by the
-  /// retry policy, and goes on with a new batch from it.
-  ///
-  /// A message's attempt is counted when it is handed to the handler; those after the one
-  /// that failed are given their attempt back, as they were not tried. A message that does not
-  /// decode ends the batch before it, and is set aside once it is the line's first.
-  private func deliverBatch(
-    _ first: [ClaimedMessage],
-    fence: Int64,
-    turnOver: Bool
-  ) async -> Step {
-    guard let handler = settings.deliverBatch else { return .stop(.stopped) }
-    var batch = first
-    while let head = batch.first {
-      let line = head.line
-      var envelopes: [Envelope<Message>] = []
-      var undecodable: String?
-      for claimed in batch {
-        switch MessageCodec<Message>.decode(claimed.payload) {
-        case .success(let message):
-          envelopes.append(
-            Envelope(
-              id: claimed.id,
-              sequence: claimed.sequence,
-              partition: claimed.partition,
-              message: message,
-              attempt: claimed.attempts,
-              appendedAt: claimed.appendedAt,
-              headers: StoredHeaders.decode(claimed.headers),
-              fence: fence
-            )
-          )
-          continue
-        case .failure(let failure): undecodable = failure.reason
-        }
-        break
-      }
-      let handed = Array(batch.prefix(envelopes.count))
-      let notHanded = batch.dropFirst(envelopes.count).map(\.sequence)
-      if handed.isEmpty, let reason = undecodable {
-        // The first message does not decode: the others give their attempts back, and it is
-        // set aside.
-        if batch.count > 1 {
-          let settled = await acknowledge(
-            [],
-            line: line,
-            givingBack: Array(notHanded.dropFirst()),
-            fence: fence,
-            turnOver: nil
-          )
-          guard case .again = settled else { return settled }
-        }
-        return await kill(head, fence: fence, attempts: head.attempts, reason: reason)
-      }
-      for envelope in envelopes {
-        outbox.hub.emit(
-          .delivering(id: envelope.id, sequence: envelope.sequence, attempt: envelope.attempt)
-        )
-      }
-      let given = envelopes
-      let result = await runHandler(line: line, fence: fence) { try await handler(given) }
-      guard case .failure(let thrown) = result else {
-        return await acknowledge(
-          handed,
-          line: line,
-          givingBack: notHanded,
-          fence: fence,
-          turnOver: turnOver
-        )
-      }
-      let (done, error) = batchFailure(thrown, handed: handed.count, line: line)
-      let failed = handed[done]
-      // A lease given up cannot acknowledge: the next holder delivers the batch again.
-      let halt = checkpoint(line, fence: fence)
-      if halt == .lost { return .stop(.lost) }
-      if done > 0 || batch.count > 1 {
-        let settled = await acknowledge(
-          Array(handed[..<done]),
-          line: line,
-          givingBack: batch.dropFirst(done + 1).map(\.sequence),
-          fence: fence,
-          turnOver: nil
-        )
-        guard case .again = settled else { return settled }
-      }
-      if let halt { return .stop(halt) }
-      let retry = settings.retry
-      let exhausted = retry.maximumAttempts.map { failed.attempts >= $0 } ?? false
-      if !retry.isRetryable(error) || exhausted {
-        return await kill(failed, fence: fence, attempts: failed.attempts, reason: "\(error)")
-      }
-      let delay = retry.delay(afterAttempt: failed.attempts)
-      outbox.hub.emit(
-        .retrying(
-          id: failed.id,
-          sequence: failed.sequence,
-          attempt: failed.attempts,
-          delay: delay,
-          reason: "\(error)"
-        )
-      )
-      // The epoch first: a pause or resume after it ends the wait, one before it is seen by
-      // the check.
-      let epoch = outbox.retryWaits.epoch
-      if let stop = checkpoint(line, fence: fence) { return .stop(stop) }
-      await outbox.retryWaits.wait(delay, on: outbox.clock, since: epoch)
-      if let stop = checkpoint(line, fence: fence) { return .stop(stop) }
-      do {
-        batch = try await claimBatch(line)
-      } catch {
-        logger.warning(
-          "could not read a line's next messages",
-          metadata: [
-            "worker": "\(id)", "partition": "\(Line.shown(line))",
-            "error": "\(outboxError(error, database: outbox.database))",
-          ]
-        )
-        return .stop(.stopped)
-      }
-    }
-    return .again
-  }
-
-  /// Where a batch failed: the index of the message that failed (the handler's
-  /// ``BatchDeliveryError/delivered``, or 0 for any other error) and the error.
-  private func batchFailure(_ thrown: any Error, handed: Int, line: String) -> (Int, any Error) {
-    guard let partial = thrown as? BatchDeliveryError else { return (0, thrown) }
-    guard (0..<handed).contains(partial.delivered) else {
-      logger.warning(
-        "a batch handler threw BatchDeliveryError with a count outside its batch; counted as a failure of the batch's first message",
-        metadata: [
-          "worker": "\(id)", "partition": "\(Line.shown(line))",
-          "delivered": "\(partial.delivered)", "batch": "\(handed)",
-          "error": "\(partial.error)",
-        ]
-      )
-      return (0, partial.error)
-    }
-    return (partial.delivered, partial.error)
-  }
-
-  /// Removes delivered messages if the lease still holds, and takes the line's next messages,
-  /// in one statement; if the lease does not hold, leaves the messages for the line's new
-  /// holder.
-  ///
-  /// The lease row is locked `FOR SHARE`, not renewed (the renewal loop does that): a worker
-  /// taking the line over waits for this statement, and then finds the messages gone. A line
-  /// with no next message due, or whose turn is over (`turnOver`, see `FleetSettings.turn`), is
-  /// released by the same statement.
-  ///
-  /// - Parameters:
-  ///   - acked: The messages delivered, the line's first ones, in order (none when a batch's
-  ///     first message failed).
-  ///   - line: Their line.
-  ///   - givingBack: Messages taken with a batch but not tried: their attempts are given
-  ///     back.
-  ///   - fence: The line's fence.
-  ///   - turnOver: Whether the line's turn is over (the line is released, and no message
-  ///     taken); `nil` takes no message and releases nothing
-  ///     (a failed batch, settled before its failed message is retried or set aside).
-  /// - Returns: What the line does next: the messages taken, `again` when none was taken
-  ///   (or `turnOver` was `nil`), or why it stops.
-  private func acknowledge(
-    _ acked: [ClaimedMessage],
-    line: String,
-    givingBack: [Int64] = [],
-    fence: Int64,
-    turnOver: Bool?
-  ) async -> Step {
-    var paused: Bool?
-    var removed = false
-    var next: [ClaimedMessage] = []
-    var released = false
-    var failures = 0
-    let sequences = acked.map(\.sequence)
-    // The next messages come after the last one acknowledged.
-    let last = sequences.last ?? Int64.min
-    let batch = settings.batch
-    while true {
-      // A lease given up locally is not used: the database may already have given it away.
-      guard isLive(line, fence: fence) else {
-        return .stop(refused(line, fence: fence))
-      }
-      let goOn = turnOver != nil && checkpoint(line, fence: fence) == nil
-      // The line's turn is over: released with this acknowledgement, and taken again by
-      // whichever worker finds it waiting longest.
-      let giveUp = goOn && turnOver == true
-      let takeNext = goOn && !giveUp
-      let (client, id, logger) = (client, id, logger)
-      do {
-        // Committed before the next message is delivered: an acknowledgement read but rolled
-        // back would have the line's next holder deliver this message again after that one
-        // (see `committedQuery`).
-        let answer = try await bounded("acknowledging line \(Line.shown(line))", progress: true) {
-          () -> (Bool?, Bool, [ClaimedMessage], Bool) in
-          try await client.committedExecute(
-            AcknowledgeStatement(
-              line: line,
-              owner: id,
-              fence: fence,
-              acked: sequences,
-              givenBack: givingBack,
-              takeNext: takeNext,
-              last: last,
-              batch: batch,
-              giveUp: giveUp
-            ),
-            logger: logger
-          ) { rows in
-            var paused: Bool?
-            var removed = false
-            var next: [ClaimedMessage] = []
-            var released = false
-            for try await row in rows {
-              paused = row.0
-              removed = row.1 > 0
-              released = row.9 > 0
-              if let message = ClaimedMessage.taken(
-                line: line,
-                (row.2, row.3, row.4, row.5, row.6, row.7, row.8)
-              ) {
-                next.append(message)
-              }
-            }
-            return (paused, removed, next, released)
-          }
-        }
-        (paused, removed, next, released) = answer
-        if giveUp, paused == false {
-          if removed { emitDelivered(acked) }
-          return released ? .released : .again
-        }
-        if takeNext, paused == false, next.isEmpty {
-          // Taken nothing: no message is due, and the line was released (the line's task rings
-          // the bell as it ends, so a message appended since is looked for at once).
-          if removed { emitDelivered(acked) }
-          return released ? .released : .empty
-        }
-        break
-      } catch {
-        // Not known whether it committed: try again while the lease holds (deleting twice is
-        // harmless, and a next message taken twice only counts one more attempt); if the lease
-        // does not hold, or the worker is stopping, the next holder delivers the message
-        // again.
-        failures += 1
-        if Task.isCancelled || state.withLock(announcingTo: self, { $0.ending }) {
-          return .stop(.ending)
-        }
-        logger.warning(
-          "could not acknowledge a delivery; trying again",
-          metadata: [
-            "worker": "\(id)", "partition": "\(Line.shown(line))",
-            "message_id": "\(acked.first.map { "\($0.id)" } ?? "-")",
-            "attempt": "\(acked.first.map { "\($0.attempts)" } ?? "-")",
-            "messages": "\(acked.count)", "fence": "\(fence)",
-            "error": "\(outboxError(error, database: outbox.database))",
-          ]
-        )
-        try? await Task.sleep(for: min(.milliseconds(50 * failures), settings.tick))
-      }
-    }
-    guard let paused else { return .stop(refused(line, fence: fence)) }
-    if removed { emitDelivered(acked) }
-    if paused { return .stop(.paused) }
-    return next.isEmpty ? .again : .next(next)
-  }
-
-  /// Says that these messages were delivered and removed.
-  private func emitDelivered(_ messages: [ClaimedMessage]) {
-    for message in messages {
-      outbox.hub.emit(.delivered(id: message.id, sequence: message.sequence))
-    }
-  }
-
   /// Gives the line up without acknowledging: its lease is no longer certain (another worker
   /// may hold a higher fence), or the database refused the acknowledgement under the fence.
-  private func refused(_ line: String, fence: Int64) -> Stop {
+  func refused(_ line: String, fence: Int64) {
     count { $0.acknowledgementsRefused += 1 }
     lose(line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
-    return .lost
-  }
-
-  /// Moves a message to the dead letters, under the fence.
-  private func kill(_ claimed: ClaimedMessage, fence: Int64, attempts: Int, reason: String) async
-    -> Step
-  {
-    guard isLive(claimed.line, fence: fence) else {
-      return .stop(refused(claimed.line, fence: fence))
-    }
-    let (client, id, logger) = (client, id, logger)
-    let moved: Bool
-    do {
-      moved = try await bounded(
-        "setting a dead letter aside on line \(Line.shown(claimed.line))",
-        progress: true
-      ) { () -> Bool in
-        // Committed before the line goes on or stops (see `committedQuery`).
-        try await client.committedQuery(
-          """
-          WITH held AS (
-            SELECT 1 FROM orderly_outbox_lease
-            WHERE line = \(claimed.line) AND owner = \(id) AND fence = \(fence)
-              AND expires_at > now()
-            FOR UPDATE
-          ), moved AS (
-            DELETE FROM orderly_outbox_message
-            WHERE line = \(claimed.line) AND sequence = \(claimed.sequence)
-              AND EXISTS (SELECT 1 FROM held)
-            RETURNING *
-          )
-          INSERT INTO orderly_outbox_dead_letter
-            (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
-             failed_at, reason)
-          SELECT line, sequence, id, partition, entity, payload, \(attempts), appended_at, headers,
-            now(), \(reason)
-          FROM moved
-          RETURNING sequence
-          """,
-          logger: logger
-        ) { rows in
-          var moved = false
-          for try await _ in rows.decode(Int64.self) { moved = true }
-          return moved
-        }
-      }
-    } catch {
-      logger.warning(
-        "could not move a message to the dead letters; it is delivered again",
-        metadata: [
-          "worker": "\(id)", "partition": "\(Line.shown(claimed.line))",
-          "message_id": "\(claimed.id)", "attempt": "\(claimed.attempts)", "fence": "\(fence)",
-          "error": "\(outboxError(error, database: outbox.database))",
-        ]
-      )
-      return .stop(.stopped)
-    }
-    guard moved else { return .stop(refused(claimed.line, fence: fence)) }
-    let stops = settings.onDeadLetter == .stopLine
-    outbox.hub.emit(
-      .deadLettered(id: claimed.id, sequence: claimed.sequence, reason: reason, lineStopped: stops)
-    )
-    return stops ? .stop(.stopped) : .again
   }
 }
 

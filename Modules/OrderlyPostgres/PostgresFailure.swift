@@ -1,3 +1,5 @@
+// PostgreSQL errors as the OutboxError an outbox caller handles.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import Foundation

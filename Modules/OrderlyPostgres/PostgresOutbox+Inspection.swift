@@ -1,3 +1,5 @@
+// What an operator reads of a PostgreSQL outbox: counts, keys, one stored message.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 public import Foundation

@@ -1,3 +1,6 @@
+// The PostgreSQL outbox: opening it on a client, appending (in the caller's transaction too), dead
+// letters, pausing keys.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 public import Foundation

@@ -1,3 +1,5 @@
+// The PostgreSQL outbox's tables, created and checked when an outbox opens.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import Logging

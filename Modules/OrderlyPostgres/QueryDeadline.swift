@@ -1,3 +1,5 @@
+// The deadline every database wait of OrderlyPostgres runs under.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import OrderlyCore

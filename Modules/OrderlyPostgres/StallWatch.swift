@@ -1,3 +1,5 @@
+// The worker's stall watchdog: a pure state machine of waits and progress.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import OrderlyCore

@@ -1,3 +1,5 @@
+// Statements in one transaction, and the commit confirmation a line waits for before it goes on.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import Foundation

@@ -1,3 +1,5 @@
+// The worker's SQL: taking lines, renewing leases, acknowledging, dead letters, releasing.
+//
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import Foundation
@@ -167,6 +169,50 @@ struct ReleaseStatement: PostgresPreparedStatement {
   func decodeRow(_ row: PostgresRow) throws -> Row {}
 }
 
+/// Moves a line's message to the dead letters if the lease still holds under the fence (the
+/// lease row locked, as an acknowledgement locks it); a row when it moved, none when refused.
+struct DeadLetterStatement: PostgresPreparedStatement {
+  static let name = "orderly_dead_letter_v1"
+  static let sql = """
+    WITH held AS (
+      SELECT 1 FROM orderly_outbox_lease
+      WHERE line = $1 AND owner = $2 AND fence = $3 AND expires_at > now()
+      FOR UPDATE
+    ), moved AS (
+      DELETE FROM orderly_outbox_message
+      WHERE line = $1 AND sequence = $4 AND EXISTS (SELECT 1 FROM held)
+      RETURNING *
+    )
+    INSERT INTO orderly_outbox_dead_letter
+      (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
+       failed_at, reason)
+    SELECT line, sequence, id, partition, entity, payload, $5, appended_at, headers, now(), $6
+    FROM moved
+    RETURNING sequence
+    """
+  typealias Row = Int64
+
+  let line: String
+  let owner: String
+  let fence: Int64
+  let sequence: Int64
+  let attempts: Int
+  let reason: String
+
+  func makeBindings() -> PostgresBindings {
+    var bindings = PostgresBindings()
+    bindings.append(line)
+    bindings.append(owner)
+    bindings.append(fence)
+    bindings.append(sequence)
+    bindings.append(attempts)
+    bindings.append(reason)
+    return bindings
+  }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int64.self) }
+}
+
 /// A line's first `batch` messages up to the first that is not due, their attempts counted.
 struct ClaimBatchStatement: PostgresPreparedStatement {
   static let name = "orderly_claim_batch_v1"
@@ -210,7 +256,7 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
 /// message columns when none was), each with the lease's `paused` (`NULL` if the lease no
 /// longer holds), how many messages were removed, and how many leases were released.
 struct AcknowledgeStatement: PostgresPreparedStatement {
-  static let name = "orderly_acknowledge_v1"
+  static let name = "orderly_acknowledge_v2"
   static let sql = """
     WITH held AS (
       SELECT paused FROM orderly_outbox_lease
@@ -220,24 +266,28 @@ struct AcknowledgeStatement: PostgresPreparedStatement {
       DELETE FROM orderly_outbox_message
       WHERE line = $1 AND sequence = ANY($4::int8[]) AND EXISTS (SELECT 1 FROM held)
       RETURNING sequence
+    ), due AS (
+      SELECT w.sequence FROM (
+        SELECT h.sequence,
+          bool_and(h.not_before IS NULL OR h.not_before <= now())
+            OVER (ORDER BY h.sequence) AS due
+        FROM (SELECT sequence, not_before FROM orderly_outbox_message
+              WHERE $6 AND line = $1 AND sequence > $7
+              ORDER BY sequence LIMIT $8) h
+      ) w
+      WHERE w.due AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
     ), back AS (
       UPDATE orderly_outbox_message SET attempts = greatest(attempts - 1, 0)
       WHERE line = $1 AND sequence = ANY($5::int8[]) AND EXISTS (SELECT 1 FROM held)
+        AND sequence NOT IN (SELECT sequence FROM due)
       RETURNING sequence
     ), next AS (
-      UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
-      FROM (
-        SELECT w.sequence FROM (
-          SELECT h.sequence,
-            bool_and(h.not_before IS NULL OR h.not_before <= now())
-              OVER (ORDER BY h.sequence) AS due
-          FROM (SELECT sequence, not_before FROM orderly_outbox_message
-                WHERE $6 AND line = $1 AND sequence > $7
-                ORDER BY sequence LIMIT $8) h
-        ) w WHERE w.due
-      ) due
+      -- A message given back and taken again in one statement keeps its count: one row is
+      -- updated once per statement.
+      UPDATE orderly_outbox_message m
+      SET attempts = m.attempts + CASE WHEN m.sequence = ANY($5::int8[]) THEN 0 ELSE 1 END
+      FROM due
       WHERE m.line = $1 AND m.sequence = due.sequence
-        AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
       RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at, m.headers
     ), released AS (
       UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()

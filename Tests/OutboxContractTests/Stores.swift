@@ -23,7 +23,28 @@ struct Subject<Message: Codable & Sendable>: Sendable {
       _ pollInterval: Duration,
       _ deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
     ) throws(OutboxError) -> Void
+  let startBatches:
+    @Sendable (
+      _ limit: Int,
+      _ batch: Int,
+      _ retry: RetryPolicy,
+      _ onDeadLetter: DeadLetterPolicy,
+      _ pollInterval: Duration,
+      _ deliver: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
+    ) throws(OutboxError) -> Void
   let cleanUp: @Sendable () async -> Void
+
+  /// Starts delivering in ordered batches, with the options every store has.
+  func start(
+    limit: Int = 4,
+    batchesOf batch: Int,
+    retry: RetryPolicy = .standard,
+    onDeadLetter: DeadLetterPolicy = .stopLine,
+    pollInterval: Duration = .milliseconds(50),
+    deliver: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
+  ) throws(OutboxError) {
+    try startBatches(limit, batch, retry, onDeadLetter, pollInterval, deliver)
+  }
 
   /// Starts delivering, with the options every store has.
   func start(
@@ -115,6 +136,17 @@ enum Store: String, Sendable, CustomTestStringConvertible {
             deliver: deliver
           )
         },
+        startBatches: { (limit, batch, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
+          try outbox.start(
+            limit: limit,
+            batchesOf: batch,
+            retry: retry,
+            onDeadLetter: onDeadLetter,
+            lease: .seconds(30),
+            pollInterval: poll,
+            deliver: deliver
+          )
+        },
         cleanUp: { await database.drop() }
       )
       #else
@@ -136,6 +168,16 @@ extension Store {
       startDelivery: { (limit, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
         try outbox.start(
           limit: limit,
+          retry: retry,
+          onDeadLetter: onDeadLetter,
+          pollInterval: poll,
+          deliver: deliver
+        )
+      },
+      startBatches: { (limit, batch, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
+        try outbox.start(
+          limit: limit,
+          batchesOf: batch,
           retry: retry,
           onDeadLetter: onDeadLetter,
           pollInterval: poll,

@@ -1,3 +1,5 @@
+// A line's key in a store's tables.
+//
 /// A line's key in a store's tables: the partition key behind a prefix, or the empty string for
 /// the default line, so that no partition key can be mistaken for the default line.
 package enum LineKey {

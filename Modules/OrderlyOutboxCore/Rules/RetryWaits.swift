@@ -1,3 +1,5 @@
+// The retry waits of one outbox, which pause, resume and stop end early.
+
 import OrderlyCore
 
 /// The retry waits of one outbox, which pause, resume and stop end early.

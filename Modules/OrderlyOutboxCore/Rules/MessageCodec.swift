@@ -1,3 +1,5 @@
+// How a message is written, merged and read back, the same in every store.
+
 package import Foundation
 
 /// A message ready to be written by a store: encoded, with its line, its entity and its headers.

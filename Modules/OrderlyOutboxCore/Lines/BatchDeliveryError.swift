@@ -1,11 +1,12 @@
-// Compiled with the Postgres trait; see Package.swift.
-#if Postgres
+// How a batch handler says how far its batch got.
+//
 /// Thrown by the handler of ordered batches to say how far a batch got: its first `delivered`
 /// messages were delivered, and the next one failed with `error`.
 ///
-/// The worker acknowledges those `delivered` messages, and retries the failed one (or sets it
+/// The outbox acknowledges those `delivered` messages, and retries the failed one (or sets it
 /// aside) by the retry policy, which judges `error`; delivery goes on from it in a new batch.
-/// See ``PostgresOutbox/start(limit:batchesOf:retry:onDeadLetter:lease:pollInterval:deliver:)``.
+/// Both stores deliver ordered batches: `Outbox.start(limit:batchesOf:...)` on SQLite and
+/// `PostgresOutbox.start(limit:batchesOf:...)` on PostgreSQL.
 ///
 /// ```swift
 /// try outbox.start(batchesOf: 50) { envelopes in
@@ -41,4 +42,3 @@ public struct BatchDeliveryError: Error, CustomStringConvertible {
   /// The failed message's error, after how many came through before it.
   public var description: String { "after \(delivered) delivered: \(error)" }
 }
-#endif

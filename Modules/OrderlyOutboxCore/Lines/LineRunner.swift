@@ -1,0 +1,296 @@
+// The one loop that delivers a line, on every store.
+//
+/// The one loop that delivers a line, on any store: it claims the line's first messages,
+/// hands them to the handler, and acknowledges them, retries the one that failed or sets it
+/// aside, by ``DeliveryRule``; events are emitted here, and only here.
+///
+/// The batch is the unit: a handler of single messages gets batches of one. A line has one
+/// delivery in progress at a time; the next begins after the last is acknowledged (or taken
+/// with it, in one step).
+package struct LineRunner<Message: Codable & Sendable>: Sendable {
+  /// The rule: decoding, envelopes, the retry decision, the retry waits and the events.
+  package let rule: DeliveryRule<Message>
+  /// Up to how many messages of the line one delivery gets.
+  package let batch: Int
+  /// Whether the handler takes batches: only then does a ``BatchDeliveryError`` say how far a
+  /// delivery got (a handler of single messages may throw anything).
+  package let batched: Bool
+  /// What a dead letter does to its line.
+  package let onDeadLetter: DeadLetterPolicy
+  /// The handler.
+  package let handler: @Sendable ([Envelope<Message>]) async throws -> Void
+  /// Called when a batch handler throws a ``BatchDeliveryError`` whose count is outside its
+  /// batch (it is taken as a failure of the batch's first message): the store logs it.
+  package let onBadCount: @Sendable (_ error: BatchDeliveryError, _ batch: Int) -> Void
+
+  /// A runner of single messages.
+  ///
+  /// - Parameters:
+  ///   - rule: The outbox's rule.
+  ///   - onDeadLetter: What a dead letter does to its line.
+  ///   - deliver: The handler.
+  package init(
+    rule: DeliveryRule<Message>,
+    onDeadLetter: DeadLetterPolicy,
+    deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
+  ) {
+    self.rule = rule
+    self.batch = 1
+    self.batched = false
+    self.onDeadLetter = onDeadLetter
+    self.handler = { envelopes in
+      for envelope in envelopes { try await deliver(envelope) }
+    }
+    self.onBadCount = { _, _ in }
+  }
+
+  /// A runner of ordered batches.
+  ///
+  /// - Parameters:
+  ///   - rule: The outbox's rule.
+  ///   - batch: Up to how many messages one call of `deliver` gets (1 or more).
+  ///   - onDeadLetter: What a dead letter does to its line.
+  ///   - onBadCount: Told of a ``BatchDeliveryError`` whose count is outside its batch.
+  ///   - deliver: The handler.
+  package init(
+    rule: DeliveryRule<Message>,
+    batch: Int,
+    onDeadLetter: DeadLetterPolicy,
+    onBadCount: @escaping @Sendable (_ error: BatchDeliveryError, _ batch: Int) -> Void,
+    deliver: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
+  ) {
+    self.rule = rule
+    self.batch = max(1, batch)
+    self.batched = true
+    self.onDeadLetter = onDeadLetter
+    self.handler = deliver
+    self.onBadCount = onBadCount
+  }
+
+  /// Delivers the line until it has no message due, its turn is over, or it must stop.
+  ///
+  /// - Parameters:
+  ///   - store: The line, in its store.
+  ///   - taken: Messages claimed already with the line (a lease taken with its first
+  ///     messages), or none.
+  /// - Returns: Why the run ended; the caller releases the line unless the store did.
+  package func run(_ store: some LineStore<Message>, taken: [ClaimedHead] = []) async -> LineEnd {
+    var claimed = taken
+    var deliveries = 0
+    while true {
+      if store.halt() != nil { return .stopped }
+      if claimed.isEmpty {
+        switch await store.claim(upTo: batch) {
+        case .deliver(let messages): claimed = messages
+        case .again: continue
+        case .end(let end): return end
+        }
+        guard !claimed.isEmpty else { return .empty }
+      }
+      // Decided before the delivery: its acknowledgement gives the line up, or takes the next.
+      let turnOver = await store.turnIsOver(after: deliveries)
+      deliveries += 1
+      switch await deliver(claimed, store: store, turnOver: turnOver) {
+      case .deliver(let next): claimed = next
+      case .again: claimed = []
+      case .end(let end): return end
+      }
+    }
+  }
+
+  /// Delivers claimed messages with one call of the handler, and acknowledges them; when it
+  /// fails, acknowledges those it says it delivered (``BatchDeliveryError``) and retries the
+  /// one that failed or sets it aside.
+  ///
+  /// A message's attempt is counted when it is claimed; those after the one that failed are
+  /// given their attempt back, as they were not tried. A message that does not decode ends
+  /// the batch before it, and is set aside once it is the line's first. A retry waits on the
+  /// outbox's clock, then claims the line's first messages again (which counts the attempt).
+  private func deliver(
+    _ claimed: [ClaimedHead],
+    store: some LineStore<Message>,
+    turnOver: Bool
+  ) async -> LineStep {
+    guard let first = claimed.first else { return .again }
+    var envelopes: [Envelope<Message>] = []
+    var undecodable: String?
+    for message in claimed {
+      switch rule.envelope(message, fence: store.fence) {
+      case .success(let envelope):
+        envelopes.append(envelope)
+        continue
+      case .failure(let failure): undecodable = failure.reason
+      }
+      break
+    }
+    let handed = Array(claimed.prefix(envelopes.count))
+    let notHanded = Array(claimed.dropFirst(envelopes.count))
+    if handed.isEmpty, let reason = undecodable {
+      // The first message does not decode: the others give their attempts back, and it is set
+      // aside.
+      if claimed.count > 1 {
+        let settled = await acknowledge(
+          [],
+          givingBack: Array(notHanded.dropFirst()),
+          then: .nothing,
+          store: store
+        )
+        guard case .again = settled else { return settled }
+      }
+      return await setAside(first, attempts: first.attempt, reason: reason, store: store)
+    }
+    for envelope in envelopes {
+      rule.hub.emit(
+        .delivering(id: envelope.id, sequence: envelope.sequence, attempt: envelope.attempt)
+      )
+    }
+    let (handler, given) = (handler, envelopes)
+    let result = await store.run { try await handler(given) }
+    guard case .failure(let thrown) = result else {
+      return await acknowledge(
+        handed,
+        givingBack: notHanded,
+        then: next(turnOver: turnOver, store: store),
+        store: store
+      )
+    }
+    let (done, error) = failure(thrown, handed: handed.count)
+    let failed = handed[done]
+    let halt = store.haltAfterFailure(error)
+    // A line that can no longer record anything leaves its messages to its next holder.
+    if halt == .abandon { return .end(.stopped) }
+    if done > 0 || claimed.count > 1 {
+      let settled = await acknowledge(
+        Array(handed[..<done]),
+        givingBack: Array(claimed.dropFirst(done + 1)),
+        then: .nothing,
+        store: store
+      )
+      guard case .again = settled else { return settled }
+    }
+    if halt != nil { return .end(.stopped) }
+    switch rule.afterFailure(error, attempt: failed.attempt) {
+    case .setAside(let reason):
+      return await setAside(failed, attempts: failed.attempt, reason: reason, store: store)
+    case .retry(let delay):
+      rule.hub.emit(
+        .retrying(
+          id: failed.id,
+          sequence: failed.sequence,
+          attempt: failed.attempt,
+          delay: delay,
+          reason: "\(error)"
+        )
+      )
+      // The epoch first: a pause or resume after it ends the wait, one before it is seen by
+      // the check.
+      let epoch = rule.waits.epoch
+      if store.halt() != nil { return .end(.stopped) }
+      await rule.waits.wait(delay, on: rule.clock, since: epoch)
+      // Claimed again (and counted) by the next look, unless the line must stop.
+      return .again
+    }
+  }
+
+  /// What an acknowledgement takes next: nothing when the line must stop, the line given up
+  /// when its turn is over, its next messages otherwise.
+  private func next(turnOver: Bool, store: some LineStore<Message>) -> NextTake {
+    if store.halt() != nil { return .nothing }
+    return turnOver ? .yield : .upTo(batch)
+  }
+
+  /// Where a delivery failed: the index of the message that failed (a batch handler's
+  /// ``BatchDeliveryError/delivered``, or 0 for any other error) and the error.
+  private func failure(_ thrown: any Error, handed: Int) -> (Int, any Error) {
+    guard batched, let partial = thrown as? BatchDeliveryError else { return (0, thrown) }
+    guard (0..<handed).contains(partial.delivered) else {
+      onBadCount(partial, handed)
+      return (0, partial.error)
+    }
+    return (partial.delivered, partial.error)
+  }
+
+  /// Acknowledges, and emits `delivered` for each message once that is durable; a failed try
+  /// is tried again as the store says.
+  private func acknowledge(
+    _ delivered: [ClaimedHead],
+    givingBack: [ClaimedHead],
+    then next: NextTake,
+    store: some LineStore<Message>
+  ) async -> LineStep {
+    let hub = rule.hub
+    let announce: @Sendable () -> Void = {
+      for message in delivered {
+        hub.emit(.delivered(id: message.id, sequence: message.sequence))
+      }
+    }
+    let about = delivered.first ?? givingBack.first
+    return await recording(about, store: store) {
+      try await store.acknowledge(delivered, givingBack: givingBack, then: next, announce: announce)
+    }
+  }
+
+  /// Moves a message to the dead letters, and emits `deadLettered` once that is durable.
+  private func setAside(
+    _ message: ClaimedHead,
+    attempts: Int,
+    reason: String,
+    store: some LineStore<Message>
+  ) async -> LineStep {
+    let hub = rule.hub
+    let stops = onDeadLetter == .stopLine
+    let announce: @Sendable () -> Void = {
+      hub.emit(
+        .deadLettered(
+          id: message.id,
+          sequence: message.sequence,
+          reason: reason,
+          lineStopped: stops
+        )
+      )
+    }
+    return await recording(message, store: store) {
+      try await store.setAside(
+        message,
+        attempts: attempts,
+        reason: reason,
+        stopsLine: stops,
+        announce: announce
+      )
+    }
+  }
+
+  /// Makes a write that records what happened to delivered messages until it succeeds, the
+  /// store gives up, or the outbox stops; each failure is reported as
+  /// ``OutboxEvent/recordFailed(id:sequence:reason:retryIn:)``.
+  private func recording(
+    _ about: ClaimedHead?,
+    store: some LineStore<Message>,
+    _ write: () async throws -> LineStep
+  ) async -> LineStep {
+    var failures = 0
+    while true {
+      let thrown: any Error
+      do {
+        return try await write()
+      } catch {
+        thrown = error
+      }
+      failures += 1
+      guard let delay = store.recordFailed(thrown, failures: failures) else {
+        return .end(.stopped)
+      }
+      if let about {
+        rule.hub.emit(
+          .recordFailed(
+            id: about.id,
+            sequence: about.sequence,
+            reason: "\(thrown)",
+            retryIn: delay
+          )
+        )
+      }
+      guard await store.waitToRecordAgain(delay, after: thrown) else { return .end(.stopped) }
+    }
+  }
+}

@@ -1,0 +1,154 @@
+// What a store does to deliver a line: the effects behind the line runner.
+//
+/// What a store must do to deliver one line: the effects behind ``LineRunner``'s decisions.
+///
+/// One value stands for one line while it is delivered (on PostgreSQL, one lease under its
+/// fence). The runner decides; the store claims, acknowledges, sets aside and releases, each in
+/// its own transactions (SQLite: one writer and the deliverer lock; PostgreSQL: leases, fences,
+/// turns and the commit confirmation).
+package protocol LineStore<Message>: Sendable {
+  /// What the outbox carries.
+  associatedtype Message: Codable & Sendable
+
+  /// The line's fence, handed to each envelope (``Envelope/fence``); `nil` for a store
+  /// without leases.
+  var fence: Int64? { get }
+
+  /// Whether the line must stop before it takes or retries a message, and how.
+  ///
+  /// - Returns: `nil` to go on.
+  func halt() -> LineHalt?
+
+  /// Whether the line stops after an attempt that failed with `error`, neither retrying nor
+  /// setting the message aside (the outbox is stopping, or the line can no longer deliver).
+  ///
+  /// - Parameter error: What the attempt threw.
+  /// - Returns: `nil` to go on to the retry policy.
+  func haltAfterFailure(_ error: any Error) -> LineHalt?
+
+  /// Whether the line's turn is over before its next delivery: the acknowledgement of that
+  /// delivery then gives the line up, so that other lines get theirs (the line is delivered
+  /// again later, after them).
+  ///
+  /// - Parameter deliveries: How many deliveries (handler calls) this turn has made.
+  /// - Returns: Whether the turn is over.
+  func turnIsOver(after deliveries: Int) async -> Bool
+
+  /// Claims the line's first messages that are due, up to `limit`, in order, and counts the
+  /// attempt about to begin of each.
+  ///
+  /// - Parameter limit: Up to how many (1 or more).
+  /// - Returns: The messages (``LineStep/deliver(_:)``, never empty), or how the line ends
+  ///   (none is due, or the store could not read them).
+  func claim(upTo limit: Int) async -> LineStep
+
+  /// Runs a delivery's handler: in the calling task, or in one of its own that stopping (or
+  /// losing the line) cancels.
+  ///
+  /// - Parameter work: The handler's call.
+  /// - Returns: What it did.
+  func run(_ work: @escaping @Sendable () async throws -> Void) async -> Result<Void, any Error>
+
+  /// Acknowledges delivered messages (the line's first, in order), gives the attempts of
+  /// messages claimed but not tried back, and takes the line's next messages as `next` says,
+  /// in one step. One try: a failure is thrown, and the runner decides whether to try again
+  /// (``recordFailed(_:failures:)``).
+  ///
+  /// - Parameters:
+  ///   - delivered: The messages delivered; none when a batch's first message failed.
+  ///   - givingBack: Messages claimed with them but not tried.
+  ///   - next: What the step takes next.
+  ///   - announce: Called once the step is durable, if it removed `delivered`, before anyone
+  ///     waiting for the outbox to empty is woken: it emits their events.
+  /// - Returns: What the line does next.
+  /// - Throws: Why the step failed; whether it took effect is not known.
+  func acknowledge(
+    _ delivered: [ClaimedHead],
+    givingBack: [ClaimedHead],
+    then next: NextTake,
+    announce: @escaping @Sendable () -> Void
+  ) async throws -> LineStep
+
+  /// Moves a message to the dead letters. One try, as ``acknowledge(_:givingBack:then:announce:)``.
+  ///
+  /// - Parameters:
+  ///   - message: The message, the line's first.
+  ///   - attempts: The attempts it had.
+  ///   - reason: Why it was set aside.
+  ///   - stopsLine: Whether its line waits at it (``DeadLetterPolicy/stopLine``).
+  ///   - announce: Called once the move is durable, before anyone waiting is woken.
+  /// - Returns: What the line does next: ``LineStep/again`` when it goes on.
+  /// - Throws: Why the move failed.
+  func setAside(
+    _ message: ClaimedHead,
+    attempts: Int,
+    reason: String,
+    stopsLine: Bool,
+    announce: @escaping @Sendable () -> Void
+  ) async throws -> LineStep
+
+  /// After an acknowledgement or a move to the dead letters failed: how long to wait before the
+  /// next try, or `nil` to stop the line (its message stays, and is delivered again later).
+  ///
+  /// The store logs, and tells whoever waits for it; the runner emits
+  /// ``OutboxEvent/recordFailed(id:sequence:reason:retryIn:)``.
+  ///
+  /// - Parameters:
+  ///   - error: Why the write failed.
+  ///   - failures: How many tries of this write have failed, counting this one.
+  /// - Returns: The wait, or `nil`.
+  func recordFailed(_ error: any Error, failures: Int) -> Duration?
+
+  /// Waits before the next try of a failed write; ends early when the outbox stops.
+  ///
+  /// - Parameters:
+  ///   - delay: The wait ``recordFailed(_:failures:)`` gave.
+  ///   - error: Why the write failed (after its event was emitted: the store may tell those
+  ///     who wait for the outbox now).
+  /// - Returns: Whether to try again.
+  func waitToRecordAgain(_ delay: Duration, after error: any Error) async -> Bool
+}
+
+/// How a line stops.
+package enum LineHalt: Sendable, Equatable {
+  /// Stop once what was delivered is acknowledged (the outbox stops or pauses).
+  case settle
+  /// Stop at once: nothing more can be recorded for the line here (its lease is lost; the line's
+  /// next holder delivers its messages again).
+  case abandon
+}
+
+/// What an acknowledgement takes next.
+package enum NextTake: Sendable, Equatable {
+  /// The line's next messages that are due, up to this many.
+  case upTo(Int)
+  /// Nothing: the line's turn is over, and the store gives the line up (it is delivered again
+  /// after the lines that wait).
+  case yield
+  /// Nothing, and the line is kept: a failed batch is settled before its failed message is
+  /// retried or set aside, or the line is about to stop.
+  case nothing
+}
+
+/// What a line does next.
+package enum LineStep: Sendable {
+  /// Deliver these messages, claimed already (never empty).
+  case deliver([ClaimedHead])
+  /// Look again: stop if the line must, or claim its first messages.
+  case again
+  /// The line ends.
+  case end(LineEnd)
+}
+
+/// Why a line's run ended.
+package enum LineEnd: Sendable, Equatable {
+  /// No message is due.
+  case empty
+  /// No message is due, and the store's last step gave the line up already.
+  case released
+  /// The line's turn is over: it is delivered again after the lines that wait.
+  case yielded
+  /// The line stops: the outbox stops or pauses, the line waits at a dead letter, its lease
+  /// is lost, or the store failed (and said so).
+  case stopped
+}

@@ -1,0 +1,260 @@
+// One line a PostgreSQL worker holds under a lease, behind the line runner: statements under the
+// fence, turns, the handler's task.
+//
+// Compiled with the Postgres trait; see Package.swift.
+#if Postgres
+import Foundation
+import Logging
+import OrderlyCore
+import OrderlyOutboxCore
+import PostgresNIO
+
+/// One line a PostgreSQL worker holds under a lease, as the line runner delivers it: what the
+/// store does behind ``LineStore`` (statements under the fence, committed before the line goes
+/// on; turns at saturation; the handler in a task that losing the lease cancels).
+struct LeasedLine<Message: Codable & Sendable>: LineStore {
+  let worker: FleetWorker<Message>
+  let line: String
+  let fence: Int64?
+  /// Past it, the line's next acknowledgement gives the line up if another line waits for a
+  /// slot (see `FleetSettings.turn`); if none does, the line gets another turn.
+  private let turnEnds: TurnEnd
+
+  /// The line `line`, held under `fence`.
+  init(worker: FleetWorker<Message>, line: String, fence: Int64) {
+    self.worker = worker
+    self.line = line
+    self.fence = fence
+    self.turnEnds = TurnEnd(ContinuousClock.now + worker.settings.turn)
+  }
+
+  /// The fence this line is held under.
+  private var held: Int64 { fence ?? 0 }
+
+  func halt() -> LineHalt? {
+    switch worker.checkpoint(line, fence: held) {
+    case nil: return nil
+    case .lost: return .abandon
+    case .ending, .paused: return .settle
+    }
+  }
+
+  func haltAfterFailure(_ error: any Error) -> LineHalt? { halt() }
+
+  /// Over once the line has had a quarter of the lease and the worker has no free slot for a
+  /// line that waits.
+  func turnIsOver(after deliveries: Int) async -> Bool {
+    guard ContinuousClock.now >= turnEnds.instant else { return false }
+    let over = await worker.othersWait()
+    if !over { turnEnds.instant = ContinuousClock.now + worker.settings.turn }
+    return over
+  }
+
+  /// Reads the line's first messages (up to `limit`, and up to the first that is not due) and
+  /// counts the attempts about to begin.
+  func claim(upTo limit: Int) async -> LineStep {
+    let (client, logger, line) = (worker.client, worker.logger, line)
+    do {
+      let claimed = try await worker.bounded(
+        "reading the next messages of line \(Line.shown(line))",
+        progress: true
+      ) { () -> [ClaimedHead] in
+        var claimed: [ClaimedHead] = []
+        try await client.checkedExecute(
+          ClaimBatchStatement(line: line, batch: limit),
+          logger: logger
+        ) { rows in
+          for try await (sequence, id, partition, payload, attempts, appendedAt, headers) in rows {
+            claimed.append(
+              ClaimedHead(
+                id: id,
+                sequence: sequence,
+                partition: partition,
+                payload: payload,
+                attempt: attempts,
+                appendedAt: appendedAt,
+                headers: StoredHeaders.decode(headers)
+              )
+            )
+          }
+        }
+        return claimed
+      }
+      return claimed.isEmpty ? .end(.empty) : .deliver(claimed)
+    } catch {
+      logger.warning(
+        "could not read a line's next messages",
+        metadata: [
+          "worker": "\(worker.id)", "partition": "\(Line.shown(line))",
+          "error": "\(outboxError(error, database: worker.outbox.database))",
+        ]
+      )
+      return .end(.stopped)
+    }
+  }
+
+  /// Runs the handler in a task of its own, which losing the lease or stopping cancels.
+  func run(_ work: @escaping @Sendable () async throws -> Void) async -> Result<Void, any Error> {
+    await worker.runHandler(line: line, fence: held, work)
+  }
+
+  /// Removes delivered messages if the lease still holds, and takes the line's next messages,
+  /// in one statement; if the lease does not hold, leaves the messages for the line's new
+  /// holder.
+  ///
+  /// The lease row is locked `FOR SHARE`, not renewed (the renewal loop does that): a worker
+  /// taking the line over waits for this statement, and then finds the messages gone. A line
+  /// with no next message due, or whose turn is over (``NextTake/yield``), is released by the
+  /// same statement. Committed before the next message is delivered: an acknowledgement read
+  /// but rolled back would have the line's next holder deliver this message again after that
+  /// one (see `committedQuery`).
+  func acknowledge(
+    _ delivered: [ClaimedHead],
+    givingBack: [ClaimedHead],
+    then next: NextTake,
+    announce: @escaping @Sendable () -> Void
+  ) async throws -> LineStep {
+    // A lease given up locally is not used: the database may already have given it away.
+    guard worker.isLive(line, fence: held) else {
+      worker.refused(line, fence: held)
+      return .end(.stopped)
+    }
+    let giveUp = next == .yield
+    let limit: Int? = if case .upTo(let limit) = next { limit } else { nil }
+    let sequences = delivered.map(\.sequence)
+    let statement = AcknowledgeStatement(
+      line: line,
+      owner: worker.id,
+      fence: held,
+      acked: sequences,
+      givenBack: givingBack.map(\.sequence),
+      takeNext: limit != nil,
+      // The next messages come after the last one acknowledged.
+      last: sequences.last ?? Int64.min,
+      batch: limit ?? 1,
+      giveUp: giveUp
+    )
+    let (client, logger) = (worker.client, worker.logger)
+    let answer = try await worker.bounded(
+      "acknowledging line \(Line.shown(line))",
+      progress: true
+    ) { () -> Acknowledgement in
+      try await client.committedExecute(statement, logger: logger) { rows in
+        var answer = Acknowledgement()
+        for try await row in rows {
+          answer.paused = row.0
+          answer.removed = row.1 > 0
+          answer.released = row.9 > 0
+          if let message = ClaimedHead.taken((row.2, row.3, row.4, row.5, row.6, row.7, row.8)) {
+            answer.next.append(message)
+          }
+        }
+        return answer
+      }
+    }
+    guard let paused = answer.paused else {
+      // The database refused it under the fence.
+      worker.refused(line, fence: held)
+      return .end(.stopped)
+    }
+    if answer.removed { announce() }
+    if paused { return .end(.stopped) }
+    if giveUp { return answer.released ? .end(.released) : .again }
+    if limit != nil, answer.next.isEmpty {
+      // Taken nothing: no message is due, and the line was released (the line's task rings
+      // the bell as it ends, so a message appended since is looked for at once).
+      return answer.released ? .end(.released) : .end(.empty)
+    }
+    return answer.next.isEmpty ? .again : .deliver(answer.next)
+  }
+
+  /// What an acknowledgement statement answered.
+  private struct Acknowledgement: Sendable {
+    /// Whether the line is paused on its own; `nil` when the statement was refused under the
+    /// fence.
+    var paused: Bool?
+    var removed = false
+    var next: [ClaimedHead] = []
+    var released = false
+  }
+
+  /// Moves a message to the dead letters, under the fence, committed before the line goes on
+  /// or stops (see `committedQuery`).
+  func setAside(
+    _ message: ClaimedHead,
+    attempts: Int,
+    reason: String,
+    stopsLine: Bool,
+    announce: @escaping @Sendable () -> Void
+  ) async throws -> LineStep {
+    guard worker.isLive(line, fence: held) else {
+      worker.refused(line, fence: held)
+      return .end(.stopped)
+    }
+    let (client, id, logger, line, fence) = (worker.client, worker.id, worker.logger, line, held)
+    let moved = try await worker.bounded(
+      "setting a dead letter aside on line \(Line.shown(line))",
+      progress: true
+    ) { () -> Bool in
+      try await client.committedExecute(
+        DeadLetterStatement(
+          line: line,
+          owner: id,
+          fence: fence,
+          sequence: message.sequence,
+          attempts: attempts,
+          reason: reason
+        ),
+        logger: logger
+      ) { rows in
+        var moved = false
+        for try await _ in rows { moved = true }
+        return moved
+      }
+    }
+    guard moved else {
+      worker.refused(line, fence: held)
+      return .end(.stopped)
+    }
+    announce()
+    return stopsLine ? .end(.stopped) : .again
+  }
+
+  /// Not known whether it committed: tried again while the lease holds (deleting twice is
+  /// harmless, and a next message taken twice only counts one more attempt); if the lease
+  /// does not hold, or the worker is stopping, the next holder delivers the message again.
+  func recordFailed(_ error: any Error, failures: Int) -> Duration? {
+    if Task.isCancelled || worker.state.withLock(announcingTo: worker, { $0.ending }) {
+      return nil
+    }
+    worker.logger.warning(
+      "could not record a delivery's outcome; trying again",
+      metadata: [
+        "worker": "\(worker.id)", "partition": "\(Line.shown(line))", "fence": "\(held)",
+        "failures": "\(failures)",
+        "error": "\(outboxError(error, database: worker.outbox.database))",
+      ]
+    )
+    return min(.milliseconds(50 * failures), worker.settings.tick)
+  }
+
+  func waitToRecordAgain(_ delay: Duration, after error: any Error) async -> Bool {
+    // Safe as library code: a short pause between tries of one statement, real time as the
+    // lease it runs under; cancelled with the line's task.
+    try? await Task.sleep(for: delay)
+    return true
+  }
+}
+
+/// When a line's turn ends; read and moved by the line's own task only.
+private final class TurnEnd: Sendable {
+  private let lock: OrderlyLock<ContinuousClock.Instant>
+
+  init(_ instant: ContinuousClock.Instant) { lock = OrderlyLock(instant) }
+
+  var instant: ContinuousClock.Instant {
+    get { lock.withLock(announcingTo: self) { $0 } }
+    set { lock.withLock(announcingTo: self) { $0 = newValue } }
+  }
+}
+#endif
