@@ -1,0 +1,113 @@
+// How a PostgreSQL worker delivers a line it holds: the line runner on a leased line, the handler's
+// task, and the line released after.
+//
+// Compiled with the Postgres trait; see Package.swift.
+#if Postgres
+import Foundation
+import Logging
+import OrderlyCore
+import OrderlyOutboxCore
+import PostgresNIO
+
+extension FleetWorker {
+  // MARK: Delivering a line
+
+  /// Why a line's task stops.
+  enum Stop: Error { case lost, ending, paused }
+
+  /// Delivers a line's messages in order while the lease holds, by the line runner
+  /// (``LeasedLine``), then releases the line.
+  ///
+  /// - Parameters:
+  ///   - line: The line.
+  ///   - fence: Its lease's fence.
+  ///   - batch: The messages taken with the lease (none if none was due).
+  func deliverLine(_ line: String, fence: Int64, batch: [ClaimedHead]) async {
+    let end = await runner.run(
+      LeasedLine(worker: self, line: line, fence: fence),
+      taken: batch
+    )
+    // A line the last acknowledgement released, or one lost, is not released again.
+    if end != .released, isLive(line, fence: fence) {
+      do {
+        try await release(line, fence: fence)
+        logger.debug(
+          "released line",
+          metadata: ["worker": "\(id)", "partition": "\(Line.shown(line))", "fence": "\(fence)"]
+        )
+      } catch {
+        logger.warning(
+          "could not release a line; another worker takes it when its lease expires",
+          metadata: [
+            "worker": "\(id)", "partition": "\(Line.shown(line))",
+            "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+      }
+    }
+    let idle = state.withLock(announcingTo: self) { state -> [CheckedContinuation<Void, Never>] in
+      if state.held[line]?.fence == fence { state.held[line] = nil }
+      guard state.held.isEmpty else { return [] }
+      defer { state.idleWaiters = [:] }
+      return Array(state.idleWaiters.values)
+    }
+    for waiter in idle { waiter.resume() }
+    // A free slot, or a line with messages appended while it was being released.
+    bell.ring()
+  }
+
+  /// Whether a line whose turn ended must make room for a line that waits.
+  ///
+  /// It must when this worker has no free slot and some line with a message due is held by no
+  /// worker. A worker with a free slot takes such a line itself; giving a line up then would
+  /// only move it.
+  func othersWait() async -> Bool {
+    let full = state.withLock(announcingTo: self) { $0.held.count >= settings.limit }
+    guard full else { return false }
+    do {
+      return try await !oldestCandidates(limit: 1).isEmpty
+    } catch {
+      return false
+    }
+  }
+
+  /// Whether the line's task must stop before it takes its next message, and why.
+  func checkpoint(_ line: String, fence: Int64) -> Stop? {
+    if Task.isCancelled { return .ending }
+    let (ending, paused) = state.withLock(announcingTo: self) {
+      ($0.ending || $0.draining, $0.paused || $0.pausedLines.contains(line))
+    }
+    if ending { return .ending }
+    if paused { return .paused }
+    if !isLive(line, fence: fence) { return .lost }
+    return nil
+  }
+
+  /// Runs a delivery in a task of its own, which losing the line's lease or stopping cancels.
+  func runHandler(
+    line: String,
+    fence: Int64,
+    _ work: @escaping @Sendable () async throws -> Void
+  ) async -> Result<Void, any Error> {
+    let delivery = Task { try await work() }
+    let cancelled = state.withLock(announcingTo: self) { state -> Bool in
+      guard state.held[line]?.fence == fence else { return true }
+      state.held[line]?.delivery = delivery
+      return state.held[line]?.lost == true || state.ending
+    }
+    if cancelled { delivery.cancel() }
+    let result = await delivery.result
+    state.withLock(announcingTo: self) { state in
+      if state.held[line]?.fence == fence { state.held[line]?.delivery = nil }
+    }
+    return result
+  }
+
+  /// Gives the line up without acknowledging: its lease is no longer certain (another worker
+  /// may hold a higher fence), or the database refused the acknowledgement under the fence.
+  func refused(_ line: String, fence: Int64) {
+    count { $0.acknowledgementsRefused += 1 }
+    lose(line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
+  }
+}
+#endif

@@ -1,0 +1,281 @@
+// A PostgreSQL worker: its state, its loops begun and ended, and the deadline and stall watch every
+// wait of it runs under.
+//
+// Compiled with the Postgres trait; see Package.swift.
+#if Postgres
+import Foundation
+import Logging
+import OrderlyCore
+import OrderlyOutboxCore
+import PostgresNIO
+
+extension ClaimedHead {
+  /// The message a statement took beside something else (a lease, an acknowledgement), from its
+  /// columns `sequence, id, partition, payload, attempts, appended_at, headers`, all `NULL`
+  /// when it took none.
+  ///
+  /// - Returns: The message, or `nil` if the statement took none.
+  static func taken(
+    _ columns: (Int64?, UUID?, String?, Data?, Int?, Date?, String?)
+  ) -> ClaimedHead? {
+    guard let sequence = columns.0, let id = columns.1, let payload = columns.3,
+      let attempts = columns.4, let appendedAt = columns.5
+    else { return nil }
+    return ClaimedHead(
+      id: id,
+      sequence: sequence,
+      partition: columns.2,
+      payload: payload,
+      attempt: attempts,
+      appendedAt: appendedAt,
+      headers: StoredHeaders.decode(columns.6)
+    )
+  }
+}
+
+/// One start-to-stop run of delivery: the loop that takes lines, the loop that renews their
+/// leases, the listener for notifications, and one task per line held.
+final class FleetWorker<Message: Codable & Sendable>: Sendable {
+  let outbox: PostgresOutbox<Message>
+  let settings: FleetSettings<Message>
+  let id: String
+  /// The loop each held line runs.
+  let runner: LineRunner<Message>
+  let bell = Doorbell()
+  let state: OrderlyLock<WorkerState>
+  /// Whether this worker makes progress (see ``StallWatch``), checked by the watch loop.
+  let stall: OrderlyLock<StallWatch>
+
+  struct Held: Sendable {
+    let fence: Int64
+    /// Before this instant the database cannot have given the line to anyone else: the lease
+    /// was renewed (or taken) by a query sent no earlier than `deadline - lease`.
+    var deadline: ContinuousClock.Instant
+    var lost = false
+    var task: Task<Void, Never>?
+    var delivery: Task<Void, any Error>?
+  }
+
+  struct WorkerState: Sendable {
+    var held: [String: Held] = [:]
+    var paused: Bool
+    /// Lines known to be paused on their own.
+    ///
+    /// Paused by ``PostgresOutbox/pause(partition:)`` in this process, or read from the flag by
+    /// a renewal: a line in it stops before its next message or retry, and is released. Cleared for a line this worker takes (the database said it was
+    /// not paused) or that is resumed.
+    var pausedLines: Set<String> = []
+    /// Taking no new message, for a graceful stop: each line is released after its delivery.
+    var draining = false
+    /// Tasks in ``waitUntilIdle()``.
+    var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    var lastToken: UInt64 = 0
+    var ending = false
+    var loops: [Task<Void, Never>] = []
+    /// What the worker waited on when it stalled, while it is stalled (see ``StallWatch``).
+    var stalledOn: [String]?
+  }
+
+  init(outbox: PostgresOutbox<Message>, settings: FleetSettings<Message>, paused: Bool) {
+    self.outbox = outbox
+    self.settings = settings
+    let rule = DeliveryRule<Message>(
+      retry: settings.retry,
+      hub: outbox.hub,
+      waits: outbox.retryWaits,
+      clock: outbox.clock
+    )
+    let logger = outbox.logger
+    if let deliverBatch = settings.deliverBatch {
+      self.runner = LineRunner(
+        rule: rule,
+        batch: settings.batch,
+        onDeadLetter: settings.onDeadLetter,
+        onBadCount: { error, batch in
+          logger.warning(
+            "a batch handler threw BatchDeliveryError with a count outside its batch; counted as a failure of the batch's first message",
+            metadata: [
+              "delivered": "\(error.delivered)", "batch": "\(batch)", "error": "\(error.error)",
+            ]
+          )
+        },
+        deliver: deliverBatch
+      )
+    } else {
+      self.runner = LineRunner(
+        rule: rule,
+        onDeadLetter: settings.onDeadLetter,
+        deliver: settings.deliver
+      )
+    }
+    self.id = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UUID().uuidString.prefix(8))"
+    self.state = OrderlyLock(WorkerState(paused: paused))
+    self.stall = OrderlyLock(
+      StallWatch(limit: settings.stallAfter, lookInterval: settings.pollInterval, now: .now)
+    )
+  }
+
+  /// Whether this worker is stalled, and what it was waiting on when it stalled.
+  var stalled: (isStalled: Bool, on: [String]) {
+    state.withLock(announcingTo: self) { ($0.stalledOn != nil, $0.stalledOn ?? []) }
+  }
+
+  /// The lines this worker holds a lease on and has not given up.
+  var keysHeld: Int {
+    state.withLock(announcingTo: self) { state in state.held.values.count { !$0.lost } }
+  }
+
+  /// Counts into the outbox's `DelivererStatistics`.
+  func count(_ change: (inout DelivererStatistics) -> Void) {
+    outbox.state.withLock(announcingTo: outbox) { change(&$0.statistics) }
+  }
+
+  var logger: Logger { outbox.logger }
+  var client: PostgresClient { outbox.client }
+
+  /// Runs a query (and reads its rows) within a lease's time: a query that never ends must not
+  /// hold a line, or this loop, for ever (see ``withDeadline(_:_:)``).
+  ///
+  /// The stall watch knows what is in flight: `what` names it in the error a stalled worker
+  /// logs. A statement that moves the worker on (a take, an acknowledgement, a renewal, a
+  /// release, a dead letter) counts as progress when it succeeds (`progress`).
+  ///
+  /// - Parameters:
+  ///   - what: The wait, as the stall log names it ("renewing 3 leases").
+  ///   - progress: Whether its success is progress.
+  ///   - operation: The statements.
+  /// - Returns: What `operation` returned.
+  /// - Throws: What `operation` threw, `QueryTimedOut` or `ConnectionLost`.
+  func bounded<T: Sendable>(
+    _ what: @autoclosure () -> String,
+    progress: Bool = false,
+    _ operation: @escaping @Sendable () async throws -> T
+  ) async throws -> T {
+    let token = stall.withLock { $0.begin(what(), at: .now) }
+    let withheld = outbox.withheld
+    let result: T
+    do {
+      result = try await withDeadline(settings.lease) {
+        try await withheld.wait()
+        return try await operation()
+      }
+    } catch {
+      stall.withLock { $0.end(token, failed: true, at: .now) }
+      throw error
+    }
+    stall.withLock { watch in
+      watch.end(token, at: .now)
+      if progress { watch.progressed(at: .now) }
+    }
+    return result
+  }
+
+  func begin() {
+    let loops = [
+      Task { await self.claimLoop() },
+      Task { await self.renewLoop() },
+      Task { await self.watchLoop() },
+      Task { await self.listenLoop() },
+    ]
+    state.withLock(announcingTo: self) { $0.loops = loops }
+  }
+
+  func end() async {
+    let (loops, lines) = state.withLock(announcingTo: self) { state in
+      state.ending = true
+      for line in state.held.values { line.delivery?.cancel() }
+      return (state.loops, state.held.values.compactMap(\.task))
+    }
+    for loop in loops { loop.cancel() }
+    // A line waiting to retry sees `ending` at once.
+    outbox.retryWaits.wakeAll()
+    // Line tasks are not cancelled: they see `ending` at their next step, and their last
+    // queries (the acknowledgement of a delivery that returned anyway, the release) must run.
+    // Each of those is bounded by a lease; a handler that ignores its cancellation is not, so
+    // the stop waits a lease for the lines, and leaves the keys of those still running to
+    // their leases (another worker takes each when it runs out; the fence refuses the stale
+    // handler's acknowledgement).
+    if await !ended(lines, within: settings.lease) {
+      let running = state.withLock(announcingTo: self) { state in
+        state.held.keys.sorted().map(Line.shown).joined(separator: ", ")
+      }
+      logger.error(
+        "stopping: deliveries still running a lease after they were cancelled; their keys wait for their leases",
+        metadata: ["worker": "\(id)", "partitions": "\(running)"]
+      )
+    }
+    // The loops end at their next step: each statement they wait on is bounded by a lease.
+    _ = await ended(loops, within: settings.lease)
+    let running = state.withLock(announcingTo: self) { state in Array(state.held.keys) }
+    // Lines end by releasing their leases; this catches any a failed query left behind.
+    let (client, id, logger) = (client, id, logger)
+    do {
+      try await bounded("releasing every lease at the stop") {
+        try await client.checkedQuery(
+          """
+          UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+          WHERE owner = \(id) AND NOT (line = ANY(\(running)))
+          """,
+          logger: logger
+        ) { _ in }
+        try await client.checkedQuery(
+          "SELECT pg_notify(\(PostgresSchema.channel), '')",
+          logger: logger
+        ) { _ in }
+      }
+    } catch {
+      logger.warning(
+        "could not release leases; other workers take them when they expire",
+        metadata: ["worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))"]
+      )
+    }
+  }
+
+  /// Takes no new message from now on, for a graceful stop.
+  ///
+  /// Every line stops at its next step (after the delivery in progress is acknowledged) and is
+  /// released; no line is taken.
+  func drain() {
+    state.withLock(announcingTo: self) { $0.draining = true }
+    outbox.retryWaits.wakeAll()
+    bell.ring()
+  }
+
+  /// Returns once this worker holds no line (after ``drain()``), or when the task is
+  /// cancelled.
+  ///
+  /// Its caller bounds it: ``PostgresOutbox/stop(gracePeriod:)`` races it with the grace
+  /// period.
+  func waitUntilIdle() async {
+    let token = state.withLock(announcingTo: self) { state -> UInt64 in
+      state.lastToken &+= 1
+      return state.lastToken
+    }
+    await withTaskCancellationHandler {
+      // resumed by: the line task that ends last (a line ends when its lease is released or
+      // lost), or the cancellation handler below; the caller's grace period cancels it.
+      await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+        let now = state.withLock(announcingTo: self) { state -> Bool in
+          if state.held.isEmpty || Task.isCancelled { return true }
+          state.idleWaiters[token] = continuation
+          return false
+        }
+        if now { continuation.resume() }
+      }
+    } onCancel: {
+      let waiter = state.withLock(announcingTo: self) {
+        $0.idleWaiters.removeValue(forKey: token)
+      }
+      waiter?.resume()
+    }
+  }
+
+  /// Pauses or resumes this worker; either ends every retry wait at once (paused, the line is
+  /// released; resumed, the message is tried again without waiting out its delay).
+  func setPaused(_ paused: Bool) {
+    state.withLock(announcingTo: self) { $0.paused = paused }
+    outbox.retryWaits.wakeAll()
+    bell.ring()
+  }
+}
+#endif

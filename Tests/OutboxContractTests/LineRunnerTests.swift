@@ -1,0 +1,271 @@
+import Foundation
+import OrderlyOutboxCore
+import Synchronization
+import Testing
+
+/// The line runner's decisions against a store kept in memory: what it asks the store to do,
+/// in which order, with no database.
+@Suite("The line runner, on a store in memory")
+struct LineRunnerTests {
+  @Test(
+    "a batch that fails part-way: the delivered prefix is acknowledged and the rest given back in one step, the failed one retried from a new claim"
+  )
+  func partialBatch() async throws {
+    let store = MemoryLine(messages: ["a", "b", "c", "d"])
+    let calls = Mutex(0)
+    let runner = LineRunner<String>(
+      rule: try MemoryLine.rule(),
+      batch: 4,
+      onDeadLetter: .stopLine,
+      onBadCount: { _, _ in },
+      deliver: { envelopes in
+        let call = calls.withLock { count -> Int in
+          count += 1
+          return count
+        }
+        if call == 1 { throw BatchDeliveryError(delivered: 1, error: Failed()) }
+      }
+    )
+    let end = await runner.run(store)
+    #expect(end == .empty)
+    #expect(
+      store.log == [
+        "claim 4: a#1 b#1 c#1 d#1",
+        "ack a, back c d, nothing",
+        "claim 4: b#2 c#1 d#1",
+        "ack b c d, upTo(4)",
+      ]
+    )
+  }
+
+  @Test("a line that can no longer record anything (its lease is lost) records nothing more")
+  func abandon() async throws {
+    let store = MemoryLine(messages: ["a", "b"])
+    store.halting = .abandon
+    let runner = LineRunner<String>(
+      rule: try MemoryLine.rule(),
+      batch: 2,
+      onDeadLetter: .stopLine,
+      onBadCount: { _, _ in },
+      deliver: { _ in throw BatchDeliveryError(delivered: 1, error: Failed()) }
+    )
+    let end = await runner.run(store, taken: store.claimNow(2))
+    #expect(end == .stopped)
+    #expect(store.log == ["claim 2: a#1 b#1"])
+  }
+
+  @Test(
+    "a failed write is reported (recordFailed) and tried again until it succeeds; the turn's end gives the line up"
+  )
+  func recordFailedAndYield() async throws {
+    let store = MemoryLine(messages: ["a", "b"])
+    store.failingWrites = 2
+    store.turnOverAfter = 2
+    let rule = try MemoryLine.rule()
+    let events = rule.hub.subscribe()
+    let runner = LineRunner<String>(rule: rule, onDeadLetter: .stopLine) { _ in }
+    let end = await runner.run(store)
+    rule.hub.finish()
+    var seen: [String] = []
+    for await event in events {
+      switch event {
+      case .recordFailed(_, let sequence, _, _): seen.append("recordFailed \(sequence)")
+      case .delivered(_, let sequence): seen.append("delivered \(sequence)")
+      default: break
+      }
+    }
+    #expect(end == .yielded)
+    #expect(seen == ["recordFailed 1", "recordFailed 1", "delivered 1", "delivered 2"])
+    #expect(store.log.last == "ack b, yield")
+  }
+
+  @Test(
+    "a message that is not retried is set aside; the line stops there or goes on, by the policy"
+  )
+  func setAside() async throws {
+    for policy in [DeadLetterPolicy.stopLine, .continueLine] {
+      let store = MemoryLine(messages: ["poison", "after"])
+      let rule = try MemoryLine.rule()
+      let runner = LineRunner<String>(rule: rule, onDeadLetter: policy) { envelope in
+        if envelope.message == "poison" { throw PermanentDeliveryFailure("never") }
+      }
+      let end = await runner.run(store)
+      if policy == .stopLine {
+        #expect(end == .stopped)
+        #expect(store.log == ["claim 1: poison#1", "set aside poison after 1, stops"])
+      } else {
+        #expect(end == .empty)
+        #expect(
+          store.log == [
+            "claim 1: poison#1", "set aside poison after 1, goes on", "claim 1: after#1",
+            "ack after, upTo(1)",
+          ]
+        )
+      }
+    }
+  }
+}
+
+private struct Failed: Error {}
+
+/// A line kept in memory, which logs each step the runner asks of it.
+private final class MemoryLine: LineStore, Sendable {
+  typealias Message = String
+
+  private struct State {
+    var messages: [(sequence: Int64, text: String, attempts: Int)]
+    var log: [String] = []
+    var halting: LineHalt?
+    var failingWrites = 0
+    var turnOverAfter: Int?
+  }
+
+  private let state: Mutex<State>
+
+  init(messages: [String]) {
+    state = Mutex(
+      State(messages: messages.enumerated().map { (Int64($0.offset + 1), $0.element, 0) })
+    )
+  }
+
+  static func rule() throws -> DeliveryRule<String> {
+    DeliveryRule(
+      retry: try RetryPolicy(initialDelay: .milliseconds(1), maximumDelay: .milliseconds(1)),
+      hub: OutboxEventHub(),
+      waits: RetryWaits(),
+      clock: ContinuousClock()
+    )
+  }
+
+  var log: [String] { state.withLock { $0.log } }
+  var halting: LineHalt? {
+    get { state.withLock { $0.halting } }
+    set { state.withLock { $0.halting = newValue } }
+  }
+  var failingWrites: Int {
+    get { state.withLock { $0.failingWrites } }
+    set { state.withLock { $0.failingWrites = newValue } }
+  }
+  var turnOverAfter: Int? {
+    get { state.withLock { $0.turnOverAfter } }
+    set { state.withLock { $0.turnOverAfter = newValue } }
+  }
+
+  var fence: Int64? { nil }
+
+  func halt() -> LineHalt? { halting }
+
+  func haltAfterFailure(_ error: any Error) -> LineHalt? { halting }
+
+  func turnIsOver(after deliveries: Int) async -> Bool {
+    state.withLock { state in state.turnOverAfter.map { deliveries + 1 >= $0 } ?? false }
+  }
+
+  /// Claims now, as a lease taken with its first messages would.
+  func claimNow(_ limit: Int) -> [ClaimedHead] {
+    state.withLock { state in
+      let count = min(limit, state.messages.count)
+      var claimed: [ClaimedHead] = []
+      for index in 0..<count {
+        state.messages[index].attempts += 1
+        let message = state.messages[index]
+        claimed.append(
+          ClaimedHead(
+            id: UUID(),
+            sequence: message.sequence,
+            partition: "k",
+            payload: Data("\"\(message.text)\"".utf8),
+            attempt: message.attempts,
+            appendedAt: Date(),
+            headers: [:]
+          )
+        )
+      }
+      let shown = state.messages.prefix(count).map { "\($0.text)#\($0.attempts)" }
+      state.log.append("claim \(limit): " + shown.joined(separator: " "))
+      return claimed
+    }
+  }
+
+  func claim(upTo limit: Int) async -> LineStep {
+    let claimed = claimNow(limit)
+    return claimed.isEmpty ? .end(.empty) : .deliver(claimed)
+  }
+
+  func run(_ work: @escaping @Sendable () async throws -> Void) async -> Result<Void, any Error> {
+    do {
+      try await work()
+      return .success(())
+    } catch {
+      return .failure(error)
+    }
+  }
+
+  private func text(_ sequence: Int64) -> String {
+    state.withLock { state in
+      state.messages.first { $0.sequence == sequence }?.text ?? "?"
+    }
+  }
+
+  func acknowledge(
+    _ delivered: [ClaimedHead],
+    givingBack: [ClaimedHead],
+    then next: NextTake,
+    announce: @escaping @Sendable () -> Void
+  ) async throws -> LineStep {
+    let failing = state.withLock { state -> Bool in
+      guard state.failingWrites > 0 else { return false }
+      state.failingWrites -= 1
+      return true
+    }
+    if failing { throw Failed() }
+    var entry = "ack " + delivered.map { text($0.sequence) }.joined(separator: " ")
+    if !givingBack.isEmpty {
+      entry += ", back " + givingBack.map { text($0.sequence) }.joined(separator: " ")
+    }
+    entry += ", \(next)"
+    state.withLock { state in
+      state.log.append(entry)
+      let gone = Set(delivered.map(\.sequence))
+      let back = Set(givingBack.map(\.sequence))
+      state.messages.removeAll { gone.contains($0.sequence) }
+      for index in state.messages.indices where back.contains(state.messages[index].sequence) {
+        state.messages[index].attempts -= 1
+      }
+    }
+    announce()
+    switch next {
+    case .upTo(let limit): return await claimIfAny(limit)
+    case .yield: return .end(.yielded)
+    case .nothing: return .again
+    }
+  }
+
+  /// Takes the next messages after an acknowledgement, without logging a claim of its own.
+  private func claimIfAny(_ limit: Int) async -> LineStep {
+    let any = state.withLock { !$0.messages.isEmpty }
+    return any ? .deliver(claimNow(limit)) : .end(.empty)
+  }
+
+  func setAside(
+    _ message: ClaimedHead,
+    attempts: Int,
+    reason: String,
+    stopsLine: Bool,
+    announce: @escaping @Sendable () -> Void
+  ) async throws -> LineStep {
+    let name = text(message.sequence)
+    state.withLock { state in
+      state.log.append(
+        "set aside \(name) after \(attempts), " + (stopsLine ? "stops" : "goes on")
+      )
+      state.messages.removeAll { $0.sequence == message.sequence }
+    }
+    announce()
+    return stopsLine ? .end(.stopped) : .again
+  }
+
+  func recordFailed(_ error: any Error, failures: Int) -> Duration? { .zero }
+
+  func waitToRecordAgain(_ delay: Duration, after error: any Error) async -> Bool { true }
+}
