@@ -161,29 +161,6 @@ struct OrderedBatchTests {
     }
   }
 
-  @Test("a batch stops before a message appended for later; the line waits for it in order")
-  func notBefore() async throws {
-    guard let database = try await TestDatabase.make() else { return }
-    defer { Task { await database.drop() } }
-    let outbox = try await database.outbox(of: Int.self)
-    try await outbox.append(contentsOf: [0, 1], partition: "k")
-    try await outbox.append(
-      contentsOf: [2, 3],
-      partition: "k",
-      headers: [:],
-      deliverAfter: Date().addingTimeInterval(0.5)
-    )
-    try await outbox.append(4, partition: "k")
-    let calls = Recorder<[Int]>()
-    try outbox.start(batchesOf: 10, pollInterval: .milliseconds(50)) { envelopes in
-      calls.record(envelopes.map(\.message))
-    }
-    try await outbox.waitUntilDelivered()
-    await outbox.stop()
-    #expect(calls.all.first == [0, 1])
-    #expect(calls.all.joined().map { $0 } == [0, 1, 2, 3, 4])
-  }
-
   @Test(
     "a batch size below 1 is refused, saying what to give; a handler's count outside its batch fails the first message"
   )

@@ -21,7 +21,9 @@ is checked, one or more lines inside `<!-- exercise: ... -->`, with clauses sepa
                           exercise that says what will happen is checked by one of the above);
                           the reason must begin with `open-ended:`, and is printed
 
-An edited example file is restored afterwards, whatever happens. Run from anywhere:
+An edited example file is restored afterwards, whatever happens: a failure, Ctrl-C, or a
+SIGTERM or SIGHUP (a CI time limit, a closed terminal) all restore it before the check exits;
+only SIGKILL cannot (then `git checkout -- Examples` does). Run from anywhere:
 
   python3 Tools/exercise-check/check.py          # every lesson
   python3 Tools/exercise-check/check.py 4 9      # lessons 4 and 9
@@ -30,6 +32,7 @@ An edited example file is restored afterwards, whatever happens. Run from anywhe
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -42,6 +45,15 @@ HANG_SECONDS = 20
 
 class Failure(Exception):
     pass
+
+
+class Stopped(BaseException):
+    """A SIGTERM or SIGHUP: raised where the check is, so that every `finally` runs (the edited
+    example is restored) before it exits."""
+
+
+def stop(signum, _frame):
+    raise Stopped(signal.Signals(signum).name)
 
 
 def lessons(selected):
@@ -247,8 +259,13 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGHUP, stop)
     try:
         main()
     except Failure as failure:
         print(f"exercise-check: {failure}")
+        sys.exit(1)
+    except (Stopped, KeyboardInterrupt) as stopped:
+        print(f"exercise-check: stopped ({stopped or 'SIGINT'}); every edited example is restored")
         sys.exit(1)
