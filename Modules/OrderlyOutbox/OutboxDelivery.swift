@@ -183,7 +183,7 @@ extension Outbox {
   ///   for each removed, `retrying` and `deadLettered` for the one that failed.
   /// - A message whose stored payload does not decode ends the batch before it, and becomes a
   ///   dead letter once it is the line's first.
-  /// - A message in a batch is never merged into (``Coalescing``), as one in delivery.
+  /// - A message in a batch is never merged into (`Coalescing`), as one in delivery.
   ///
   /// - Parameters:
   ///   - limit: How many lines deliver at once; 4 by default.
