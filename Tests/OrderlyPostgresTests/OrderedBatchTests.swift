@@ -7,6 +7,9 @@ import PostgresNIO
 import Synchronization
 import Testing
 
+/// Two workers sharing one line's batches; the rest of the batch contract (failures part-way,
+/// dead letters, not-before, undecodable messages, bad input) runs on every store in
+/// `OutboxContractTests.BatchContractTests`.
 @Suite("PostgresOutbox delivers ordered batches", .serialized, .timeLimit(.minutes(3)))
 struct OrderedBatchTests {
   @Test(
@@ -72,119 +75,6 @@ struct OrderedBatchTests {
     let counted = await events.wait { $0.count { $0.hasPrefix("delivered ") } == 75 }
     #expect(counted)
     #expect(events.all.count { $0.hasPrefix("delivering ") } == 75)
-  }
-
-  @Test(
-    "a failure in the middle: the messages before it are acknowledged, the failed one is retried first with its attempt counted, the ones after it are not counted as tried"
-  )
-  func failureMidBatch() async throws {
-    guard let database = try await TestDatabase.make() else { return }
-    defer { Task { await database.drop() } }
-    let outbox = try await database.outbox(of: Int.self)
-    try await outbox.append(contentsOf: Array(0..<6), partition: "k")
-    let calls = Recorder<[String]>()
-    let pendingAtRetry = Mutex<Int?>(nil)
-    let retry = try RetryPolicy(
-      initialDelay: .milliseconds(1),
-      maximumDelay: .milliseconds(2),
-      maximumAttempts: 5
-    )
-    try outbox.start(batchesOf: 6, retry: retry, pollInterval: .milliseconds(50)) { envelopes in
-      calls.record(envelopes.map { "\($0.message)#\($0.attempt)" })
-      if calls.all.count == 1 {
-        throw BatchDeliveryError(delivered: 2, error: Refused())
-      }
-      if calls.all.count == 2 {
-        let pending = try await outbox.pendingCount()
-        pendingAtRetry.withLock { $0 = pending }
-      }
-    }
-    try await outbox.waitUntilDelivered()
-    await outbox.stop()
-    #expect(
-      calls.all == [["0#1", "1#1", "2#1", "3#1", "4#1", "5#1"], ["2#2", "3#1", "4#1", "5#1"]]
-    )
-    // 0 and 1 were acknowledged before the retry began.
-    #expect(pendingAtRetry.withLock { $0 } == 4)
-    #expect(try await outbox.pendingCount() == 0)
-  }
-
-  @Test(
-    "any other error fails the batch's first message; once its attempts are spent it is a dead letter, and the line stops there (stopLine) or goes on (continueLine)"
-  )
-  func deadLetters() async throws {
-    guard let database = try await TestDatabase.make() else { return }
-    defer { Task { await database.drop() } }
-    let retry = try RetryPolicy(
-      initialDelay: .milliseconds(1),
-      maximumDelay: .milliseconds(2),
-      maximumAttempts: 2
-    )
-    for policy in [DeadLetterPolicy.stopLine, .continueLine] {
-      let outbox = try await database.outbox(of: String.self)
-      try await outbox.append(contentsOf: ["ok", "poison", "after"], partition: "\(policy)")
-      let calls = Recorder<[String]>()
-      try outbox.start(
-        batchesOf: 3,
-        retry: retry,
-        onDeadLetter: policy,
-        pollInterval: .milliseconds(50)
-      ) {
-        envelopes in
-        calls.record(envelopes.map { "\($0.message)#\($0.attempt)" })
-        if let bad = envelopes.firstIndex(where: { $0.message == "poison" }) {
-          // Said by index for a batch that starts before it, by a plain error once it is first.
-          if bad == 0 { throw Refused() }
-          throw BatchDeliveryError(delivered: bad, error: Refused())
-        }
-      }
-      let settled = await eventually { try await outbox.deadLetterCount() == 1 }
-      #expect(settled)
-      let letters = try await outbox.deadLetters()
-      #expect(letters.map(\.message) == ["poison"])
-      #expect(letters.first?.attempts == 2)
-      #expect(letters.first?.reason == "refused")
-      if policy == .stopLine {
-        // "after" waits behind the dead letter.
-        #expect(try await outbox.pendingCount() == 1)
-        #expect(calls.all == [["ok#1", "poison#1", "after#1"], ["poison#2", "after#1"]])
-      } else {
-        try await outbox.waitUntilDelivered()
-        #expect(
-          calls.all == [["ok#1", "poison#1", "after#1"], ["poison#2", "after#1"], ["after#1"]]
-        )
-      }
-      await outbox.stop()
-      await outbox.close()
-      try await database.execute("DELETE FROM orderly_outbox_dead_letter")
-      try await database.execute("DELETE FROM orderly_outbox_message")
-    }
-  }
-
-  @Test(
-    "a batch size below 1 is refused, saying what to give; a handler's count outside its batch fails the first message"
-  )
-  func badInput() async throws {
-    guard let database = try await TestDatabase.make() else { return }
-    defer { Task { await database.drop() } }
-    let outbox = try await database.outbox(of: Int.self)
-    #expect(throws: OutboxError.invalidOption("batchesOf must be 1 or more (got 0)")) {
-      try outbox.start(batchesOf: 0) { _ in }
-    }
-    try await outbox.append(contentsOf: [0, 1], partition: "k")
-    let calls = Recorder<[String]>()
-    let retry = try RetryPolicy(
-      initialDelay: .milliseconds(1),
-      maximumDelay: .milliseconds(2),
-      maximumAttempts: 5
-    )
-    try outbox.start(batchesOf: 2, retry: retry, pollInterval: .milliseconds(50)) { envelopes in
-      calls.record(envelopes.map { "\($0.message)#\($0.attempt)" })
-      if calls.all.count == 1 { throw BatchDeliveryError(delivered: 7, error: Refused()) }
-    }
-    try await outbox.waitUntilDelivered()
-    await outbox.stop()
-    #expect(calls.all == [["0#1", "1#1"], ["0#2", "1#1"]])
   }
 }
 #endif
