@@ -45,6 +45,8 @@ extension FleetWorker {
           ]
         )
       }
+      // Safe as library code: a pause before listening again after a failed session, one poll
+      // interval of real time (polling covers what it misses); cancelled by end().
       try? await Task.sleep(for: settings.pollInterval)
     }
   }
@@ -77,6 +79,8 @@ final class Doorbell: Sendable {
   func wait(upTo timeout: Duration) async {
     await withTaskGroup(of: Void.self) { group in
       group.addTask { await self.waitForRing() }
+      // Safe as library code: the bound of the wait for a ring (a poll interval, real time as
+      // the leases); cancelled as soon as the bell rings or the loop is cancelled.
       group.addTask { try? await Task.sleep(for: timeout) }
       await group.next()
       group.cancelAll()

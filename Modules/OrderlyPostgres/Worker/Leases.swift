@@ -14,6 +14,8 @@ extension FleetWorker {
 
   func renewLoop() async {
     while !Task.isCancelled {
+      // Safe as library code: the renewal period, on real time as the leases it keeps (the
+      // database counts them in real time); cancelled by end().
       try? await Task.sleep(for: settings.tick)
       if Task.isCancelled { return }
       await renew()
@@ -86,6 +88,8 @@ extension FleetWorker {
   /// made.
   func watchLoop() async {
     while !Task.isCancelled {
+      // Safe as library code: how often the stall watch looks, on real time as the leases it
+      // measures against; cancelled by end().
       try? await Task.sleep(for: settings.lease / 8)
       if Task.isCancelled { return }
       giveUpLateLines()
