@@ -161,9 +161,58 @@ package enum DatabaseFile {
 
   // MARK: - An existing file
 
+  /// Checks what the file holds, again when the file changed while it was being checked.
+  ///
+  /// Another process may be writing the file meanwhile (a second shell on the same notes file,
+  /// creating it): its journal can vanish between being listed and being copied, or the header
+  /// can be read before its first page is written. A refusal then describes a state that is
+  /// already gone, so the check starts over while the file or its side files keep changing,
+  /// until `busyTimeout` has passed (the time it would wait for that process's lock anyway).
+  /// A refusal of a file that stayed the same is final.
   private static func checkContents(_ path: String, busyTimeout: Duration, schema: DatabaseSchema)
     throws(DatabaseFileError) -> Set<String>
   {
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: busyTimeout)
+    while true {
+      let before = FileState(path)
+      do {
+        return try checkContentsOnce(path, busyTimeout: busyTimeout, schema: schema)
+      } catch {
+        guard FileState(path) != before, clock.now < deadline else { throw error }
+      }
+    }
+  }
+
+  /// What can be seen of a database and its side files without opening them: whether each is
+  /// there, its size and when it last changed.
+  private struct FileState: Equatable {
+    var files: [[Int64]] = []
+
+    init(_ path: String) {
+      for suffix in [""] + DatabaseFile.sideSuffixes {
+        var info = stat()
+        guard stat(path + suffix, &info) == 0 else {
+          files.append([])
+          continue
+        }
+        #if canImport(Darwin)
+        let changed = info.st_mtimespec
+        #else
+        let changed = info.st_mtim
+        #endif
+        files.append([
+          Int64(info.st_size), Int64(info.st_ino), Int64(changed.tv_sec), Int64(changed.tv_nsec),
+        ])
+      }
+    }
+  }
+
+  private static func checkContentsOnce(
+    _ path: String,
+    busyTimeout: Duration,
+    schema: DatabaseSchema
+  ) throws(DatabaseFileError) -> Set<String> {
     guard let handle = FileHandle(forReadingAtPath: path) else {
       throw .cannotOpen(path: path, reason: "the file cannot be read (permission denied?)")
     }

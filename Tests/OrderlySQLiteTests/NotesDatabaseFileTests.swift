@@ -157,6 +157,39 @@ struct NotesDatabaseFileTests {
     try second.close()
   }
 
+  @Test("two services opening one new file at once are both accepted, round after round")
+  func concurrentFirstOpens() async throws {
+    // The second one's check can run while the first creates the file: its journal appears and
+    // vanishes, its first page is written late. The check must see a state that holds still.
+    let folder = try ScratchFolder()
+    for round in 0..<300 {
+      let path = folder.path("new-\(round).sqlite")
+      let opened = try await withThrowingTaskGroup(of: SQLiteNotesService.self) { group in
+        group.addTask { try SQLiteNotesService(path: path) }
+        group.addTask {
+          // Aims at the window: the file is there, the first one is still creating it.
+          let clock = ContinuousClock()
+          let giveUp = clock.now.advanced(by: .seconds(5))
+          func creating() -> Bool {
+            var info = stat()
+            guard stat(path, &info) == 0, info.st_size > 0 else { return false }
+            return access(path + "-journal", F_OK) == 0
+          }
+          while !creating(), access(path + "-wal", F_OK) != 0, clock.now < giveUp {
+            await Task.yield()
+          }
+          return try SQLiteNotesService(path: path)
+        }
+        return try await group.reduce(into: []) { $0.append($1) }
+      }
+      _ = try await opened[0].createNote(title: "a", body: "")
+      _ = try await opened[1].createNote(title: "b", body: "")
+      let count = try await opened[0].fetchNotes().count
+      #expect(count == 2, "round \(round)")
+      for service in opened { try service.close() }
+    }
+  }
+
   @Test("a lock held past the busy timeout is reported as a busy database, not a failure")
   func lockHeldTooLong() async throws {
     let folder = try ScratchFolder()
