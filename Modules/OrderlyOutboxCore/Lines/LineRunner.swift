@@ -173,6 +173,9 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     case .setAside(let reason):
       return await setAside(failed, attempts: failed.attempt, reason: reason, store: store)
     case .retry(let delay):
+      // The epoch first, before the event: a pause or resume after it ends the wait (one made
+      // by a listener that heard `retrying` included), one before it is seen by the check.
+      let epoch = rule.waits.epoch
       rule.hub.emit(
         .retrying(
           id: failed.id,
@@ -182,9 +185,6 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
           reason: "\(error)"
         )
       )
-      // The epoch first: a pause or resume after it ends the wait, one before it is seen by
-      // the check.
-      let epoch = rule.waits.epoch
       if store.halt() != nil { return .end(.stopped) }
       await rule.waits.wait(delay, on: rule.clock, since: epoch)
       // Claimed again (and counted) by the next look, unless the line must stop.
