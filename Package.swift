@@ -452,6 +452,10 @@ package.targets += [
       .target(name: "OrderlyPostgres", condition: postgres),
       .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
       .product(name: "Logging", package: "swift-log", condition: postgres),
+      // OutboxService on every store (with the Server trait).
+      .target(name: "OrderlyServer", condition: server),
+      .product(name: "Tracing", package: "swift-distributed-tracing", condition: server),
+      .product(name: "InMemoryTracing", package: "swift-distributed-tracing", condition: server),
     ]
   ),
   .testTarget(

@@ -106,6 +106,55 @@ public enum WhenDeliveredElsewhere: Sendable, Equatable {
   case fail
 }
 
+/// How an ``Outbox`` delivers, for ``Outbox/start(_:deliver:)`` (and `OutboxService`): the
+/// options of every store, and what to do when another process delivers the file.
+///
+/// ```swift
+/// var options = OutboxDeliveryOptions(limit: 8)
+/// options.batchSize = 50
+/// try outbox.start(options, deliver: .batches { envelopes in try await ledger.apply(envelopes) })
+/// ```
+public struct OutboxDeliveryOptions: DeliveryOptions {
+  /// How many lines deliver at once (4 by default); it matters only with partitions.
+  public var limit: Int
+  /// Up to how many messages of one line a batch handler gets; 1 by default.
+  public var batchSize: Int
+  /// When a failed delivery is tried again, and which errors are retried.
+  public var retry: RetryPolicy
+  /// Whether a line waits at a dead letter (the default) or goes on.
+  public var onDeadLetter: DeadLetterPolicy
+  /// What to do when another outbox delivers the same file: wait for it (the default), or fail.
+  public var whenDeliveredElsewhere: WhenDeliveredElsewhere
+  /// How often the outbox looks for other processes' appends, and for the deliverer lock while
+  /// it waits for it; 1 second by default.
+  public var pollInterval: Duration
+
+  /// Options with the given values; each has the default `start` uses.
+  ///
+  /// - Parameters:
+  ///   - limit: How many lines deliver at once.
+  ///   - batchSize: Up to how many messages of one line a batch handler gets.
+  ///   - retry: When a failed delivery is tried again.
+  ///   - onDeadLetter: Whether a line waits at a dead letter or goes on.
+  ///   - whenDeliveredElsewhere: What to do when another outbox delivers the same file.
+  ///   - pollInterval: How often the outbox looks for other processes' appends.
+  public init(
+    limit: Int = 4,
+    batchSize: Int = 1,
+    retry: RetryPolicy = .standard,
+    onDeadLetter: DeadLetterPolicy = .stopLine,
+    whenDeliveredElsewhere: WhenDeliveredElsewhere = .wait,
+    pollInterval: Duration = .seconds(1)
+  ) {
+    self.limit = limit
+    self.batchSize = batchSize
+    self.retry = retry
+    self.onDeadLetter = onDeadLetter
+    self.whenDeliveredElsewhere = whenDeliveredElsewhere
+    self.pollInterval = pollInterval
+  }
+}
+
 extension Outbox {
   // MARK: - Starting and stopping
 
@@ -151,13 +200,15 @@ extension Outbox {
     pollInterval: Duration = .seconds(1),
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) throws(OutboxError) {
-    let rule = DeliveryRule<Message>(retry: retry, hub: hub, waits: retryWaits, clock: clock)
-    try begin(
-      limit: limit,
-      onDeadLetter: onDeadLetter,
-      whenDeliveredElsewhere: whenDeliveredElsewhere,
-      pollInterval: pollInterval,
-      runner: LineRunner(rule: rule, onDeadLetter: onDeadLetter, deliver: deliver)
+    try start(
+      OutboxDeliveryOptions(
+        limit: limit,
+        retry: retry,
+        onDeadLetter: onDeadLetter,
+        whenDeliveredElsewhere: whenDeliveredElsewhere,
+        pollInterval: pollInterval
+      ),
+      deliver: .each(deliver)
     )
   }
 
@@ -209,42 +260,51 @@ extension Outbox {
     guard batch >= 1 else {
       throw .invalidOption("batchesOf must be 1 or more (got \(batch))")
     }
-    let rule = DeliveryRule<Message>(retry: retry, hub: hub, waits: retryWaits, clock: clock)
-    try begin(
-      limit: limit,
-      onDeadLetter: onDeadLetter,
-      whenDeliveredElsewhere: whenDeliveredElsewhere,
-      pollInterval: pollInterval,
-      runner: LineRunner(
-        rule: rule,
-        batch: batch,
+    try start(
+      OutboxDeliveryOptions(
+        limit: limit,
+        batchSize: batch,
+        retry: retry,
         onDeadLetter: onDeadLetter,
-        onBadCount: { _, _ in },
-        deliver: deliver
-      )
+        whenDeliveredElsewhere: whenDeliveredElsewhere,
+        pollInterval: pollInterval
+      ),
+      deliver: .batches(deliver)
     )
   }
 
-  /// Starts delivery with a runner, once its options are checked.
-  private func begin(
-    limit: Int,
-    onDeadLetter: DeadLetterPolicy,
-    whenDeliveredElsewhere: WhenDeliveredElsewhere,
-    pollInterval: Duration,
-    runner: LineRunner<Message>
+  /// Starts delivering with options as one value: what
+  /// ``start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)`` (for
+  /// ``DeliveryHandler/each(_:)``) and
+  /// ``start(limit:batchesOf:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``
+  /// (for ``DeliveryHandler/batches(_:)``, with `options.batchSize`) do, and what code written
+  /// for any store calls (`DurableOutbox`, `OutboxService`).
+  ///
+  /// - Parameters:
+  ///   - options: The options.
+  ///   - deliver: The handler.
+  /// - Throws: As the two methods above; `OutboxError.invalidOption(_:)` for a batch size
+  ///   above 1 with an `.each` handler.
+  public func start(
+    _ options: OutboxDeliveryOptions,
+    deliver: DeliveryHandler<Message>
   ) throws(OutboxError) {
-    guard limit >= 1 else { throw .invalidOption("limit must be 1 or more (got \(limit))") }
-    guard pollInterval > .zero else {
-      throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
-    }
+    try options.check(for: deliver)
     try enterDatabase()
     defer { leaveDatabase() }
-    let settings = DeliverySettings(
-      lines: KeyedSerialQueue<String?>(name: "outbox", limit: limit),
-      onDeadLetter: onDeadLetter,
-      pollInterval: pollInterval,
-      runner: runner
+    let rule = DeliveryRule<Message>(
+      retry: options.retry,
+      hub: hub,
+      waits: retryWaits,
+      clock: clock
     )
+    let settings = DeliverySettings(
+      lines: KeyedSerialQueue<String?>(name: "outbox", limit: options.limit),
+      onDeadLetter: options.onDeadLetter,
+      pollInterval: options.pollInterval,
+      runner: LineRunner(rule: rule, options: options, handler: deliver, onBadCount: { _, _ in })
+    )
+    let whenDeliveredElsewhere = options.whenDeliveredElsewhere
     try state.withLock(announcingTo: self) { (state) throws(OutboxError) in
       guard state.delivery == nil, !state.stopping else { throw .alreadyStarted }
       state.delivery = settings

@@ -5,9 +5,10 @@ public import Foundation
 /// What every outbox offers, whichever store keeps it: `Outbox` on SQLite, and
 /// `PostgresOutbox` (module `OrderlyPostgres`) on PostgreSQL.
 ///
-/// Code that appends, watches and manages dead letters through this protocol works against
-/// either store; the store is chosen where the outbox is created. Starting delivery differs
-/// (a file has one deliverer; a PostgreSQL fleet has leases), so `start` is each type's own.
+/// Code that appends, starts delivery, watches and manages dead letters through this protocol
+/// works against either store; the store is chosen where the outbox is created. Starting takes
+/// the store's own options type (``Options``: a file has one deliverer, a PostgreSQL fleet has
+/// leases), whose common part is ``DeliveryOptions``.
 ///
 /// ```swift
 /// func record(_ change: NoteChange, in outbox: some DurableOutbox<NoteChange>) async throws {
@@ -17,6 +18,30 @@ public import Foundation
 public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// What the outbox carries.
   associatedtype Message: Codable & Sendable
+
+  /// The store's delivery options: ``DeliveryOptions`` and what only this store has.
+  associatedtype Options: DeliveryOptions
+
+  /// Starts delivering: every message already in the outbox, then each one appended, each line
+  /// in order, up to `options.limit` lines at once.
+  ///
+  /// Each store documents the rest of the contract on its own `start` methods, which call this
+  /// one: `Outbox.start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)`
+  /// and `PostgresOutbox.start(limit:retry:onDeadLetter:lease:pollInterval:deliver:)` for
+  /// single messages, their `batchesOf:` forms for ordered batches. A line has one delivery in
+  /// progress at a time; a message is removed once its delivery returned; a failure is retried
+  /// by `options.retry` or set aside by `options.onDeadLetter`; events say what happened.
+  ///
+  /// - Parameters:
+  ///   - options: The options.
+  ///   - deliver: The handler: ``DeliveryHandler/each(_:)`` for one message a call (with a
+  ///     batch size of 1), ``DeliveryHandler/batches(_:)`` for ordered batches of up to
+  ///     `options.batchSize` messages.
+  /// - Throws: ``OutboxError/alreadyStarted`` if the outbox is delivering;
+  ///   ``OutboxError/invalidOption(_:)`` for an option out of range (see
+  ///   ``DeliveryOptions``) or a batch size above 1 with an `.each` handler;
+  ///   ``OutboxError/closed(path:)``; the store's own errors.
+  func start(_ options: Options, deliver: DeliveryHandler<Message>) throws(OutboxError)
 
   /// Appends messages in one transaction, to be delivered no earlier than `deliverAfter`.
   ///

@@ -17,7 +17,7 @@ public import OrderlyOutboxCore
 /// | `orderly_outbox_messages_delivered_total` | counter | | deliveries recorded |
 /// | `orderly_outbox_messages_retried_total` | counter | | failed attempts that will be tried again |
 /// | `orderly_outbox_messages_dead_lettered_total` | counter | | messages given up |
-/// | `orderly_outbox_delivery_duration` | timer | `result`: `delivered`, `failed` | one call of the delivery closure |
+/// | `orderly_outbox_delivery_duration` | timer | `result`: `delivered`, `failed` | one call of the delivery closure (a whole batch, for a batch handler) |
 /// | `orderly_outbox_append_to_delivery_duration` | timer | | from the append to the end of its delivery |
 /// | `orderly_outbox_pending_messages` | gauge | | messages waiting, dead letters excluded |
 /// | `orderly_outbox_dead_letters` | gauge | | dead letters kept |
@@ -39,7 +39,7 @@ public import OrderlyOutboxCore
 /// the gauges when delivery starts, every 10 seconds while it runs, and when it stops. Outside
 /// a service, feed it the outbox's events with `record(_:)`, set the gauges with
 /// ``recordGauges(of:now:)`` (which records the outbox's `delivererStatistics` too), and wrap
-/// the delivery closure with ``measure(_:)``.
+/// the delivery closure with ``measure(_:)`` (a batch handler with ``measureBatches(_:)``).
 public struct OutboxMetrics: Sendable {
   /// The value of the `outbox` dimension.
   public let outboxName: String
@@ -235,6 +235,43 @@ public struct OutboxMetrics: Sendable {
     }
   }
 }
+extension OutboxMetrics {
+  /// Wraps a batch handler so that each call is timed (`orderly_outbox_delivery_duration`,
+  /// one sample a batch), and each message it delivered has its time since its append recorded:
+  /// all of the batch when it returns, the first `BatchDeliveryError.delivered` when it throws
+  /// one.
+  ///
+  /// - Parameter deliver: The batch handler.
+  /// - Returns: A handler that calls it.
+  public func measureBatches<Message>(
+    _ deliver: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
+  ) -> @Sendable ([Envelope<Message>]) async throws -> Void {
+    { [self] envelopes in
+      let clock = ContinuousClock()
+      let start = clock.now
+      var through = envelopes.count
+      do {
+        try await deliver(envelopes)
+      } catch {
+        deliveryFailed.record(duration: clock.now - start)
+        through = (error as? BatchDeliveryError)?.delivered ?? 0
+        recordAppendToDelivery(envelopes.prefix(max(0, min(through, envelopes.count))))
+        throw error
+      }
+      deliverySucceeded.record(duration: clock.now - start)
+      recordAppendToDelivery(envelopes.prefix(through))
+    }
+  }
+
+  private func recordAppendToDelivery<Message>(_ envelopes: ArraySlice<Envelope<Message>>) {
+    let now = Date()
+    for envelope in envelopes {
+      let sinceAppend = max(0, now.timeIntervalSince(envelope.appendedAt))
+      appendToDelivery.recordNanoseconds(Int64(sinceAppend * 1_000_000_000))
+    }
+  }
+}
+
 /// The deliverer's counts an ``OutboxMetrics`` last recorded.
 private final class RecordedStatistics: Sendable {
   private let last = OrderlyLock(DelivererStatistics())

@@ -89,13 +89,13 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
   /// How long a delivery in progress may go on after graceful shutdown begins.
   public let shutdownGracePeriod: Duration
 
-  private let start:
-    @Sendable (@escaping @Sendable (Envelope<Message>) async throws -> Void) throws(OutboxError) ->
-      Void
+  /// Starts the outbox's delivery with the handler it is given (the service's wrapped one).
+  private let start: @Sendable (DeliveryHandler<Message>) throws(OutboxError) -> Void
   private let logger: Logger
   private let metrics: OutboxMetrics?
   private let spans: DeliverySpans
-  private let deliver: @Sendable (Envelope<Message>) async throws -> Void
+  /// The handler the service was given.
+  private let deliver: DeliveryHandler<Message>
   private let events: AsyncStream<OutboxEvent>
   /// The partition key of each message being delivered, by id, so that the lines of its events
   /// name its key: on PostgreSQL a message's number counts within its key, and `#11` alone is
@@ -138,10 +138,140 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       throws(OutboxError) -> Void,
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) {
+    self.init(
+      outbox: outbox,
+      name: name,
+      shutdownGracePeriod: shutdownGracePeriod,
+      logger: logger,
+      metrics: metrics,
+      tracer: tracer,
+      starting: { (handler) throws(OutboxError) in
+        switch handler {
+        case .each(let deliver): try start(deliver)
+        case .batches(let deliver): try start { envelope in try await deliver([envelope]) }
+        }
+      },
+      deliver: .each(deliver)
+    )
+  }
+
+  /// A service that delivers any outbox with its store's options, one message a call.
+  ///
+  /// ```swift
+  /// let delivery = OutboxService(
+  ///   outbox: outbox,
+  ///   name: "orders",
+  ///   options: FleetDeliveryOptions(limit: 16, lease: .seconds(20))
+  /// ) { envelope in
+  ///   try await broker.publish(envelope.message, idempotencyKey: envelope.id)
+  /// }
+  /// ```
+  ///
+  /// Its logs and metrics cover what happens from now on (an append between now and ``run()``
+  /// is counted): create it before the code that appends starts.
+  ///
+  /// - Parameters:
+  ///   - outbox: The outbox to deliver.
+  ///   - name: Its name in logs, metrics and spans.
+  ///   - options: The store's delivery options (`OutboxDeliveryOptions`,
+  ///     `FleetDeliveryOptions`); their batch size must be 1 (see
+  ///     ``init(outbox:name:options:shutdownGracePeriod:logger:metrics:tracer:deliverBatches:)``
+  ///     for batches). ``run()`` throws `OutboxError.invalidOption(_:)` for one out of range.
+  ///   - shutdownGracePeriod: How long a delivery in progress may go on after graceful shutdown
+  ///     begins; 10 seconds by default.
+  ///   - logger: Where the service logs (see the table above).
+  ///   - metrics: The metrics to record; none by default.
+  ///   - tracer: The tracer of the delivery spans; the process's bootstrapped tracer by default.
+  ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
+  public init<Store: DurableOutbox<Message>>(
+    outbox: Store,
+    name: String,
+    options: Store.Options,
+    shutdownGracePeriod: Duration = .seconds(10),
+    logger: Logger = Logger(label: "orderly.outbox"),
+    metrics: OutboxMetrics? = nil,
+    tracer: (any Tracer)? = nil,
+    deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
+  ) {
+    self.init(
+      outbox: outbox,
+      name: name,
+      shutdownGracePeriod: shutdownGracePeriod,
+      logger: logger,
+      metrics: metrics,
+      tracer: tracer,
+      starting: { (handler) throws(OutboxError) in try outbox.start(options, deliver: handler) },
+      deliver: .each(deliver)
+    )
+  }
+
+  /// A service that delivers any outbox with its store's options, in ordered batches: each
+  /// call of `deliverBatches` gets up to `options.batchSize` consecutive messages of one line.
+  ///
+  /// ```swift
+  /// var options = OutboxDeliveryOptions(limit: 8)
+  /// options.batchSize = 50
+  /// let delivery = OutboxService(outbox: outbox, name: "search", options: options) { batch in
+  ///   try await index.write(batch.map(\.message))
+  /// }
+  /// ```
+  ///
+  /// The batch contract is the store's (`Outbox.start(limit:batchesOf:...)`,
+  /// `PostgresOutbox.start(limit:batchesOf:...)`): throw `BatchDeliveryError` to say how many
+  /// messages came through before the one that failed. Each call runs in one span
+  /// (`orderly.outbox.deliver`, with `orderly.outbox.batch_size` and
+  /// `orderly.outbox.last_sequence`, linked to every message's stored trace context), is timed
+  /// once, and records each delivered message's time since its append; the events, logs and
+  /// counters stay per message.
+  ///
+  /// - Parameters:
+  ///   - outbox: The outbox to deliver.
+  ///   - name: Its name in logs, metrics and spans.
+  ///   - options: The store's delivery options, with the batch size.
+  ///   - shutdownGracePeriod: How long a delivery in progress may go on after graceful shutdown
+  ///     begins; 10 seconds by default.
+  ///   - logger: Where the service logs (see the table above).
+  ///   - metrics: The metrics to record; none by default.
+  ///   - tracer: The tracer of the delivery spans; the process's bootstrapped tracer by default.
+  ///   - deliverBatches: Sends a batch, in order; returns once the receiver has all of it, or
+  ///     throws (a `BatchDeliveryError` to say how many came through first).
+  public init<Store: DurableOutbox<Message>>(
+    outbox: Store,
+    name: String,
+    options: Store.Options,
+    shutdownGracePeriod: Duration = .seconds(10),
+    logger: Logger = Logger(label: "orderly.outbox"),
+    metrics: OutboxMetrics? = nil,
+    tracer: (any Tracer)? = nil,
+    deliverBatches: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
+  ) {
+    self.init(
+      outbox: outbox,
+      name: name,
+      shutdownGracePeriod: shutdownGracePeriod,
+      logger: logger,
+      metrics: metrics,
+      tracer: tracer,
+      starting: { (handler) throws(OutboxError) in try outbox.start(options, deliver: handler) },
+      deliver: .batches(deliverBatches)
+    )
+  }
+
+  /// The one initializer the others call.
+  private init(
+    outbox: some DurableOutbox<Message>,
+    name: String,
+    shutdownGracePeriod: Duration,
+    logger: Logger,
+    metrics: OutboxMetrics?,
+    tracer: (any Tracer)?,
+    starting: @escaping @Sendable (DeliveryHandler<Message>) throws(OutboxError) -> Void,
+    deliver: DeliveryHandler<Message>
+  ) {
     self.outbox = outbox
     self.name = name
     self.shutdownGracePeriod = shutdownGracePeriod
-    self.start = start
+    self.start = starting
     var logger = logger
     logger[metadataKey: "orderly.outbox"] = .string(name)
     self.logger = logger
@@ -193,20 +323,17 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
         ?? outbox.path.map {
           URL(fileURLWithPath: $0).deletingPathExtension().lastPathComponent
         } ?? "outbox",
+      options: OutboxDeliveryOptions(
+        limit: limit,
+        retry: retry,
+        onDeadLetter: onDeadLetter,
+        whenDeliveredElsewhere: whenDeliveredElsewhere,
+        pollInterval: pollInterval
+      ),
       shutdownGracePeriod: shutdownGracePeriod,
       logger: logger,
       metrics: metrics,
       tracer: tracer,
-      start: { (deliver) throws(OutboxError) in
-        try outbox.start(
-          limit: limit,
-          retry: retry,
-          onDeadLetter: onDeadLetter,
-          whenDeliveredElsewhere: whenDeliveredElsewhere,
-          pollInterval: pollInterval,
-          deliver: deliver
-        )
-      },
       deliver: deliver
     )
   }
@@ -253,20 +380,17 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     self.init(
       outbox: outbox,
       name: name,
+      options: FleetDeliveryOptions(
+        limit: limit,
+        retry: retry,
+        onDeadLetter: onDeadLetter,
+        lease: lease,
+        pollInterval: pollInterval
+      ),
       shutdownGracePeriod: shutdownGracePeriod,
       logger: logger,
       metrics: metrics,
       tracer: tracer,
-      start: { (deliver) throws(OutboxError) in
-        try outbox.start(
-          limit: limit,
-          retry: retry,
-          onDeadLetter: onDeadLetter,
-          lease: lease,
-          pollInterval: pollInterval,
-          deliver: deliver
-        )
-      },
       deliver: deliver
     )
   }
@@ -431,13 +555,31 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     return ["orderly.pending": "\(counts.pending)"]
   }
 
-  /// The delivery closure with its span, its timing and its debug lines.
-  private func wrapped() -> @Sendable (Envelope<Message>) async throws -> Void {
-    let measured = metrics?.measure(deliver) ?? deliver
-    return { [logger, spans, name, keys] envelope in
-      if let partition = envelope.partition { keys.deliver(envelope.id, partition: partition) }
-      logger.debug("delivering", metadata: Self.metadata(of: envelope))
-      try await spans.deliver(envelope, outboxName: name) { try await measured(envelope) }
+  /// The handler with its span, its timing and its debug lines.
+  private func wrapped() -> DeliveryHandler<Message> {
+    switch deliver {
+    case .each(let deliver):
+      let measured = metrics?.measure(deliver) ?? deliver
+      return .each { [logger, spans, name, keys] envelope in
+        if let partition = envelope.partition { keys.deliver(envelope.id, partition: partition) }
+        logger.debug("delivering", metadata: Self.metadata(of: envelope))
+        try await spans.deliver(envelope, outboxName: name) { try await measured(envelope) }
+      }
+    case .batches(let deliver):
+      let measured = metrics?.measureBatches(deliver) ?? deliver
+      return .batches { [logger, spans, name, keys] envelopes in
+        for envelope in envelopes {
+          if let partition = envelope.partition { keys.deliver(envelope.id, partition: partition) }
+        }
+        if let first = envelopes.first {
+          var metadata = Self.metadata(of: first)
+          metadata["orderly.batch_size"] = "\(envelopes.count)"
+          logger.debug("delivering a batch", metadata: metadata)
+        }
+        try await spans.deliver(batch: envelopes, outboxName: name) {
+          try await measured(envelopes)
+        }
+      }
     }
   }
 

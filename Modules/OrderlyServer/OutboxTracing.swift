@@ -104,16 +104,16 @@ struct DeliverySpans: Sendable {
     @Sendable (
       _ name: String,
       _ attributes: SpanAttributes,
-      _ link: ServiceContext?,
+      _ links: [ServiceContext],
       _ body: @Sendable () async throws -> Void
     ) async throws -> Void
   private let extract: @Sendable ([String: String]) -> ServiceContext?
 
   init(tracer: some Tracer) {
-    run = { name, attributes, link, body in
+    run = { name, attributes, links, body in
       try await tracer.withSpan(name, context: .topLevel, ofKind: .consumer) { span in
         span.attributes = attributes
-        if let link { span.addLink(SpanLink(context: link, attributes: [:])) }
+        for link in links { span.addLink(SpanLink(context: link, attributes: [:])) }
         try await body()
       }
     }
@@ -139,7 +139,30 @@ struct DeliverySpans: Sendable {
     attributes["orderly.outbox.attempt"] = envelope.attempt
     attributes["orderly.outbox.sequence"] = Int(envelope.sequence)
     if let partition = envelope.partition { attributes["orderly.outbox.partition"] = partition }
-    try await run(Self.operationName, attributes, extract(envelope.headers), body)
+    let links = extract(envelope.headers).map { [$0] } ?? []
+    try await run(Self.operationName, attributes, links, body)
+  }
+
+  /// Runs a batch's delivery in one span: the first message's attributes, the batch's size
+  /// (`orderly.outbox.batch_size`) and last sequence (`orderly.outbox.last_sequence`), linked to
+  /// each message's stored context.
+  func deliver<Message>(
+    batch envelopes: [Envelope<Message>],
+    outboxName: String,
+    _ body: @escaping @Sendable () async throws -> Void
+  ) async throws {
+    var attributes = SpanAttributes()
+    attributes["orderly.outbox"] = outboxName
+    attributes["orderly.outbox.batch_size"] = envelopes.count
+    if let first = envelopes.first {
+      attributes["orderly.outbox.message_id"] = first.id.uuidString
+      attributes["orderly.outbox.attempt"] = first.attempt
+      attributes["orderly.outbox.sequence"] = Int(first.sequence)
+      if let partition = first.partition { attributes["orderly.outbox.partition"] = partition }
+    }
+    if let last = envelopes.last { attributes["orderly.outbox.last_sequence"] = Int(last.sequence) }
+    let links = envelopes.compactMap { extract($0.headers) }
+    try await run(Self.operationName, attributes, links, body)
   }
 }
 #endif

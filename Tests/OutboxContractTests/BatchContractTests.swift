@@ -4,6 +4,12 @@ import OrderlyTestSupport
 import Synchronization
 import Testing
 
+#if Server
+import InMemoryTracing
+import OrderlyServer
+import Tracing
+#endif
+
 /// Ordered batches, as `start(limit:batchesOf:...)` states them, on every store: one line
 /// runner delivers both, so each case must hold on each.
 @Suite("Ordered batches, on every store", .timeLimit(.minutes(3)))
@@ -195,8 +201,13 @@ struct BatchContractTests {
   func badInput(store: Store) async throws {
     guard let subject = try await store.open(Int.self) else { return }
     let outbox = subject.outbox
-    #expect(throws: OutboxError.invalidOption("batchesOf must be 1 or more (got 0)")) {
+    #expect(throws: OutboxError.invalidOption("batchSize must be 1 or more (got 0)")) {
       try subject.start(batchesOf: 0) { _ in }
+    }
+    let eachOfTwo =
+      "batchSize 2 needs a batch handler (.batches); .each gets one message a call"
+    #expect(throws: OutboxError.invalidOption(eachOfTwo)) {
+      try subject.startHandler(2, .each { _ in })
     }
     try await outbox.append(contentsOf: [0, 1], partition: "k", headers: [:])
     let calls = Recorder<[String]>()
@@ -208,6 +219,46 @@ struct BatchContractTests {
     await subject.finish()
     #expect(calls.all == [["0#1", "1#1"], ["0#2", "1#1"]])
   }
+
+  #if Server
+  @Test(
+    "OutboxService serves a batched outbox: each key's messages in order, in batches of up to N, one span a call",
+    arguments: Store.all
+  )
+  func serviceServesBatches(store: Store) async throws {
+    guard let subject = try await store.open(Int.self) else { return }
+    for key in ["a", "b", "c"] {
+      try await subject.outbox.append(contentsOf: Array(0..<20), partition: key, headers: [:])
+    }
+    let calls = Recorder<[String]>()
+    let tracer = InMemoryTracer()
+    let service = subject.service("batched", 8, tracer) { envelopes in
+      calls.record(envelopes.map { "\($0.partition ?? "-") \($0.message)#\($0.attempt)" })
+    }
+    let running = Task { try await service.run() }
+    try await subject.outbox.waitUntilDelivered()
+    running.cancel()
+    try await running.value
+    await subject.finish()
+    let all = calls.all
+    #expect(all.allSatisfy { (1...8).contains($0.count) })
+    #expect(all.allSatisfy { Set($0.map { $0.prefix(1) }).count == 1 })
+    for key in ["a", "b", "c"] {
+      let line = all.joined().filter { $0.hasPrefix("\(key) ") }
+      #expect(line == (0..<20).map { "\(key) \($0)#1" })
+    }
+    // 3 keys of 20 in batches of up to 8: 9 calls at least, far fewer than 60.
+    #expect(all.count >= 9 && all.count < 30)
+    let spans = tracer.finishedSpans.filter { $0.operationName == "orderly.outbox.deliver" }
+    let spanSizes = spans.compactMap { span -> Int? in
+      guard case .int64(let size) = span.attributes["orderly.outbox.batch_size"]?.toSpanAttribute()
+      else { return nil }
+      return Int(size)
+    }
+    let callSizes = all.map(\.count)
+    #expect(spanSizes.sorted() == callSizes.sorted())
+  }
+  #endif
 }
 
 /// A message whose text `unreadable` is written but cannot be read back: a stored payload that

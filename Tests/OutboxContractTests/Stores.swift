@@ -10,6 +10,10 @@ import Logging
 import OrderlyPostgres
 import PostgresNIO
 #endif
+#if Server
+import OrderlyServer
+import Tracing
+#endif
 
 /// An outbox under test, whichever store keeps it: the protocol every outbox offers, and how
 /// this store starts delivering.
@@ -32,7 +36,73 @@ struct Subject<Message: Codable & Sendable>: Sendable {
       _ pollInterval: Duration,
       _ deliver: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
     ) throws(OutboxError) -> Void
+  /// Starts through `DurableOutbox.start(_:deliver:)` with the store's options and this batch
+  /// size, whatever the handler.
+  let startHandler:
+    @Sendable (_ batch: Int, _ handler: DeliveryHandler<Message>) throws(OutboxError) -> Void
   let cleanUp: @Sendable () async -> Void
+  #if Server
+  /// An `OutboxService` for this store, delivering batches of up to `batch` messages.
+  let service:
+    @Sendable (
+      _ name: String,
+      _ batch: Int,
+      _ tracer: any Tracer,
+      _ deliver: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
+    ) -> OutboxService<Message>
+  #endif
+
+  /// A subject that starts `outbox` through `DurableOutbox.start(_:deliver:)`, with `options`
+  /// (the store's own, such as its lease) and the options every store has set on them.
+  init<Store: DurableOutbox<Message>>(
+    _ outbox: Store,
+    options base: Store.Options,
+    cleanUp: @escaping @Sendable () async -> Void
+  ) {
+    self.outbox = outbox
+    @Sendable func options(
+      _ limit: Int,
+      _ batch: Int,
+      _ retry: RetryPolicy,
+      _ onDeadLetter: DeadLetterPolicy,
+      _ pollInterval: Duration
+    ) -> Store.Options {
+      var options = base
+      options.limit = limit
+      options.batchSize = batch
+      options.retry = retry
+      options.onDeadLetter = onDeadLetter
+      options.pollInterval = pollInterval
+      return options
+    }
+    startDelivery = { (limit, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
+      try outbox.start(options(limit, 1, retry, onDeadLetter, poll), deliver: .each(deliver))
+    }
+    startBatches = { (limit, batch, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
+      try outbox.start(
+        options(limit, batch, retry, onDeadLetter, poll),
+        deliver: .batches(deliver)
+      )
+    }
+    startHandler = { (batch, handler) throws(OutboxError) in
+      try outbox.start(
+        options(4, batch, .standard, .stopLine, .milliseconds(50)),
+        deliver: handler
+      )
+    }
+    self.cleanUp = cleanUp
+    #if Server
+    service = { name, batch, tracer, deliver in
+      OutboxService(
+        outbox: outbox,
+        name: name,
+        options: options(4, batch, .standard, .stopLine, .milliseconds(50)),
+        tracer: tracer,
+        deliverBatches: deliver
+      )
+    }
+    #endif
+  }
 
   /// Starts delivering in ordered batches, with the options every store has.
   func start(
@@ -124,31 +194,9 @@ enum Store: String, Sendable, CustomTestStringConvertible {
         logger: ContractDatabase.logger,
         coalescing: coalescing
       )
-      return Subject(
-        outbox: outbox,
-        startDelivery: { (limit, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
-          try outbox.start(
-            limit: limit,
-            retry: retry,
-            onDeadLetter: onDeadLetter,
-            lease: .seconds(30),
-            pollInterval: poll,
-            deliver: deliver
-          )
-        },
-        startBatches: { (limit, batch, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
-          try outbox.start(
-            limit: limit,
-            batchesOf: batch,
-            retry: retry,
-            onDeadLetter: onDeadLetter,
-            lease: .seconds(30),
-            pollInterval: poll,
-            deliver: deliver
-          )
-        },
-        cleanUp: { await database.drop() }
-      )
+      return Subject(outbox, options: FleetDeliveryOptions(lease: .seconds(30))) {
+        await database.drop()
+      }
       #else
       return nil
       #endif
@@ -158,34 +206,12 @@ enum Store: String, Sendable, CustomTestStringConvertible {
 
 #if SQLite
 extension Store {
-  /// A SQLite outbox as a subject: started with the options every store has.
+  /// A SQLite outbox as a subject.
   fileprivate static func subject<Message: Codable & Sendable>(
     of outbox: Outbox<Message>,
     cleanUp: @escaping @Sendable () async -> Void
   ) -> Subject<Message> {
-    Subject(
-      outbox: outbox,
-      startDelivery: { (limit, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
-        try outbox.start(
-          limit: limit,
-          retry: retry,
-          onDeadLetter: onDeadLetter,
-          pollInterval: poll,
-          deliver: deliver
-        )
-      },
-      startBatches: { (limit, batch, retry, onDeadLetter, poll, deliver) throws(OutboxError) in
-        try outbox.start(
-          limit: limit,
-          batchesOf: batch,
-          retry: retry,
-          onDeadLetter: onDeadLetter,
-          pollInterval: poll,
-          deliver: deliver
-        )
-      },
-      cleanUp: cleanUp
-    )
+    Subject(outbox, options: OutboxDeliveryOptions(), cleanUp: cleanUp)
   }
 }
 #endif

@@ -86,28 +86,19 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       clock: outbox.clock
     )
     let logger = outbox.logger
-    if let deliverBatch = settings.deliverBatch {
-      self.runner = LineRunner(
-        rule: rule,
-        batch: settings.batch,
-        onDeadLetter: settings.onDeadLetter,
-        onBadCount: { error, batch in
-          logger.warning(
-            "a batch handler threw BatchDeliveryError with a count outside its batch; counted as a failure of the batch's first message",
-            metadata: [
-              "delivered": "\(error.delivered)", "batch": "\(batch)", "error": "\(error.error)",
-            ]
-          )
-        },
-        deliver: deliverBatch
-      )
-    } else {
-      self.runner = LineRunner(
-        rule: rule,
-        onDeadLetter: settings.onDeadLetter,
-        deliver: settings.deliver
-      )
-    }
+    self.runner = LineRunner(
+      rule: rule,
+      options: settings.options,
+      handler: settings.handler,
+      onBadCount: { error, batch in
+        logger.warning(
+          "a batch handler threw BatchDeliveryError with a count outside its batch; counted as a failure of the batch's first message",
+          metadata: [
+            "delivered": "\(error.delivered)", "batch": "\(batch)", "error": "\(error.error)",
+          ]
+        )
+      }
+    )
     self.id = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UUID().uuidString.prefix(8))"
     self.state = OrderlyLock(WorkerState(paused: paused))
     self.stall = OrderlyLock(

@@ -44,17 +44,15 @@ extension PostgresOutbox {
     pollInterval: Duration = .seconds(1),
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) throws(OutboxError) {
-    try checkOptions(limit: limit, lease: lease, pollInterval: pollInterval)
-    try begin(
-      FleetSettings(
+    try start(
+      FleetDeliveryOptions(
         limit: limit,
         retry: retry,
         onDeadLetter: onDeadLetter,
         lease: lease,
-        pollInterval: pollInterval,
-        deliver: deliver,
-        stallAfter: lease * 2
-      )
+        pollInterval: pollInterval
+      ),
+      deliver: .each(deliver)
     )
   }
 
@@ -109,33 +107,40 @@ extension PostgresOutbox {
     guard batch >= 1 else {
       throw .invalidOption("batchesOf must be 1 or more (got \(batch))")
     }
-    try checkOptions(limit: limit, lease: lease, pollInterval: pollInterval)
-    var settings = FleetSettings(
-      limit: limit,
-      retry: retry,
-      onDeadLetter: onDeadLetter,
-      lease: lease,
-      pollInterval: pollInterval,
-      deliver: { envelope in try await deliver([envelope]) },
-      stallAfter: lease * 2
+    try start(
+      FleetDeliveryOptions(
+        limit: limit,
+        batchSize: batch,
+        retry: retry,
+        onDeadLetter: onDeadLetter,
+        lease: lease,
+        pollInterval: pollInterval
+      ),
+      deliver: .batches(deliver)
     )
-    settings.batch = batch
-    settings.deliverBatch = deliver
-    try begin(settings)
   }
 
-  /// Refuses a limit below 1, a lease shorter than 400 milliseconds, or a poll interval that is
-  /// not positive, saying which and what it got.
-  private func checkOptions(limit: Int, lease: Duration, pollInterval: Duration)
-    throws(OutboxError)
-  {
-    guard limit >= 1 else { throw .invalidOption("limit must be 1 or more (got \(limit))") }
-    guard lease >= .milliseconds(400) else {
-      throw .invalidOption("lease must be 400 milliseconds or longer (got \(lease))")
+  /// Starts delivering as one worker of the fleet with options as one value: what
+  /// ``start(limit:retry:onDeadLetter:lease:pollInterval:deliver:)`` (for
+  /// `DeliveryHandler.each`) and
+  /// ``start(limit:batchesOf:retry:onDeadLetter:lease:pollInterval:deliver:)`` (for
+  /// `DeliveryHandler.batches`, with `options.batchSize`) do, and what code written for any
+  /// store calls (`DurableOutbox`, `OutboxService`).
+  ///
+  /// - Parameters:
+  ///   - options: The options.
+  ///   - deliver: The handler.
+  /// - Throws: As the two methods above; `OutboxError.invalidOption(_:)` for a batch size
+  ///   above 1 with an `.each` handler.
+  public func start(
+    _ options: FleetDeliveryOptions,
+    deliver: DeliveryHandler<Message>
+  ) throws(OutboxError) {
+    try options.check(for: deliver)
+    guard options.lease >= .milliseconds(400) else {
+      throw .invalidOption("lease must be 400 milliseconds or longer (got \(options.lease))")
     }
-    guard pollInterval > .zero else {
-      throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
-    }
+    try begin(FleetSettings(options: options, handler: deliver))
   }
 
   /// How long a started worker may have work and make no progress before it says it is
@@ -254,20 +259,27 @@ extension PostgresOutbox {
 
 /// How a started worker delivers.
 struct FleetSettings<Message: Sendable>: Sendable {
-  let limit: Int
-  let retry: RetryPolicy
-  let onDeadLetter: DeadLetterPolicy
-  let lease: Duration
-  let pollInterval: Duration
-  /// Up to how many consecutive messages of a line one delivery gets: 1 delivers one message
-  /// at a time through `deliver`, more through `deliverBatch`.
-  var batch = 1
-  let deliver: @Sendable (Envelope<Message>) async throws -> Void
+  /// The options `start` was given.
+  let options: FleetDeliveryOptions
+  /// The handler.
+  let handler: DeliveryHandler<Message>
   /// How long the worker may have work and make no progress before it says it is stalled
   /// (see ``StallWatch``): two leases unless ``PostgresOutbox/stallAfter`` says otherwise.
   var stallAfter: Duration
-  /// The handler of ``PostgresOutbox/start(limit:batchesOf:retry:onDeadLetter:lease:pollInterval:deliver:)``.
-  var deliverBatch: (@Sendable ([Envelope<Message>]) async throws -> Void)?
+
+  init(options: FleetDeliveryOptions, handler: DeliveryHandler<Message>) {
+    self.options = options
+    self.handler = handler
+    self.stallAfter = options.lease * 2
+  }
+
+  var limit: Int { options.limit }
+  var retry: RetryPolicy { options.retry }
+  var onDeadLetter: DeadLetterPolicy { options.onDeadLetter }
+  var lease: Duration { options.lease }
+  var pollInterval: Duration { options.pollInterval }
+  /// Up to how many consecutive messages of a line one delivery gets (1 for `.each`).
+  var batch: Int { options.batchSize }
 
   /// How often leases are renewed and checked: a quarter of the lease.
   var tick: Duration { lease / 4 }
@@ -314,4 +326,55 @@ func ended(_ tasks: [Task<Void, Never>], within limit: Duration) async -> Bool {
 }
 
 extension PostgresOutbox: DurableOutbox {}
+
+/// How a ``PostgresOutbox`` worker delivers, for ``PostgresOutbox/start(_:deliver:)`` (and
+/// `OutboxService`): the options of every store, and the lease.
+///
+/// ```swift
+/// var options = FleetDeliveryOptions(limit: 16, lease: .seconds(20))
+/// options.batchSize = 40
+/// try outbox.start(options, deliver: .batches { envelopes in try await search.index(envelopes) })
+/// ```
+public struct FleetDeliveryOptions: DeliveryOptions {
+  /// How many lines this worker delivers at once; 4 by default.
+  public var limit: Int
+  /// Up to how many messages of one line a batch handler gets; 1 by default.
+  public var batchSize: Int
+  /// When a failed delivery is tried again (on the outbox's clock), and which errors are
+  /// retried; the line keeps its lease while it waits.
+  public var retry: RetryPolicy
+  /// Whether a line waits at a dead letter (the default) or goes on; give every worker of a
+  /// fleet the same policy.
+  public var onDeadLetter: DeadLetterPolicy
+  /// How long a line stays with this worker without a renewal; 30 seconds by default, 400
+  /// milliseconds at least (see ``PostgresOutbox/start(limit:retry:onDeadLetter:lease:pollInterval:deliver:)``).
+  public var lease: Duration
+  /// How often the worker looks for lines when no notification came; 1 second by default.
+  public var pollInterval: Duration
+
+  /// Options with the given values; each has the default `start` uses.
+  ///
+  /// - Parameters:
+  ///   - limit: How many lines this worker delivers at once.
+  ///   - batchSize: Up to how many messages of one line a batch handler gets.
+  ///   - retry: When a failed delivery is tried again.
+  ///   - onDeadLetter: Whether a line waits at a dead letter or goes on.
+  ///   - lease: How long a line stays with this worker without a renewal.
+  ///   - pollInterval: How often the worker looks for lines when no notification came.
+  public init(
+    limit: Int = 4,
+    batchSize: Int = 1,
+    retry: RetryPolicy = .standard,
+    onDeadLetter: DeadLetterPolicy = .stopLine,
+    lease: Duration = .seconds(30),
+    pollInterval: Duration = .seconds(1)
+  ) {
+    self.limit = limit
+    self.batchSize = batchSize
+    self.retry = retry
+    self.onDeadLetter = onDeadLetter
+    self.lease = lease
+    self.pollInterval = pollInterval
+  }
+}
 #endif
