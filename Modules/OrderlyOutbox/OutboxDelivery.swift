@@ -275,10 +275,10 @@ extension Outbox {
 
   /// Starts delivering with options as one value: what
   /// ``start(limit:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)`` (for
-  /// ``DeliveryHandler/each(_:)``) and
+  /// `DeliveryHandler.each`) and
   /// ``start(limit:batchesOf:retry:onDeadLetter:whenDeliveredElsewhere:pollInterval:deliver:)``
-  /// (for ``DeliveryHandler/batches(_:)``, with `options.batchSize`) do, and what code written
-  /// for any store calls (`DurableOutbox`, `OutboxService`).
+  /// (for `DeliveryHandler.batches`, with `options.batchSize`) do, and what code written for
+  /// any store calls (`DurableOutbox`, `OutboxService`).
   ///
   /// - Parameters:
   ///   - options: The options.

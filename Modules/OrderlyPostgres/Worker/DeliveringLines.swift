@@ -12,9 +12,6 @@ import PostgresNIO
 extension FleetWorker {
   // MARK: Delivering a line
 
-  /// Why a line's task stops.
-  enum Stop: Error { case lost, ending, paused }
-
   /// Delivers a line's messages in order while the lease holds, by the line runner
   /// (``LeasedLine``), then releases the line.
   ///
@@ -62,7 +59,7 @@ extension FleetWorker {
   /// worker. A worker with a free slot takes such a line itself; giving a line up then would
   /// only move it.
   func othersWait() async -> Bool {
-    let full = state.withLock(announcingTo: self) { $0.held.count >= settings.limit }
+    let full = state.withLock(announcingTo: self) { $0.isFull(limit: settings.limit) }
     guard full else { return false }
     do {
       return try await !oldestCandidates(limit: 1).isEmpty
@@ -72,15 +69,17 @@ extension FleetWorker {
   }
 
   /// Whether the line's task must stop before it takes its next message, and why.
-  func checkpoint(_ line: String, fence: Int64) -> Stop? {
-    if Task.isCancelled { return .ending }
-    let (ending, paused) = state.withLock(announcingTo: self) {
-      ($0.ending || $0.draining, $0.paused || $0.pausedLines.contains(line))
+  func checkpoint(_ line: String, fence: Int64) -> LineStop? {
+    let cancelled = Task.isCancelled
+    return state.withLock(announcingTo: self) { state in
+      state.checkpoint(
+        line,
+        fence: fence,
+        now: .now,
+        margin: settings.tick,
+        cancelled: cancelled
+      )
     }
-    if ending { return .ending }
-    if paused { return .paused }
-    if !isLive(line, fence: fence) { return .lost }
-    return nil
   }
 
   /// Runs a delivery in a task of its own, which losing the line's lease or stopping cancels.

@@ -46,36 +46,6 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   /// Whether this worker makes progress (see ``StallWatch``), checked by the watch loop.
   let stall: OrderlyLock<StallWatch>
 
-  struct Held: Sendable {
-    let fence: Int64
-    /// Before this instant the database cannot have given the line to anyone else: the lease
-    /// was renewed (or taken) by a query sent no earlier than `deadline - lease`.
-    var deadline: ContinuousClock.Instant
-    var lost = false
-    var task: Task<Void, Never>?
-    var delivery: Task<Void, any Error>?
-  }
-
-  struct WorkerState: Sendable {
-    var held: [String: Held] = [:]
-    var paused: Bool
-    /// Lines known to be paused on their own.
-    ///
-    /// Paused by ``PostgresOutbox/pause(partition:)`` in this process, or read from the flag by
-    /// a renewal: a line in it stops before its next message or retry, and is released. Cleared for a line this worker takes (the database said it was
-    /// not paused) or that is resumed.
-    var pausedLines: Set<String> = []
-    /// Taking no new message, for a graceful stop: each line is released after its delivery.
-    var draining = false
-    /// Tasks in ``waitUntilIdle()``.
-    var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-    var lastToken: UInt64 = 0
-    var ending = false
-    var loops: [Task<Void, Never>] = []
-    /// What the worker waited on when it stalled, while it is stalled (see ``StallWatch``).
-    var stalledOn: [String]?
-  }
-
   init(outbox: PostgresOutbox<Message>, settings: FleetSettings<Message>, paused: Bool) {
     self.outbox = outbox
     self.settings = settings
@@ -113,7 +83,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
 
   /// The lines this worker holds a lease on and has not given up.
   var keysHeld: Int {
-    state.withLock(announcingTo: self) { state in state.held.values.count { !$0.lost } }
+    state.withLock(announcingTo: self) { $0.keysHeld }
   }
 
   /// Counts into the outbox's `DelivererStatistics`.

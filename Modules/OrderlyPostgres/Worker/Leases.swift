@@ -25,9 +25,7 @@ extension FleetWorker {
   /// Renews every lease held, and gives up (cancelling its delivery) every line whose lease was
   /// taken by another worker or is no longer certain.
   private func renew() async {
-    let held = state.withLock(announcingTo: self) { state in
-      state.held.filter { !$0.value.lost }.mapValues(\.fence)
-    }
+    let held = state.withLock(announcingTo: self) { $0.renewable }
     if !held.isEmpty {
       let lines = Array(held.keys)
       let sent = ContinuousClock.now
@@ -59,17 +57,12 @@ extension FleetWorker {
         // A line paused by another process: its retry wait ends, and it stops.
         let pausedNow = paused.withLock { $0 }
         if !pausedNow.isEmpty { linesPaused(pausedNow) }
-        for (line, fence) in held {
-          if renewed[line] == fence {
-            state.withLock(announcingTo: self) { state in
-              if state.held[line]?.fence == fence {
-                state.held[line]?.deadline = sent + settings.lease
-              }
-            }
-          } else {
-            count { $0.leaseRenewalsFailed += 1 }
-            lose(line, fence: fence, why: "another worker took it, or it expired")
-          }
+        let notRenewed = state.withLock(announcingTo: self) { state in
+          state.applyRenewal(sent: held, renewed: renewed, sentAt: sent, lease: settings.lease)
+        }
+        for (line, fence) in notRenewed {
+          count { $0.leaseRenewalsFailed += 1 }
+          lose(line, fence: fence, why: "another worker took it, or it expired")
         }
       } catch {
         count { $0.leaseRenewalsFailed += held.count }
@@ -101,12 +94,7 @@ extension FleetWorker {
   /// error naming what it waits on, and ``stalled`` (which `delivererStatistics` reports, and
   /// `OutboxService` ends its run on); and again when it moves on.
   private func checkProgress() {
-    let (keysHeld, taking) = state.withLock(announcingTo: self) { state in
-      (
-        state.held.values.count { !$0.lost },
-        !(state.paused || state.draining || state.ending)
-      )
-    }
+    let (keysHeld, taking) = state.withLock(announcingTo: self) { ($0.keysHeld, $0.isTaking) }
     let verdict = stall.withLock { $0.check(at: .now, keysHeld: keysHeld, taking: taking) }
     switch verdict {
     case .healthy, .stillStalled:
@@ -134,8 +122,7 @@ extension FleetWorker {
   private func giveUpLateLines() {
     let now = ContinuousClock.now
     let late = state.withLock(announcingTo: self) { state in
-      state.held.filter { !$0.value.lost && $0.value.deadline - settings.tick <= now }
-        .mapValues(\.fence)
+      state.lateLines(now: now, margin: settings.tick)
     }
     for (line, fence) in late { lose(line, fence: fence, why: "its renewal failed for too long") }
   }
@@ -154,11 +141,7 @@ extension FleetWorker {
 
   /// Marks a line as lost and cancels its delivery; its task ends without acknowledging.
   func lose(_ line: String, fence: Int64, why: String) {
-    let delivery = state.withLock(announcingTo: self) { state -> Task<Void, any Error>?? in
-      guard let held = state.held[line], held.fence == fence, !held.lost else { return nil }
-      state.held[line]?.lost = true
-      return .some(held.delivery)
-    }
+    let delivery = state.withLock(announcingTo: self) { $0.lose(line, fence: fence) }
     guard let delivery else { return }
     delivery?.cancel()
     logger.warning(
@@ -169,8 +152,7 @@ extension FleetWorker {
 
   func isLive(_ line: String, fence: Int64) -> Bool {
     state.withLock(announcingTo: self) { state in
-      guard let held = state.held[line], held.fence == fence else { return false }
-      return !held.lost && ContinuousClock.now < held.deadline - settings.tick
+      state.isLive(line, fence: fence, now: .now, margin: settings.tick)
     }
   }
 }

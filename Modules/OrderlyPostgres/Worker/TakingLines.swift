@@ -34,9 +34,7 @@ extension FleetWorker {
   /// - Returns: When the first lease held by another worker ends, if this worker still has
   ///   free slots; `nil` if there is none, or nothing is known.
   private func claim(from cursor: inout String?) async -> Duration? {
-    var free = state.withLock(announcingTo: self) { state -> Int in
-      state.paused || state.draining || state.ending ? 0 : settings.limit - state.held.count
-    }
+    var free = state.withLock(announcingTo: self) { $0.freeSlots(limit: settings.limit) }
     guard free > 0 else { return nil }
     let room = free
     do {
@@ -263,7 +261,7 @@ extension FleetWorker {
           continue
         }
         state.pausedLines.remove(line.line)
-        var held = Held(fence: line.fence, deadline: sent + settings.lease)
+        var held = HeldLine(fence: line.fence, deadline: sent + settings.lease)
         held.task = Task {
           await self.deliverLine(line.line, fence: line.fence, batch: line.batch)
         }
