@@ -9,30 +9,6 @@ import OrderlyCore
 import OrderlyOutboxCore
 import PostgresNIO
 
-extension ClaimedHead {
-  /// The message a statement took beside something else (a lease, an acknowledgement), from its
-  /// columns `sequence, id, partition, payload, attempts, appended_at, headers`, all `NULL`
-  /// when it took none.
-  ///
-  /// - Returns: The message, or `nil` if the statement took none.
-  static func taken(
-    _ columns: (Int64?, UUID?, String?, Data?, Int?, Date?, String?)
-  ) -> ClaimedHead? {
-    guard let sequence = columns.0, let id = columns.1, let payload = columns.3,
-      let attempts = columns.4, let appendedAt = columns.5
-    else { return nil }
-    return ClaimedHead(
-      id: id,
-      sequence: sequence,
-      partition: columns.2,
-      payload: payload,
-      attempt: attempts,
-      appendedAt: appendedAt,
-      headers: StoredHeaders.decode(columns.6)
-    )
-  }
-}
-
 /// One start-to-stop run of delivery: the loop that takes lines, the loop that renews their
 /// leases, the listener for notifications, and one task per line held.
 final class FleetWorker<Message: Codable & Sendable>: Sendable {

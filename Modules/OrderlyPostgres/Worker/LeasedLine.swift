@@ -64,19 +64,7 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
           ClaimBatchStatement(line: line, batch: limit),
           logger: logger
         ) { rows in
-          for try await (sequence, id, partition, payload, attempts, appendedAt, headers) in rows {
-            claimed.append(
-              ClaimedHead(
-                id: id,
-                sequence: sequence,
-                partition: partition,
-                payload: payload,
-                attempt: attempts,
-                appendedAt: appendedAt,
-                headers: StoredHeaders.decode(headers)
-              )
-            )
-          }
+          for try await message in rows { claimed.append(message) }
         }
         return claimed
       }
@@ -142,12 +130,10 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
       try await client.committedExecute(statement, logger: logger) { rows in
         var answer = Acknowledgement()
         for try await row in rows {
-          answer.paused = row.0
-          answer.removed = row.1 > 0
-          answer.released = row.9 > 0
-          if let message = ClaimedHead.taken((row.2, row.3, row.4, row.5, row.6, row.7, row.8)) {
-            answer.next.append(message)
-          }
+          answer.paused = row.paused
+          answer.removed = row.removed > 0
+          answer.released = row.released > 0
+          if let message = row.message { answer.next.append(message) }
         }
         return answer
       }

@@ -239,11 +239,12 @@ extension FleetWorker {
         // rows together and in order.
         var taken: [TakenLine] = []
         for try await row in rows {
-          let message = ClaimedHead.taken((row.2, row.3, row.4, row.5, row.6, row.7, row.8))
-          if let last = taken.indices.last, taken[last].line == row.0 {
-            if let message { taken[last].batch.append(message) }
+          if let last = taken.indices.last, taken[last].line == row.line {
+            if let message = row.message { taken[last].batch.append(message) }
           } else {
-            taken.append(TakenLine(line: row.0, fence: row.1, batch: message.map { [$0] } ?? []))
+            taken.append(
+              TakenLine(line: row.line, fence: row.fence, batch: row.message.map { [$0] } ?? [])
+            )
           }
         }
         return taken

@@ -9,9 +9,27 @@ import PostgresNIO
 // PostgreSQL then parses and plans each once (or keeps a generic plan), instead of at every call,
 // which cost about as much as running them.
 
-/// The columns of a message taken for delivery: `sequence, id, partition, payload, attempts,
-/// appended_at, headers`, all `NULL` in a row that took none.
-typealias TakenColumns = (Int64?, UUID?, String?, Data?, Int?, Date?, String?)
+/// The columns of a message taken for delivery, in this order: `sequence, id, partition,
+/// payload, attempts, appended_at, headers` (all `NULL` in a row of a statement that took
+/// none, where they follow other columns).
+private typealias MessageColumns = (Int64?, UUID?, String?, Data?, Int?, Date?, String?)
+
+extension ClaimedHead {
+  /// The message in a row's ``MessageColumns``, read by name; `nil` when the row took none.
+  fileprivate static func taken(_ columns: MessageColumns) -> ClaimedHead? {
+    let (sequence, id, partition, payload, attempts, appendedAt, headers) = columns
+    guard let sequence, let id, let payload, let attempts, let appendedAt else { return nil }
+    return ClaimedHead(
+      id: id,
+      sequence: sequence,
+      partition: partition,
+      payload: payload,
+      attempt: attempts,
+      appendedAt: appendedAt,
+      headers: StoredHeaders.decode(headers)
+    )
+  }
+}
 
 /// Up to `limit` lines with messages and no live lease whose first message is among the
 /// `window` oldest messages, the line whose first message is oldest first; with whether each
@@ -100,7 +118,12 @@ struct TakeLinesStatement: PostgresPreparedStatement {
     FROM taken t LEFT JOIN heads h ON h.line = t.line
     ORDER BY t.line, h.sequence
     """
-  typealias Row = (String, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?)
+  /// A line taken, and one of the messages taken with it (`nil` when none was due).
+  struct Row {
+    let line: String
+    let fence: Int64
+    let message: ClaimedHead?
+  }
 
   let lines: [String]
   let stopLine: Bool
@@ -120,7 +143,15 @@ struct TakeLinesStatement: PostgresPreparedStatement {
     return bindings
   }
 
-  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+  func decodeRow(_ row: PostgresRow) throws -> Row {
+    let (line, fence, sequence, id, partition, payload, attempts, appendedAt, headers) =
+      try row.decode((String, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self)
+    return Row(
+      line: line,
+      fence: fence,
+      message: .taken((sequence, id, partition, payload, attempts, appendedAt, headers))
+    )
+  }
 }
 
 /// The first lease rows of lines no worker held yet: free (fence 0, so their first holder gets
@@ -232,7 +263,7 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
     )
     SELECT * FROM taken ORDER BY sequence
     """
-  typealias Row = (Int64, UUID, String?, Data, Int, Date, String?)
+  typealias Row = ClaimedHead
 
   let line: String
   let batch: Int
@@ -244,7 +275,19 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
     return bindings
   }
 
-  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+  func decodeRow(_ row: PostgresRow) throws -> Row {
+    let (sequence, id, partition, payload, attempts, appendedAt, headers) =
+      try row.decode((Int64, UUID, String?, Data, Int, Date, String?).self)
+    return ClaimedHead(
+      id: id,
+      sequence: sequence,
+      partition: partition,
+      payload: payload,
+      attempt: attempts,
+      appendedAt: appendedAt,
+      headers: StoredHeaders.decode(headers)
+    )
+  }
 }
 
 /// Removes delivered messages (`acked`) if the lease still holds, gives the attempts of
@@ -302,7 +345,17 @@ struct AcknowledgeStatement: PostgresPreparedStatement {
     FROM (SELECT 1) one LEFT JOIN next ON true
     ORDER BY next.sequence
     """
-  typealias Row = (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?, Int64)
+  /// The acknowledgement's answer, and one of the next messages taken with it.
+  struct Row {
+    /// Whether the line is paused; `nil` when the fence refused the acknowledgement.
+    let paused: Bool?
+    /// How many messages it removed.
+    let removed: Int64
+    /// A next message taken, or `nil`.
+    let message: ClaimedHead?
+    /// How many lease rows it released (the line given up).
+    let released: Int64
+  }
 
   let line: String
   let owner: String
@@ -328,6 +381,18 @@ struct AcknowledgeStatement: PostgresPreparedStatement {
     return bindings
   }
 
-  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+  func decodeRow(_ row: PostgresRow) throws -> Row {
+    let (
+      paused, removed, sequence, id, partition, payload, attempts, appendedAt, headers, released
+    ) = try row.decode(
+      (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?, Int64).self
+    )
+    return Row(
+      paused: paused,
+      removed: removed,
+      message: .taken((sequence, id, partition, payload, attempts, appendedAt, headers)),
+      released: released
+    )
+  }
 }
 #endif
