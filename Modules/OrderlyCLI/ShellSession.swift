@@ -158,7 +158,7 @@ final class ShellSession: Sendable {
     for await input in inputs {
       if case .interrupted(let count) = input {
         interrupts = count
-        let waiting = unfinished.withLock { $0.count }
+        let waiting = unfinished.withLock(announcingTo: self) { $0.count }
         if count == 1 && waiting > 0 {
           Self.writeError(
             "interrupted: finishing the \(Self.count(waiting, "command")) already typed "
@@ -211,7 +211,7 @@ final class ShellSession: Sendable {
       }
       enqueue(line, text: text, number: number)
     }
-    let notApplied = unfinished.withLock { $0 }.sorted { $0.key < $1.key }
+    let notApplied = unfinished.withLock(announcingTo: self) { $0 }.sorted { $0.key < $1.key }
     if !notApplied.isEmpty {
       Self.writeError("stopped by Ctrl-C; not applied:")
       for (line, text) in notApplied {
@@ -220,7 +220,7 @@ final class ShellSession: Sendable {
     }
     if interactive { write("\n") }
     if interrupts > 0 { return .interrupted }
-    return failures.withLock { $0 } ? .someLinesFailed : .finished
+    return failures.withLock(announcingTo: self) { $0 } ? .someLinesFailed : .finished
   }
 
   /// `line 3: ` in a script; nothing for a person typing, who sees the line they just typed.
@@ -234,7 +234,7 @@ final class ShellSession: Sendable {
   }
 
   private func enqueue(_ line: ShellLine, text: String, number: Int) {
-    unfinished.withLock { $0[number] = text }
+    unfinished.withLock(announcingTo: self) { $0[number] = text }
     let location = location(number)
     lines.enqueueDetached { [self] in
       // On a terminal, a command that takes more than a second says it is still running. A real
@@ -251,9 +251,9 @@ final class ShellSession: Sendable {
       // A command cancelled by a second Ctrl-C while it ran failed because of it: it stays
       // among those not applied, which the session names, and its error is not printed.
       if failed && Task.isCancelled { return }
-      unfinished.withLock { _ = $0.removeValue(forKey: number) }
+      unfinished.withLock(announcingTo: self) { _ = $0.removeValue(forKey: number) }
       if failed {
-        failures.withLock { $0 = true }
+        failures.withLock(announcingTo: self) { $0 = true }
         Self.writeError(location + output)
       } else if !output.isEmpty {
         Self.write(output + "\n")
@@ -268,7 +268,7 @@ final class ShellSession: Sendable {
 
   private func report(_ message: String) {
     let interactive = interactive
-    failures.withLock { $0 = true }
+    failures.withLock(announcingTo: self) { $0 = true }
     lines.enqueueDetached {
       Self.writeError(message)
       if interactive { Self.write("orderly> ") }

@@ -675,17 +675,17 @@ final class KeysInFlight: Sendable {
 
   /// Notes that the message `id` of `partition` is being delivered.
   func deliver(_ id: UUID, partition: String) {
-    keys.withLock { $0[id] = partition }
+    keys.withLock(announcingTo: self) { $0[id] = partition }
   }
 
   /// The key of message `id`, while it is being delivered.
   func partition(of id: UUID) -> String? {
-    keys.withLock { $0[id] }
+    keys.withLock(announcingTo: self) { $0[id] }
   }
 
   /// The key of message `id`, which is done: it is forgotten.
   func finish(_ id: UUID) -> String? {
-    keys.withLock { $0.removeValue(forKey: id) }
+    keys.withLock(announcingTo: self) { $0.removeValue(forKey: id) }
   }
 }
 #endif

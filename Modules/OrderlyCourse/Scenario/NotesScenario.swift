@@ -349,7 +349,7 @@ public final class ScenarioNotesService: NotesService {
   }
 
   private func arrive(_ operation: NotesOperation) async throws {
-    let call = arrivals.withLock { count in
+    let call = arrivals.withLock(announcingTo: self) { count in
       count += 1
       return count
     }

@@ -82,8 +82,8 @@ public final class StoryClock: Clock, Sendable {
   /// - Throws: `CancellationError` if the task is cancelled first.
   public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
     let token = UUID()
-    state.withLock { $0.deadlines[token] = deadline.offset }
-    defer { state.withLock { _ = $0.deadlines.removeValue(forKey: token) } }
+    state.withLock(announcingTo: self) { $0.deadlines[token] = deadline.offset }
+    defer { state.withLock(announcingTo: self) { _ = $0.deadlines.removeValue(forKey: token) } }
     try await manual.sleep(until: deadline)
   }
 
@@ -109,7 +109,7 @@ public final class StoryClock: Clock, Sendable {
   ///     ``work(for:)`` returned.
   public func record(_ event: Event, _ job: Int, _ text: String, at instant: Instant? = nil) {
     let at = (instant ?? manual.now).offset
-    state.withLock {
+    state.withLock(announcingTo: self) {
       $0.events.append((at, event, job, $0.events.count, text))
     }
   }
@@ -121,7 +121,7 @@ public final class StoryClock: Clock, Sendable {
   /// - Throws: `CancellationError` if the task is cancelled first.
   public func advance(whenSleeping count: Int) async throws {
     try await manual.waitForSleepers(count)
-    let next = state.withLock { state -> Duration? in
+    let next = state.withLock(announcingTo: self) { state -> Duration? in
       guard let next = state.deadlines.values.min() else { return nil }
       // The ones woken now are no longer waited for, whenever their tasks get to run.
       state.deadlines = state.deadlines.filter { $0.value > next }
@@ -148,13 +148,13 @@ public final class StoryClock: Clock, Sendable {
       // the queue did not change in between, so that count is of a still picture.
       let before = (queue.runningCount, queue.pendingCount)
       if before == (0, 0) { return }
-      let asleep = state.withLock { $0.deadlines.count }
+      let asleep = state.withLock(announcingTo: self) { $0.deadlines.count }
       let after = (queue.runningCount, queue.pendingCount)
       guard before == after, asleep == before.0, asleep > 0 else {
         await Task.yield()
         continue
       }
-      let next = state.withLock { state -> Duration? in
+      let next = state.withLock(announcingTo: self) { state -> Duration? in
         guard let next = state.deadlines.values.min() else { return nil }
         state.deadlines = state.deadlines.filter { $0.value > next }
         return next
@@ -166,7 +166,7 @@ public final class StoryClock: Clock, Sendable {
   /// The events, as `[ 30 ms] finish 1 download: 3K`, in the order of their times; at one
   /// instant, in the order ``Event`` gives, each by job number.
   public var lines: [String] {
-    let events = state.withLock { $0.events }.sorted {
+    let events = state.withLock(announcingTo: self) { $0.events }.sorted {
       ($0.at, $0.event.rawValue, $0.job, $0.order) < ($1.at, $1.event.rawValue, $1.job, $1.order)
     }
     let width = events.map { "\(Self.milliseconds($0.at))".count }.max() ?? 1
