@@ -19,6 +19,14 @@ extension ClaimedHead {
   fileprivate static func taken(_ columns: MessageColumns) -> ClaimedHead? {
     let (sequence, id, partition, payload, attempts, appendedAt, headers) = columns
     guard let sequence, let id, let payload, let attempts, let appendedAt else { return nil }
+    return stored((sequence, id, partition, payload, attempts, appendedAt, headers))
+  }
+
+  /// The message of a row that took one, its columns in ``MessageColumns``' order.
+  fileprivate static func stored(
+    _ columns: (Int64, UUID, String?, Data, Int, Date, String?)
+  ) -> ClaimedHead {
+    let (sequence, id, partition, payload, attempts, appendedAt, headers) = columns
     return ClaimedHead(
       id: id,
       sequence: sequence,
@@ -276,17 +284,7 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
   }
 
   func decodeRow(_ row: PostgresRow) throws -> Row {
-    let (sequence, id, partition, payload, attempts, appendedAt, headers) =
-      try row.decode((Int64, UUID, String?, Data, Int, Date, String?).self)
-    return ClaimedHead(
-      id: id,
-      sequence: sequence,
-      partition: partition,
-      payload: payload,
-      attempt: attempts,
-      appendedAt: appendedAt,
-      headers: StoredHeaders.decode(headers)
-    )
+    .stored(try row.decode((Int64, UUID, String?, Data, Int, Date, String?).self))
   }
 }
 
