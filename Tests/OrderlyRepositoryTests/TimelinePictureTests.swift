@@ -231,7 +231,7 @@ struct TimelinePictureContrastTests {
   @Test("every bar passes 3:1 on white (a skipped step by its outline), every text 4.5:1")
   func contrast() throws {
     let outcomes: [TimelinePicture.Outcome] = [
-      .finished, .failed, .cancelled, .running, .deadLettered, .skipped, .timedOut,
+      .finished, .failed, .cancelled, .running, .deadLettered, .skipped, .timedOut, .replaced,
     ]
     var rows = outcomes.enumerated().map { index, outcome in
       TimelinePicture.Row(
@@ -241,7 +241,7 @@ struct TimelinePictureContrastTests {
         outcome: outcome
       )
     }
-    rows.append(.init(label: "8 fetchNotes", start: 0, end: 1, outcome: .finished, damage: "saw 1"))
+    rows.append(.init(label: "9 fetchNotes", start: 0, end: 1, outcome: .finished, damage: "saw 1"))
     let svg = TimelinePicture(rows: rows, unit: "step", caption: "all", answersChecked: true).svg()
     let bars = try Regex(
       #"<rect [^>]*fill="(#[0-9a-f]{6})"( stroke="(#[0-9a-f]{6})")?[^>]*><title>"#
@@ -458,15 +458,19 @@ struct TimelinePictureWaitingTests {
       caption: "coalescing"
     )
     #expect(picture.rows.map(\.label) == ["1 search", "2 search", "3 search"])
-    #expect(picture.rows.map(\.outcome) == [.finished, .cancelled, .finished])
+    // The run says the job was replaced, not cancelled: so do the bar and its legend.
+    #expect(picture.rows.map(\.outcome) == [.finished, .replaced, .finished])
     #expect(picture.rows[1].start == 40 && picture.rows[1].end == 80)
-    #expect(picture.rows[1].segments.isEmpty)
+    // It did no work: its time is a wait in line, then the mark of its replacement.
+    #expect(picture.rows[1].segments.map(\.kind) == [.queued, .lastAttempt])
+    #expect(picture.rows[1].segments.first?.end == 80)
     let kinds = picture.rows[2].segments.map(\.kind)
     #expect(kinds == [.queued, .lastAttempt])
     #expect(picture.rows[2].segments.first?.end == 200)
     let svg = picture.svg()
     #expect(svg.contains("waiting in line</text>"))
-    #expect(svg.contains(">cancelled</text>"))
+    #expect(svg.contains(">replaced</text>"))
+    #expect(!svg.contains(">cancelled</text>"))
   }
 
   @Test("a cancelled job's rollback is a part of its bar of its own, named in the legend")

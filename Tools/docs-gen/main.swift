@@ -192,7 +192,7 @@ func run(example: String) throws -> String {
   return output
 }
 
-func code(of example: String) throws -> String {
+func code(of example: String, part: String? = nil) throws -> String {
   let folder = root.appendingPathComponent("Examples/\(example)")
   let packaged = folder.appendingPathComponent("Sources/\(example)/main.swift")
   let file =
@@ -201,7 +201,34 @@ func code(of example: String) throws -> String {
   guard let text = try? String(contentsOf: file, encoding: .utf8) else {
     throw DocsGenError(description: "no example named '\(example)' (looked for \(file.path))")
   }
-  return text
+  // The whole file, without the lines that mark its parts for a lesson.
+  let lines = text.components(separatedBy: "\n")
+  func isMark(_ line: String) -> Bool {
+    let trimmed = line.trimmingCharacters(in: .whitespaces)
+    return trimmed.hasPrefix("// course: ") || trimmed.hasPrefix("// course end: ")
+  }
+  guard let part else { return lines.filter { !isMark($0) }.joined(separator: "\n") }
+  // One part, `// course: NAME` to `// course end: NAME`: a lesson shows the code it is about
+  // and links the whole listing.
+  guard
+    let start = lines.firstIndex(where: {
+      $0.trimmingCharacters(in: .whitespaces) == "// course: \(part)"
+    }),
+    let end = lines[start...].firstIndex(where: {
+      $0.trimmingCharacters(in: .whitespaces) == "// course end: \(part)"
+    })
+  else {
+    throw DocsGenError(
+      description: "\(file.path) marks no part '\(part)': put `// course: \(part)` and "
+        + "`// course end: \(part)` around it"
+    )
+  }
+  let body = lines[(start + 1)..<end].filter { !isMark($0) }
+  let indent =
+    body.filter { !$0.trimmingCharacters(in: .whitespaces).isEmpty }
+    .map { $0.prefix { $0 == " " }.count }.min() ?? 0
+  return body.map { String($0.dropFirst(min(indent, $0.prefix { $0 == " " }.count))) }
+    .joined(separator: "\n")
 }
 
 /// Refuses a Swift code block in a DocC catalog that is not filled from compiled code.
@@ -330,9 +357,14 @@ func picture(of example: String, from: String?) throws -> TimelinePicture {
   }
   let damage = TimelinePicture.damage(fromConsequences: consequences)
   let title = try frontMatter(of: example).title
+  // A picture of one section of several names the run it draws, not only the example: a
+  // verdict under the example's title alone would read as the verdict of its other run.
+  let runName = from.map { _ in sectionName(lines.first ?? "") }
   var picture = TimelinePicture(
     log: section,
-    caption: caption.map { "\(title): \($0)" } ?? title,
+    caption: caption.map { verdict in
+      runName.map { "\(title), \($0): \(verdict)" } ?? "\(title): \(verdict)"
+    } ?? title,
     answersChecked: answersChecked
   )
   // Rows known only by number (an outbox's `#3`) take the name the example printed for that
@@ -357,6 +389,8 @@ func picture(of example: String, from: String?) throws -> TimelinePicture {
   guard !picture.rows.isEmpty else {
     throw DocsGenError(description: "example '\(example)' prints no log lines to draw")
   }
+  try checkLegend(of: picture, against: section, example: example)
+  try checkWaitsDrawn(in: picture, example: example)
   // Retries and dead letters are the story of an outbox's picture: the caption says them.
   if caption == nil, !picture.attemptsSummary.isEmpty {
     picture.caption = "\(title): \(picture.attemptsSummary)"
@@ -374,6 +408,76 @@ func picture(of example: String, from: String?) throws -> TimelinePicture {
     }
   }
   return picture
+}
+
+/// A section's heading as a run's name: `Straight at the service: seven calls...` names the run
+/// `straight at the service`.
+func sectionName(_ heading: String) -> String {
+  let name = heading.components(separatedBy: ": ").first ?? heading
+  let trimmed = name.trimmingCharacters(in: CharacterSet(charactersIn: ":.,").union(.whitespaces))
+  guard let first = trimmed.first, first.isUppercase, trimmed.dropFirst().first?.isLowercase == true
+  else { return trimmed }
+  return first.lowercased() + trimmed.dropFirst()
+}
+
+/// Refuses a picture whose legend says what the run did not.
+///
+/// A bar called `cancelled` for a job the run says was replaced, say: each ending the legend
+/// names needs its word in the run's own lines.
+func checkLegend(of picture: TimelinePicture, against lines: [String], example: String) throws {
+  let said = lines.joined(separator: "\n").lowercased()
+  let words: [TimelinePicture.Outcome: [String]] = [
+    .failed: ["error", "fail"],
+    .cancelled: ["cancel"],
+    .deadLettered: ["dead letter"],
+    .skipped: ["skip"],
+    .timedOut: ["timed out"],
+    .replaced: ["replaced"],
+  ]
+  for outcome in Set(picture.rows.map(\.outcome)) {
+    guard let allowed = words[outcome], !allowed.contains(where: said.contains) else { continue }
+    throw DocsGenError(
+      description: "the picture of \(example) calls a bar \"\(outcome.rawValue)\", a word its run "
+        + "never says (it would need one of: \(allowed.joined(separator: ", "))): print what "
+        + "happened in the run's own words, and teach TimelinePicture that word"
+    )
+  }
+}
+
+/// Refuses a picture on a clock that draws a late job as a sliver with no wait before it.
+///
+/// A sliver is a bar too thin to see. On a clock a job's bar is as wide as its time, so a late
+/// sliver is a job that ran in an instant after waiting for something, and that wait (in its
+/// queue's line, for a lease) is the story the picture leaves out. The example prints
+/// `waiting N ...` when the job is put in line, and the picture draws the wait. A job that ran
+/// in an instant at the start waited for nothing: its sliver is the story.
+func checkWaitsDrawn(in picture: TimelinePicture, example: String) throws {
+  guard picture.unit == "ms" else { return }
+  let low = min(picture.rows.map(\.start).min() ?? 0, 0)
+  let high = max(picture.rows.map(\.end).max() ?? 1, low + 1)
+  // The bars' width in the drawing (TimelinePicture's plot is 520 pixels wide).
+  let pixelsPerUnit = 520 / (high - low)
+  for row in picture.rows where (row.end - row.start) * pixelsPerUnit < 6 && row.start > low {
+    let waits: Set<TimelinePicture.Segment.Kind> = [.queued, .leaseWait, .wait]
+    guard !row.segments.contains(where: { waits.contains($0.kind) }) else { continue }
+    throw DocsGenError(
+      description: "the picture of \(example) draws \(row.label) as a sliver "
+        + "(\(String(format: "%.1f", (row.end - row.start) * pixelsPerUnit)) pixels wide) with no "
+        + "wait: print `waiting \(row.label.split(separator: " ").first ?? "N") ...` when it is put "
+        + "in line, so the picture draws what it waited for"
+    )
+  }
+  // A key's holder that did its work in an instant draws no bar a reader can see: the work
+  // the picture is about (who delivered what, with which fence) takes time in the story.
+  for row in picture.rows {
+    for hold in row.segments where hold.kind == .hold && (hold.end - hold.start) * pixelsPerUnit < 6
+    {
+      throw DocsGenError(
+        description: "the picture of \(example) draws \(row.label)'s hold by "
+          + "\(hold.holder ?? "a worker") as a sliver: let each delivery take a visible time"
+      )
+    }
+  }
 }
 
 // MARK: - Gallery
@@ -499,7 +603,9 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
         recordedRuns[arguments[0]] = block.dropFirst().dropLast().joined(separator: "\n")
       }
     case "code":
-      let source = try code(of: arguments[0])
+      // `orderly:code NAME` is the whole example; `orderly:code NAME the worker`, one part.
+      let part = arguments.count > 1 ? arguments.dropFirst().joined(separator: " ") : nil
+      let source = try code(of: arguments[0], part: part)
       block =
         ["```swift"] + source.trimmingCharacters(in: .newlines).components(separatedBy: "\n")
         + ["```"]

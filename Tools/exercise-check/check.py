@@ -4,7 +4,8 @@
 Each numbered item under a lesson's "## Try this" heading carries a comment that says how it
 is checked, one or more lines inside `<!-- exercise: ... -->`, with clauses separated by `|`:
 
-  edit EXAMPLE            apply the replacements to Examples/EXAMPLE's main.swift, build, run
+  edit EXAMPLE [ARGS]     apply the replacements to Examples/EXAMPLE's main.swift, build, run
+                          (with ARGS, the example's own flags)
   run ARGUMENTS           `swift run ARGUMENTS` (an `orderly` command, an example)
   sh SCRIPT               a bash script, run in a scratch folder with the root package's built
                           products (`orderly`, the examples) first on its PATH: for an exercise
@@ -156,7 +157,8 @@ def check(spec, scratch):
     if spec.get("read") or spec.get("manual"):
         return "not run: " + ("a question to think about" if spec.get("read") else spec["manual"])
     if "edit" in spec:
-        name = spec["edit"]
+        # `edit NAME` runs the changed example as is; `edit NAME --flag` with its arguments.
+        name, *arguments = spec["edit"].split()
         source, package = example_source(name)
         original = open(source, encoding="utf-8").read()
         changed = original
@@ -171,7 +173,7 @@ def check(spec, scratch):
             if built.returncode != 0:
                 raise Failure("the changed example does not build:\n" + built.stdout[-3000:] + built.stderr[-3000:])
             binary = swift(["build", *package, "--show-bin-path"]).stdout.strip()
-            command = [os.path.join(binary, name)]
+            command = [os.path.join(binary, name), *[unquote(a) for a in arguments]]
             outputs = [run_program(command, spec, scratch)]
             if spec.get("same-twice"):
                 outputs.append(run_program(command, spec, scratch))

@@ -29,6 +29,9 @@ public struct TimelinePicture: Sendable, Equatable {
     case skipped
     /// It ran past its time limit and was stopped.
     case timedOut = "timed out"
+    /// A newer job took its place in line before it started (a coalescing queue's
+    /// `QueueError.superseded`): it never ran, and nothing cancelled it.
+    case replaced
   }
 
   /// A part of a row whose job was tried more than once: an attempt, or the wait before the next.
@@ -281,8 +284,10 @@ public struct TimelinePicture: Sendable, Equatable {
   /// key: a hold begins, named after the colon), `killed 1 alice: ...` (its worker was killed:
   /// the key waits for the lease) and `released 1 alice: ...` (its worker let it go on
   /// SIGTERM); the row's last `delivered` ends its last hold. `waiting 5 search` puts a job in
-  /// its queue's line: its bar begins there, with the wait drawn apart until it starts, or as
-  /// the whole bar if it is dropped before it starts. `rolling back save #1` ends what a
+  /// its queue's line: its bar begins there, with the wait drawn apart until it starts, or, if
+  /// it is dropped before it starts, the wait and a mark of how it ended at its end (`dropped 2 search: replaced by ...` is
+  /// drawn as ``Outcome/replaced``, `...: skipped ...` as ``Outcome/skipped``, any other drop as
+  /// cancelled). `rolling back save #1` ends what a
   /// cancelled job did and begins its rollback, up to its end. Lines may be
   /// indented; any other line takes no step. A job that started but never ended is drawn as
   /// running to the last step. See ``init(log:caption:answersChecked:)`` for lines that carry
@@ -417,8 +422,25 @@ public struct TimelinePicture: Sendable, Equatable {
             open[event.number] = (at, step, false)
             continue
           }
-          // Taken out of line before it ran: one bar, the time it waited, as it ended.
+          // Taken out of line before it ran: the time it waited, drawn as a wait (it did no
+          // work), then a mark of how it ended.
           ends[event.number] = (at, event.outcome ?? .cancelled, step)
+          segments[event.number, default: []] += [
+            Segment(
+              start: line.at,
+              end: at - pad,
+              kind: .queued,
+              firstStep: line.step,
+              lastStep: step
+            ),
+            Segment(
+              start: at - pad,
+              end: at + pad,
+              kind: .lastAttempt,
+              firstStep: step,
+              lastStep: step
+            ),
+          ]
           continue
         }
         if event.isRollback {
@@ -609,7 +631,10 @@ public struct TimelinePicture: Sendable, Equatable {
         outcome = nil
         isRetry = true
       case "cancelled", "canceled", "dropped":
-        outcome = detail.lowercased().hasPrefix("skipped") ? .skipped : .cancelled
+        let said = detail.lowercased()
+        outcome =
+          said.hasPrefix("skipped")
+          ? .skipped : said.hasPrefix("replaced") ? .replaced : .cancelled
       case "ended":
         let said = detail.lowercased()
         outcome =
@@ -923,7 +948,8 @@ public struct TimelinePicture: Sendable, Equatable {
     }
     let failedAttempts = rows.contains { $0.segments.contains { $0.kind == .failedAttempt } }
     for outcome in [
-      Outcome.running, .skipped, .cancelled, .timedOut, .deadLettered, .failed, .finished,
+      Outcome.running, .skipped, .replaced, .cancelled, .timedOut, .deadLettered, .failed,
+      .finished,
     ]
     where rows.contains(where: {
       $0.outcome == outcome && $0.damage == nil && !$0.segments.contains { $0.kind == .hold }
@@ -1096,6 +1122,7 @@ public struct TimelinePicture: Sendable, Equatable {
     case .deadLettered: "#7f1d1d"
     case .skipped: "#d2d5d9"
     case .timedOut: "#8430ce"
+    case .replaced: "#00796b"
     }
   }
 

@@ -14,7 +14,10 @@ extension TimelinePicture {
   ///
   /// - Parameters:
   ///   - title: The page's heading, as in `Lesson 9: the outbox`.
-  ///   - back: Where the link under the player leads (the lesson), and its words.
+  ///   - back: Where the link under the player leads (the lesson), and its words. Opened from
+  ///     a clone (`file:`), where that link would show raw Markdown, `player.js` goes back to
+  ///     the page the learner came from instead, or, for a player opened on its own, names the
+  ///     lesson's file.
   /// - Returns: The HTML text, ending with a newline.
   public func playerPage(title: String, back: (href: String, text: String)) -> String {
     let log = steps.enumerated().map { index, step in
@@ -55,7 +58,10 @@ extension TimelinePicture {
       <ol id="log">
       \(log.joined(separator: "\n"))
       </ol>
-      <p><a href="\(Self.escapedHTML(back.href))">\(Self.escapedHTML(back.text))</a></p>
+      <p><a id="lesson-link" href="\(Self.escapedHTML(back.href))">\(Self.escapedHTML(back.text))</a>\
+      <span id="lesson-note" hidden> (opened from a clone, the lesson is the Markdown file \
+      \(Self.escapedHTML(back.href.replacingOccurrences(of: "../", with: "docs/course/"))): read \
+      it in your editor, on the repository's web page, or on the documentation site)</span></p>
       </main>
       <script src="player.js"></script>
       </body></html>
