@@ -87,8 +87,11 @@ print("On the clock: 8 downloads through ConcurrentQueue(limit: \(maxConcurrency
 let story = StoryClock()
 let clocked = ConcurrentQueue(name: "clocked", limit: maxConcurrency)
 let durations = [40, 25, 55, 30, 20, 35, 10, 45]
+let enqueuedAt = story.now
 for (index, milliseconds) in durations.enumerated() {
   clocked.enqueue {
+    // A download that starts later than it was enqueued waited in line for a free slot.
+    if story.now > enqueuedAt { story.record(.waiting, index + 1, "download", at: enqueuedAt) }
     story.record(.start, index + 1, "download")
     let end = try await story.work(for: .milliseconds(milliseconds))
     story.record(.finish, index + 1, "download: \(milliseconds) ms", at: end)
@@ -99,4 +102,6 @@ for ended in durations.indices {
 }
 try await clocked.waitUntilIdle()
 for line in story.lines { print("  \(line)") }
-print("  (at most \(maxConcurrency) bars at once: a waiting download starts the moment one ends)")
+print(
+  "  (at most \(maxConcurrency) running at once: a waiting download starts the moment one ends)"
+)

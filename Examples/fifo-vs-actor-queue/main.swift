@@ -116,7 +116,12 @@ fifo.enqueue {
   let end = await slowCall(fifoStory)
   await fifoJournal.write("finish 1 slow", at: end, on: fifoStory)
 }
+let enqueuedAt = fifoStory.now
 fifo.enqueue {
+  // Job 2 was in line from the moment it was enqueued until job 1 ended: its wait, drawn.
+  if fifoStory.now > enqueuedAt {
+    await fifoJournal.write("waiting 2 quick", at: enqueuedAt, on: fifoStory)
+  }
   await fifoJournal.write("start 2 quick", on: fifoStory)
   await fifoJournal.write("finish 2 quick", on: fifoStory)
 }

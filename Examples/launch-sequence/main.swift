@@ -135,17 +135,31 @@ func stamp(_ time: Duration) -> String {
   return "[\(String(repeating: " ", count: max(0, 3 - milliseconds.count)))\(milliseconds) ms]"
 }
 // The clock moves only while a step runs, so each step starts when the one before it ended.
+// Each launch adds its steps at once: every step but the first waits in line from then.
 var start = Duration.zero
+let firstOfLaunch: Set<Int> = [0, queued.count]
+var waitingSince = Duration.zero
+var history: [(at: Duration, line: String)] = []
 for (index, record) in sequencer.history.enumerated() {
   let number = index + 1
   let end = start + record.duration
-  print("  \(stamp(start)) start \(number) \(record.name)")
+  if firstOfLaunch.contains(index) { waitingSince = start }
+  history.append((start, "start \(number) \(record.name)"))
+  if !firstOfLaunch.contains(index) {
+    history.append((waitingSince, "waiting \(number) \(record.name)"))
+  }
   switch record.outcome {
-  case .completed: print("  \(stamp(end)) finish \(number) \(record.name): completed")
+  case .completed: history.append((end, "finish \(number) \(record.name): completed"))
   case .skipped:
-    print("  \(stamp(end)) dropped \(number) \(record.name): skipped (shouldRun() said no)")
-  case .cancelled: print("  \(stamp(end)) cancelled \(number) \(record.name): cancelled")
-  case .timedOut: print("  \(stamp(end)) error \(number) \(record.name): timed out")
+    history.append((end, "dropped \(number) \(record.name): skipped (shouldRun() said no)"))
+  case .cancelled: history.append((end, "cancelled \(number) \(record.name): cancelled"))
+  case .timedOut: history.append((end, "error \(number) \(record.name): timed out"))
   }
   start = end
+}
+// In the order of their times; at one time, in the order they happened.
+for entry in history.enumerated().sorted(by: {
+  ($0.element.at, $0.offset) < ($1.element.at, $1.offset)
+}) {
+  print("  \(stamp(entry.element.at)) \(entry.element.line)")
 }

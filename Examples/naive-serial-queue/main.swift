@@ -64,14 +64,60 @@ let scenario = NotesScenario(
   failingCall: 5
 )
 
+// `--from-tasks`: version 1's calls come from a Task {} each, as an app's would (the first
+// exercise of the lesson).
+let fromTasks = CommandLine.arguments.dropFirst().contains("--from-tasks")
 print("Version 1: in order, but a job can return neither its answer nor its error.")
-let service1 = scenario.makeService()
-let log1 = ActivityLog()
+if fromTasks { print("  (--from-tasks: each call from a Task {} of its own)") }
+// Told on a story clock: each call takes its latency of the story's time, and the story moves
+// the clock to the call's end once it waits, so the times are the same on every run.
+let story = StoryClock()
+let service1 = NotesScenario(
+  seed: scenario.seed,
+  latency: scenario.latency,
+  failingCall: scenario.failingCall,
+  clock: story
+).makeService()
+let log1 = ActivityLog(clock: story)
 let queue1 = NaiveQueue1()
-for call in 1...7 {
-  await queue1.enqueue { _ = try? await service1.perform(call, log: log1) }
+let (ends, ended) = AsyncStream.makeStream(of: Void.self)
+let teller = Task {
+  // One call at a time runs: the clock moves to its end, then on to the next call's.
+  var endings = ends.makeAsyncIterator()
+  for _ in 1...7 {
+    try await story.advance(whenSleeping: 1)
+    _ = await endings.next()
+  }
 }
-for entry in log1.entries { print("  \(entry)") }
+if fromTasks {
+  // Each task does a moment of other work first, as tasks in an app do: the later the call in
+  // the code, the less work (50 ms apart), so the tasks reach the queue in the other order.
+  let tasks = (1...7).map { call in
+    Task {
+      try? await Task.sleep(for: .milliseconds(50 * (7 - call)))
+      await queue1.enqueue {
+        _ = try? await service1.perform(call, log: log1)
+        ended.yield()
+      }
+    }
+  }
+  for task in tasks { await task.value }
+} else {
+  for call in 1...7 {
+    await queue1.enqueue {
+      _ = try? await service1.perform(call, log: log1)
+      ended.yield()
+    }
+  }
+}
+try await teller.value
+for entry in log1.entries {
+  let milliseconds = "\(Int((entry.elapsed ?? .zero) / .milliseconds(1)))"
+  print(
+    "  [\(String(repeating: " ", count: max(0, 4 - milliseconds.count)))\(milliseconds) ms] \(entry)"
+  )
+}
+print("Verdict: \(log1.verdict)")
 print("  Call 5 failed, yet its caller saw its enqueue return like every other.")
 
 print("Version 3: results and errors come back to the caller, typed through Any.")

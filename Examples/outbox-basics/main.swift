@@ -99,6 +99,10 @@ try outbox.start(
   try await clock.sleep(for: serverTime)
   try server.receive(envelope)
 }
+// One line: the head goes first, every later message waits behind it, as the picture draws.
+for sequence in stride(from: 2, through: outbox.pendingCount, by: 1) {
+  print("  \(stamp(clock.now.offset)) waiting #\(sequence): in line behind #\(sequence - 1)")
+}
 // The dead letter's event says whether the line waits at it.
 var lineWaits = false
 try await show {
@@ -108,15 +112,16 @@ try await show {
 }
 if !lineWaits { try await show { $0 == .delivered(id: $0.id, sequence: 5) } }
 
-print("")
-print("Pending: \(outbox.pendingCount), dead letters: \(outbox.deadLetterCount).")
+// Still the same run, indented: the picture draws #4 and #5 waiting until the drop.
+print("  Pending: \(outbox.pendingCount), dead letters: \(outbox.deadLetterCount).")
 if lineWaits {
-  print("The line waits at the dead letter, so #4 and #5 cannot overtake #3.")
+  print("  The line waits at the dead letter, so #4 and #5 cannot overtake #3.")
 } else {
-  print("The line went on past the dead letter: #4 and #5 were delivered while #3 waits aside.")
+  print("  The line went on past the dead letter: #4 and #5 were delivered while #3 waits aside.")
 }
 for letter in try await outbox.deadLetters() {
-  print("Dropping dead letter #\(letter.sequence): \(letter.message.map { "\($0)" } ?? "?")")
+  let message = letter.message.map { "\($0)" } ?? "?"
+  print("  \(stamp(clock.now.offset)) Dropping dead letter #\(letter.sequence): \(message)")
   try await outbox.dropDeadLetter(id: letter.id)
 }
 if lineWaits { try await show { $0 == .delivered(id: $0.id, sequence: 5) } }

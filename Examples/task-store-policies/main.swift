@@ -15,6 +15,13 @@ final class Timeline {
   var now = 0
 }
 
+/// The store's events, as the listener heard them, and when each dropped task was dropped.
+@MainActor
+final class Heard {
+  var events: [TaskStoreEvent<String>] = []
+  var droppedAt: [UInt64: Int] = [:]
+}
+
 /// What happened to one tap.
 @MainActor
 final class Tap {
@@ -23,17 +30,24 @@ final class Tap {
   var startedAt: Int?
   var cancelledAt: Int?
   var endedAt: Int?
+  /// When the store dropped it, from its `ended ...: dropped` event: at once (`.dropNew`), or
+  /// later, when a newer tap took its place in line (`.keepLatest`).
+  var droppedAt: Int?
 
   init(number: Int, tappedAt: Int) {
     self.number = number
     self.tappedAt = tappedAt
   }
 
-  /// `·` waiting, `█` saving, `░` rolling back after cancellation, then `✓` or `✗`.
+  /// `·` waiting, `█` saving, `░` rolling back after cancellation, then `✓` or `✗`; a dropped
+  /// tap's `-` where the store dropped it, after the time it waited in line.
   func row(joined: Bool, dropped: Bool) -> String {
     (0..<steps).map { index -> String in
       if index < tappedAt { return " " }
-      if dropped { return index == tappedAt ? "-" : " " }
+      if dropped {
+        let at = droppedAt ?? tappedAt
+        return index < at ? "·" : index == at ? "-" : " "
+      }
       if joined { return index == tappedAt ? "↑" : " " }
       let start = startedAt ?? Int.max
       let end = endedAt ?? Int.max
@@ -59,6 +73,15 @@ for policy in policies {
   let store = TaskStore<String>()
   let events = store.events()
   var taps: [Tap] = []
+  // The store's events as they happen, with the step each was heard at: a dropped tap's row
+  // shows how long it waited in line before the store dropped it.
+  let heard = Heard()
+  let listener = Task { @MainActor in
+    for await event in events {
+      heard.events.append(event)
+      if case .ended(_, let task, .dropped) = event { heard.droppedAt[task] = timeline.now }
+    }
+  }
   var handles: [TaskStoreTask<Int>] = []
   for current in 0..<steps {
     timeline.now = current
@@ -97,6 +120,8 @@ for policy in policies {
     for _ in 0..<200 { await Task.yield() }
     extra += 1
   }
+  listener.cancel()
+  for tap in taps { tap.droppedAt = heard.droppedAt[UInt64(tap.number)] }
   print("")
   print(".\(policy)")
   for (tap, handle) in zip(taps, handles) {
@@ -113,7 +138,9 @@ for policy in policies {
       summary = tap.startedAt == nil ? "cancelled before it started" : "cancelled"
     case .dropped:
       dropped = true
-      summary = "dropped"
+      summary =
+        (tap.droppedAt ?? tap.tappedAt) > tap.tappedAt
+        ? "dropped: a newer tap took its place in line" : "dropped"
     }
     print("  tap \(tap.number) │\(tap.row(joined: joined, dropped: dropped))│ \(summary)")
   }
@@ -121,14 +148,12 @@ for policy in policies {
     // The store's own account of the same run: three starts, three ends. The store numbers its
     // tasks in the order they were added, so task #N is tap N, whose record says when.
     print("  the store's events, and when each cancelled save began to roll back:")
-    var iterator = events.makeAsyncIterator()
     func tap(numbered task: UInt64) -> Tap? {
       taps.first { UInt64($0.number) == task }
     }
     // With the moment each cancelled save began to roll back, from its tap's record.
     var lines: [(step: Int, text: String)] = []
-    for _ in 0..<6 {
-      guard let event = await iterator.next() else { break }
+    for event in heard.events.prefix(6) {
       let step: Int?
       switch event {
       case .started(_, let task): step = tap(numbered: task)?.startedAt

@@ -163,18 +163,23 @@ struct DemoCommand: AsyncParsableCommand {
         for sentence in run.consequences { print("  " + paint.red(sentence)) }
       }
     }
-    guard runs.count > 1 else { return }
-    print("")
-    print(paint.bold("== In short"))
-    let width = strategies.map(\.rawValue.count).max() ?? 0
-    for (run, strategy) in zip(runs, strategies) {
-      let wrong = run.consequences.count
-      let answers = wrong == 0 ? "every answer as in order" : "\(wrong) of 7 answers wrong"
-      let line =
-        "  \(strategy.rawValue.padding(toLength: width, withPad: " ", startingAt: 0))  "
-        + "\(run.inOrder ? "in order    " : "out of order")  \(answers)"
-      print(wrong == 0 && run.inOrder ? paint.green(line) : paint.red(line))
+    if runs.count > 1 {
+      print("")
+      print(paint.bold("== In short"))
+      let width = strategies.map(\.rawValue.count).max() ?? 0
+      for (run, strategy) in zip(runs, strategies) {
+        let wrong = run.consequences.count
+        let answers = wrong == 0 ? "every answer as in order" : "\(wrong) of 7 answers wrong"
+        let line =
+          "  \(strategy.rawValue.padding(toLength: width, withPad: " ", startingAt: 0))  "
+          + "\(run.inOrder ? "in order    " : "out of order")  \(answers)"
+        print(wrong == 0 && run.inOrder ? paint.green(line) : paint.red(line))
+      }
     }
+    // Where a newcomer goes next: the course tells this story first, then fixes it.
+    print("")
+    print("Why this happens and how to put it back in order: the course, lesson by lesson,")
+    print("starting at docs/course/01-why-order.md (all lessons: docs/course/README.md).")
   }
 }
 

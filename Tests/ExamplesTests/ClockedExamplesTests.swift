@@ -13,6 +13,10 @@ struct ClockedExamplesTests {
         [ 0 ms] start 2 download
         [ 0 ms] start 3 download
         [ 0 ms] start 4 download
+        [ 0 ms] waiting 5 download
+        [ 0 ms] waiting 6 download
+        [ 0 ms] waiting 7 download
+        [ 0 ms] waiting 8 download
         [25 ms] finish 2 download: 25 ms
         [25 ms] start 5 download
         [30 ms] finish 4 download: 30 ms
@@ -25,7 +29,7 @@ struct ClockedExamplesTests {
         [55 ms] finish 3 download: 55 ms
         [65 ms] finish 6 download: 35 ms
         [90 ms] finish 8 download: 45 ms
-        (at most 4 bars at once: a waiting download starts the moment one ends)
+        (at most 4 running at once: a waiting download starts the moment one ends)
       """
     #expect(output.contains(expected + "\n"))
   }

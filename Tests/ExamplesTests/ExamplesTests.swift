@@ -47,8 +47,13 @@ struct ExamplesTests {
   @Test("naive-serial-queue: the three versions and what each lacks")
   func naiveSerialQueue() async throws {
     let output = try await runExample("naive-serial-queue")
-    #expect(tasks("error", in: output) == [5])
+    #expect(
+      output.contains("  [ 880 ms] error 5 updateNote: injected failure: call 1 of updateNote")
+    )
     #expect(output.contains("yet its caller saw its enqueue return like every other"))
+    // Version 1 on the story clock: one call at a time, each from the end of the one before.
+    #expect(output.contains("  [   0 ms] start 1 fetchNotes\n  [  20 ms] finish 1 fetchNotes"))
+    #expect(output.contains("  [1400 ms] finish 7 deleteNote: deleted note 2\nVerdict: in order"))
     #expect(output.contains("call 5 threw: injected failure: call 1 of updateNote"))
     #expect(output.contains("cancelled caller got: Optional(\"ran anyway\")"))
     #expect(output.contains("deadlocked"))
@@ -124,6 +129,7 @@ struct ExamplesTests {
         """
         SerialQueue, the same two jobs:
           [ 0 ms] start 1 slow
+          [ 0 ms] waiting 2 quick
           [50 ms] finish 1 slow
           [50 ms] start 2 quick
           [50 ms] finish 2 quick
@@ -260,8 +266,7 @@ struct ExamplesTests {
           [380 ms] delivered #2
           [380 ms] delivering #3
           [400 ms] dead letter #3: 404: the server has no note 7 (line stopped)
-
-        Pending: 2, dead letters: 1.
+          Pending: 2, dead letters: 1.
         """
       )
     )
@@ -301,10 +306,15 @@ struct ExamplesTests {
         separatedBy: "History, one step at a time, in order, with the clock's time:\n"
       ).last
     )
-    // On the injected clock: 30 ms per modal read, the 120 ms timeout, a logout 10 ms in.
+    // On the injected clock: 30 ms per modal read, the 120 ms timeout, a logout 10 ms in; each
+    // launch's later steps wait in line from the moment it added them.
     #expect(
       history == """
           [  0 ms] start 1 AppUpgradeNudgeStep
+          [  0 ms] waiting 2 PasscodeStep
+          [  0 ms] waiting 3 RemoveLaunchScreenStep
+          [  0 ms] waiting 4 DeepLinkStep
+          [  0 ms] waiting 5 WhatsNewStep
           [ 30 ms] finish 1 AppUpgradeNudgeStep: completed
           [ 30 ms] start 2 PasscodeStep
           [ 60 ms] finish 2 PasscodeStep: completed
@@ -315,6 +325,7 @@ struct ExamplesTests {
           [ 60 ms] start 5 WhatsNewStep
           [180 ms] error 5 WhatsNewStep: timed out
           [180 ms] start 6 AppUpgradeNudgeStep
+          [180 ms] waiting 7 PasscodeStep
           [210 ms] finish 6 AppUpgradeNudgeStep: completed
           [210 ms] start 7 PasscodeStep
           [220 ms] cancelled 7 PasscodeStep: cancelled
@@ -350,7 +361,14 @@ struct ExamplesTests {
     #expect(outcomes("enqueue") == ["saved", "saved", "saved"])
     #expect(outcomes("concurrent(limit: 2)") == ["saved", "saved", "saved"])
     #expect(outcomes("dropNew") == ["saved", "dropped", "dropped"])
-    #expect(outcomes("keepLatest") == ["saved", "dropped", "saved"])
+    #expect(
+      outcomes("keepLatest") == ["saved", "dropped: a newer tap took its place in line", "saved"]
+    )
+    // keepLatest's tap 2 waits in line (10 ms) until tap 3 replaces it; dropNew's never waits.
+    #expect(
+      output.contains(".keepLatest\n  tap 1 │██████✓                 │ saved\n  tap 2 │  ··-")
+    )
+    #expect(output.contains(".dropNew\n  tap 1 │██████✓                 │ saved\n  tap 2 │  -  "))
     #expect(
       outcomes("joinExisting") == [
         "saved", "joined tap 1: got its result", "joined tap 1: got its result",

@@ -247,9 +247,15 @@ struct DemoFirstLookTests {
     // wrong depends on how the calls were scheduled, so only the lines' shape is checked.
     let summary = try #require(text.components(separatedBy: "== In short\n").last)
     let lines = summary.split(separator: "\n")
-    #expect(lines.count == 4)
+    #expect(lines.count == 6)
     #expect(lines[0].hasPrefix("  unordered   ") && lines[1].hasPrefix("  actor       "))
     #expect(lines[2] == "  sequential  in order      every answer as in order")
     #expect(lines[3] == "  serial      in order      every answer as in order")
+    // It ends by sending a newcomer to the course's first lesson, a file that exists.
+    #expect(lines[5].hasPrefix("starting at docs/course/01-why-order.md"))
+    let root = URL(fileURLWithPath: #filePath)
+      .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+    let lesson = root.appendingPathComponent("docs/course/01-why-order.md")
+    #expect(FileManager.default.fileExists(atPath: lesson.path))
   }
 }

@@ -20,6 +20,19 @@
   var current = 1;
   var timer = null;
 
+  // Opened from a clone, the lesson link would show its Markdown as raw text: go back to the
+  // page the learner came from (the lesson, read on the repository's web page or in a viewer),
+  // or, for a player opened on its own, say which file the lesson is.
+  var lessonLink = document.getElementById("lesson-link");
+  var lessonNote = document.getElementById("lesson-note");
+  if (lessonLink && location.protocol === "file:") {
+    lessonLink.addEventListener("click", function (event) {
+      event.preventDefault();
+      if (history.length > 1) { history.back(); return; }
+      if (lessonNote) { lessonNote.hidden = false; }
+    });
+  }
+
   function show(frame) {
     current = Math.max(1, Math.min(last, frame));
     var x = stepX[current - 1];

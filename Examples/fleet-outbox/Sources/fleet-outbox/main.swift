@@ -77,6 +77,7 @@ func record(
 
 // MARK: - One worker
 
+// course: the worker
 /// Delivers as an `OutboxService` in a `ServiceGroup` until SIGTERM: the service then takes no
 /// new message, lets the delivery in flight finish (up to 10 seconds), and releases its keys.
 ///
@@ -119,6 +120,9 @@ func work(name: String, limit: Int, url: String, schema: String) async throws ->
         try await Task.sleep(for: .milliseconds(200))
       }
     }
+    // Each change takes the receiver a moment, as a call to another service would: long enough
+    // that a worker's run of deliveries shows as a bar in the picture, not a sliver.
+    try await Task.sleep(for: .milliseconds(60))
     try await client.withTransaction(logger: quiet) { connection in
       try await connection.query(
         "INSERT INTO receiver_applied (id) VALUES (\(envelope.id)) ON CONFLICT DO NOTHING",
@@ -139,6 +143,7 @@ func work(name: String, limit: Int, url: String, schema: String) async throws ->
   await outbox.close()
   exit(0)
 }
+// course end: the worker
 
 // MARK: - The story
 
@@ -289,6 +294,7 @@ func story() async throws {
   say("(#13-#18) get 6 changes each, a line per key.")
   say()
 
+  // course: the story
   // A delivers two keys at most, so that B, started once A holds two, takes the third.
   let a = try startWorker("A", limit: 2, url: url, schema: schema)
   func append(_ index: Int) async throws {
@@ -339,6 +345,7 @@ func story() async throws {
         ? "finished #16 and exited" : "exited with \(b.terminationStatus)")
       + "; C delivered the rest and stopped on its own SIGTERM."
   )
+  // course end: the story
   say()
 
   var entries: [Entry] = []
