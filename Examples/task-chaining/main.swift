@@ -19,20 +19,59 @@ actor Chain {
   }
 }
 
-let service = NotesScenario(
+let scenario = NotesScenario(
   seed: 3,
   latency: .milliseconds(20) ... .milliseconds(380),
   failingCall: 5
-).makeService()
+)
+let service = scenario.makeService()
 let chain = Chain()
 
 print("Task chaining: each call added to the chain in turn; call 5 fails.")
-let log = ActivityLog()
+// Told on a story clock: each call takes its latency of the story's time, so the times are the
+// same on every run. Every job's task exists from the moment it is added, waiting for the one
+// before it: the picture draws that wait.
+let story = StoryClock()
+let clocked = NotesScenario(
+  seed: scenario.seed,
+  latency: scenario.latency,
+  failingCall: scenario.failingCall,
+  clock: story
+).makeService()
+let log = ActivityLog(clock: story)
+let (ends, ended) = AsyncStream.makeStream(of: Void.self)
 for call in 1...7 {
-  await chain.add { try await service.perform(call, log: log) }
+  await chain.add {
+    defer { ended.yield() }
+    try await clocked.perform(call, log: log)
+  }
 }
+/// One call at a time sleeps on the clock: moves it to that call's end, seven times.
+func tell(_ story: StoryClock, ends: AsyncStream<Void>) async throws {
+  var endings = ends.makeAsyncIterator()
+  for _ in 1...7 {
+    try await story.advance(whenSleeping: 1)
+    _ = await endings.next()
+  }
+}
+try await tell(story, ends: ends)
 await chain.waitForLast()
-for entry in log.entries { print("  \(entry)") }
+/// `[ 20 ms]`: a time on the story clock.
+func stamp(_ elapsed: Duration?) -> String {
+  let milliseconds = "\(Int((elapsed ?? .zero) / .milliseconds(1)))"
+  return "[\(String(repeating: " ", count: max(0, 4 - milliseconds.count)))\(milliseconds) ms]"
+}
+// Each call but the first waited from the moment it was added (0 ms) until it started.
+var lines: [(at: Duration, text: String)] = log.entries.map { ($0.elapsed ?? .zero, "\($0)") }
+let waits = log.entries.filter { entry in
+  guard case .start = entry.kind else { return false }
+  return entry.call > 1
+}
+lines.insert(
+  contentsOf: waits.map { (Duration.zero, "waiting \($0.call) \($0.operation)") },
+  at: 1
+)
+for line in lines { print("  \(stamp(line.at)) \(line.text)") }
 print("Verdict: \(log.verdict)")
 
 print("Its limits:")

@@ -13,9 +13,14 @@ func runExample(_ name: String) async throws -> String {
   return result.stdout
 }
 
-/// The call number of a log line (`start 3 createNote`, `finish task 3 …`) and its kind.
+/// The call number of a log line (`start 3 createNote`, `finish task 3 …`, or with its time on
+/// a story clock first, `[ 20 ms] finish 1 …`) and its kind.
 private func event(_ line: Substring) -> (kind: Substring, number: Int)? {
-  let words = line.split(separator: " ")
+  var text = line.drop { $0 == " " }
+  if text.hasPrefix("["), text.contains(" ms]"), let close = text.firstIndex(of: "]") {
+    text = text[text.index(after: close)...]
+  }
+  let words = text.split(separator: " ")
   guard words.count >= 2 else { return nil }
   if let number = Int(words[1]) { return (words[0], number) }
   if words.count >= 3, words[1] == "task", let number = Int(words[2]) { return (words[0], number) }

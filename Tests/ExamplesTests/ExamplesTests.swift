@@ -47,6 +47,7 @@ struct ExamplesTests {
   @Test("naive-serial-queue: the three versions and what each lacks")
   func naiveSerialQueue() async throws {
     let output = try await runExample("naive-serial-queue")
+    #expect(tasks("error", in: output) == [5])
     #expect(
       output.contains("  [ 880 ms] error 5 updateNote: injected failure: call 1 of updateNote")
     )
@@ -105,6 +106,9 @@ struct ExamplesTests {
     #expect(timeline(of: output).prefix(14) == sequentialTimeline[...])
     #expect(output.contains("Verdict: in order"))
     #expect(output.contains("the job after the failing one ran (2 log entries)"))
+    // On the story clock: every chained task waits from the start for the one before it.
+    #expect(output.contains("  [   0 ms] start 1 fetchNotes\n  [   0 ms] waiting 2 fetchNote\n"))
+    #expect(output.contains("  [1260 ms] start 7 deleteNote\n  [1400 ms] finish 7 deleteNote"))
   }
 
   @Test("fifo-vs-actor-queue: both queues keep the counter in order; starts vs ends differ")

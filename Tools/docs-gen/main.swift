@@ -410,6 +410,38 @@ func picture(of example: String, from: String?) throws -> TimelinePicture {
   return picture
 }
 
+/// Refuses a lesson of the course with no picture: every lesson draws the run it teaches, and
+/// beside it, its run player.
+func checkLessonHasPicture(_ text: String, in file: String) throws {
+  let name = String(file.split(separator: "/").last ?? "")
+  guard file.hasPrefix("docs/course/"), name.first?.isNumber == true, name.hasSuffix(".md")
+  else { return }
+  guard text.contains("<!-- orderly:picture ") else {
+    throw DocsGenError(
+      description: "\(file): a lesson with no picture; draw the run it teaches with "
+        + "`<!-- orderly:picture EXAMPLE [SECTION] -->` (and `<!-- orderly:end -->`)"
+    )
+  }
+}
+
+/// Refuses a picture or a run player in `docs/course` that no marker draws any more (a lesson
+/// renamed or split would leave its old files behind, still linked from nowhere).
+func checkNoStrayPictures(written: Set<String>) throws {
+  for folder in ["docs/course/pictures", "docs/course/players"] {
+    let names =
+      (try? FileManager.default.contentsOfDirectory(
+        atPath: root.appendingPathComponent(folder).path
+      )) ?? []
+    for name in names.sorted() where name.hasSuffix(".svg") || name.hasSuffix(".html") {
+      guard written.contains("\(folder)/\(name)") else {
+        throw DocsGenError(
+          description: "\(folder)/\(name): no picture marker draws it any more; delete it"
+        )
+      }
+    }
+  }
+}
+
 /// A section's heading as a run's name: `Straight at the service: seven calls...` names the run
 /// `straight at the service`.
 func sectionName(_ heading: String) -> String {
@@ -748,11 +780,13 @@ do {
       throw DocsGenError(description: "cannot read \(file)")
     }
     if file.contains(".docc/") { try checkSamplesCompiled(text, in: file) }
+    try checkLessonHasPicture(text, in: file)
     let (filled, regions, pictures) = try fill(text, in: file)
     if regions > 0 { changes.append(Change(file: file, what: "regions", content: filled)) }
     changes += pictures
   }
   if arguments.isEmpty {
+    try checkNoStrayPictures(written: Set(changes.map(\.file)))
     changes.append(
       Change(
         file: "Modules/OrderlyCLI/Gallery.swift",

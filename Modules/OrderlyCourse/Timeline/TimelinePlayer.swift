@@ -13,7 +13,7 @@ extension TimelinePicture {
   /// appears when it ends. The last frame is the static picture.
   ///
   /// - Parameters:
-  ///   - title: The page's heading, as in `Lesson 9: the outbox`.
+  ///   - title: The page's heading, as in `Lesson 13: An outbox`.
   ///   - back: Where the link under the player leads (the lesson), and its words. Opened from
   ///     a clone (`file:`), where that link would show raw Markdown, `player.js` goes back to
   ///     the page the learner came from instead, or, for a player opened on its own, names the
