@@ -39,6 +39,24 @@ extension Outbox {
   }
 }
 
+extension Outbox {
+  /// The audit trail, with the messages held and the numbers handed out, read in one
+  /// transaction: what ``OutboxAuditTrail/audit(key:)`` checks.
+  ///
+  /// - Returns: The trail, or `nil` if no delivery of this file ever started with
+  ///   `OutboxDeliveryOptions.audit` on.
+  /// - Throws: `OutboxError.busy(path:waited:)` or `OutboxError.closed(path:)`.
+  public func auditTrail() async throws(OutboxError) -> OutboxAuditTrail? {
+    try enterDatabase()
+    defer { leaveDatabase() }
+    do {
+      return try await database.read { db in try OutboxAuditStore.trail(db) }
+    } catch {
+      throw failure(error)
+    }
+  }
+}
+
 extension OutboxStore {
   /// Every key that has pending messages, dead letters or a pause.
   static func keys(_ db: Database) throws -> [OutboxKey] {

@@ -487,7 +487,22 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// The lines this outbox delivers now (a turn under way or enqueued); no leases, no fences.
   public var delivererStatistics: DelivererStatistics {
     state.withLock(announcingTo: self) { state in
-      DelivererStatistics(keysHeld: state.scheduled.union(state.delivering.keys).count)
+      var statistics = DelivererStatistics(
+        keysHeld: state.scheduled.union(state.delivering.keys).count
+      )
+      statistics.orderRefusals.outOfOrder = state.refusedOutOfOrder
+      return statistics
+    }
+  }
+
+  /// Counts an acknowledgement the store refused as out of order (never expected: a defect
+  /// kept from committing), and ends the line's turn without rescheduling it (a defect that
+  /// repeats does not spin): the line is delivered again from its first message when it is
+  /// next scheduled (an append, a look at the file, a new start).
+  func refusedOutOfOrder(_ partition: String?) {
+    state.withLock(announcingTo: self) { state in
+      state.refusedOutOfOrder += 1
+      state.delivering[partition] = nil
     }
   }
 

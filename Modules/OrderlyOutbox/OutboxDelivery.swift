@@ -16,6 +16,8 @@ struct DeliverySettings<Message: Codable & Sendable>: Sendable {
   let pollInterval: Duration
   /// The loop each line's turn runs.
   let runner: LineRunner<Message>
+  /// The audit trail: whether attempts are written, and how long rows are kept.
+  let audit: OutboxAuditOptions
 }
 
 /// What an outbox keeps in memory, behind its lock.
@@ -57,6 +59,10 @@ struct OutboxState<Message: Codable & Sendable>: Sendable {
   /// The file's `data_version` when the watcher last looked: it changes when another
   /// connection commits.
   var dataVersion: Int?
+  /// Acknowledgements the store refused as out of order (``DelivererStatistics/orderRefusals``).
+  var refusedOutOfOrder = 0
+  /// When this outbox last pruned its audit trail.
+  var auditPruned: Date?
   /// Why recording a delivery failed, while the outbox retries that write: a new
   /// ``Outbox/waitUntilDelivered()`` call throws it at once.
   var recordFailure: OutboxError?
@@ -128,6 +134,9 @@ public struct OutboxDeliveryOptions: DeliveryOptions {
   /// How often the outbox looks for other processes' appends, and for the deliverer lock while
   /// it waits for it; 1 second by default.
   public var pollInterval: Duration
+  /// Whether each delivery attempt is recorded in the file's audit trail, and for how long;
+  /// off by default. `orderly outbox audit` checks the trail: see the operator article.
+  public var audit: OutboxAuditOptions = .off
 
   /// Options with the given values; each has the default `start` uses.
   ///
@@ -302,7 +311,8 @@ extension Outbox {
       lines: KeyedSerialQueue<String?>(name: "outbox", limit: options.limit),
       onDeadLetter: options.onDeadLetter,
       pollInterval: options.pollInterval,
-      runner: LineRunner(rule: rule, options: options, handler: deliver, onBadCount: { _, _ in })
+      runner: LineRunner(rule: rule, options: options, handler: deliver, onBadCount: { _, _ in }),
+      audit: options.audit
     )
     let whenDeliveredElsewhere = options.whenDeliveredElsewhere
     try state.withLock(announcingTo: self) { (state) throws(OutboxError) in
@@ -795,7 +805,9 @@ extension Outbox {
         && !state.stoppedLines.contains(partition)
     }
     guard proceed, !Task.isCancelled else { return }
-    let end = await settings.runner.run(OutboxLine(outbox: self, partition: partition))
+    let end = await settings.runner.run(
+      OutboxLine(outbox: self, partition: partition, audit: settings.audit)
+    )
     state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
     if end == .yielded { schedule(partition) }
   }

@@ -14,9 +14,13 @@ import OrderlyOutboxCore
 struct OutboxLine<Message: Codable & Sendable>: LineStore {
   let outbox: Outbox<Message>
   let partition: String?
+  /// The audit trail's options, as delivery started.
+  let audit: OutboxAuditOptions
 
   /// A file outbox has one deliverer (its lock), not leases: no fence.
   var fence: Int64? { nil }
+
+  var audits: Bool { audit.isOn }
 
   func halt() -> LineHalt? {
     if Task.isCancelled { return .settle }
@@ -36,11 +40,13 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     deliveries + 1 >= Outbox<Message>.burst
   }
 
-  func claim(upTo limit: Int) async -> LineStep {
+  func claim(upTo limit: Int, recording attempts: [AuditAttempt]) async -> LineStep {
     let (outbox, partition) = (outbox, partition)
+    let trail = auditing(attempts)
     do {
       let claimed = try await outbox.database.write { db in
-        try outbox.claimHeads(of: partition, upTo: limit, in: db)
+        try trail(db, [])
+        return try outbox.claimHeads(of: partition, upTo: limit, in: db)
       }
       return claimed.isEmpty ? .end(.empty) : .deliver(claimed)
     } catch {
@@ -73,12 +79,22 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     _ delivered: [ClaimedHead],
     givingBack: [ClaimedHead],
     then next: NextTake,
+    recording attempts: [AuditAttempt],
     announce: @escaping @Sendable () -> Void
   ) async throws -> LineStep {
     let (outbox, partition) = (outbox, partition)
     let limit: Int? = if case .upTo(let limit) = next { limit } else { nil }
-    let taken = try await written { db -> [ClaimedHead] in
-      for message in delivered { try OutboxStore.delete(db, sequence: message.sequence) }
+    let trail = auditing(attempts)
+    let taken = try await written { db -> [ClaimedHead]? in
+      // Refused if the messages are not the line's first: that would break its order.
+      guard try OutboxStore.areFirst(db, delivered.map(\.sequence), of: partition) else {
+        return nil
+      }
+      var removed: Set<Int64> = []
+      for message in delivered {
+        if try OutboxStore.delete(db, sequence: message.sequence) { removed.insert(message.sequence) }
+      }
+      try trail(db, removed)
       for message in givingBack {
         try OutboxStore.recordAttempts(
           db,
@@ -94,6 +110,10 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
       }
       guard let limit else { return [] }
       return try outbox.claimHeads(of: partition, upTo: limit, in: db)
+    }
+    guard let taken else {
+      outbox.refusedOutOfOrder(partition)
+      return .end(.stopped)
     }
     let waiters = outbox.state.withLock(announcingTo: outbox) { state in
       if limit != nil, taken.isEmpty { state.delivering[partition] = nil }
@@ -116,11 +136,14 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     attempts: Int,
     reason: String,
     stopsLine stops: Bool,
+    recording: [AuditAttempt],
     announce: @escaping @Sendable () -> Void
   ) async throws -> LineStep {
     let (outbox, partition) = (outbox, partition)
+    let trail = auditing(recording)
     let behind = try await written { db -> Int in
       try OutboxStore.kill(db, sequence: message.sequence, attempts: attempts, reason: reason)
+      try trail(db, [])
       db.afterNextTransaction { _ in
         outbox.state.withLock(announcingTo: outbox) { state in
           state.pending -= 1
@@ -166,6 +189,37 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     // Cancelled by stop(): the sleep ends at once.
     try? await outbox.clock.sleep(for: delay)
     return !outbox.isStopping
+  }
+
+  /// Writes attempts on their own; a failure is logged by the outbox's failure path only (the
+  /// trail then misses them).
+  func recordAudit(_ attempts: [AuditAttempt]) async {
+    let trail = auditing(attempts)
+    _ = try? await written { db in try trail(db, []) }
+  }
+
+  /// What a write transaction does for the audit trail: marks it begun, writes `attempts`
+  /// (a delivered one only if the transaction removed its message), and prunes rows past the
+  /// retention, at most every 10 minutes and a batch at a time. Nothing when it is off.
+  private func auditing(
+    _ attempts: [AuditAttempt]
+  ) -> @Sendable (Database, _ removed: Set<Int64>) throws -> Void {
+    guard audit.isOn else { return { _, _ in } }
+    let (outbox, retention) = (outbox, audit.retention)
+    let now = Date()
+    let prune = outbox.state.withLock(announcingTo: outbox) { state -> Bool in
+      guard now.timeIntervalSince(state.auditPruned ?? .distantPast) >= 600 else { return false }
+      state.auditPruned = now
+      return true
+    }
+    return { db, removed in
+      try OutboxAuditStore.begin(db)
+      try OutboxAuditStore.write(db, attempts, removed: removed, worker: AuditWorker.current)
+      if prune {
+        let seconds = Double(retention.components.seconds)
+        try OutboxAuditStore.prune(db, before: now.addingTimeInterval(-seconds))
+      }
+    }
   }
 
   /// Runs a write in a task of its own (a cancelled delivery still records what it did).

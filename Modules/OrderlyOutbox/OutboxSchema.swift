@@ -29,6 +29,11 @@ package enum OutboxSchema {
   /// table of its own, as the headers, so that older files gain it by a migration and messages
   /// without one cost nothing.
   static let notBeforeTable = "outbox_not_before"
+  /// The audit trail (`OutboxDeliveryOptions.audit`): a row per delivery attempt, and per dead
+  /// letter dropped, numbered in the order they were written.
+  static let auditTable = "outbox_audit"
+  /// When the audit trail began, and the first message number it answers for.
+  static let auditStartTable = "outbox_audit_start"
 
   package static let migrations = [
     DatabaseSchema.Migration(
@@ -93,6 +98,31 @@ package enum OutboxSchema {
             sequence INTEGER PRIMARY KEY,
             notBefore DOUBLE NOT NULL
           )
+          """
+      )
+    },
+    DatabaseSchema.Migration(
+      "orderly outbox 5: audit trail",
+      tables: [auditTable, auditStartTable]
+    ) { db in
+      try db.execute(
+        sql: """
+          CREATE TABLE \(auditTable) (
+            number INTEGER PRIMARY KEY AUTOINCREMENT,
+            partition TEXT,
+            sequence INTEGER NOT NULL,
+            id TEXT NOT NULL,
+            attempt INTEGER NOT NULL,
+            worker TEXT NOT NULL,
+            startedAt DOUBLE NOT NULL,
+            endedAt DOUBLE NOT NULL,
+            outcome TEXT NOT NULL
+          );
+          CREATE TABLE \(auditStartTable) (
+            id INTEGER PRIMARY KEY,
+            first INTEGER NOT NULL,
+            since DOUBLE NOT NULL
+          );
           """
       )
     },

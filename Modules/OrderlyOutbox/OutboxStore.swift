@@ -170,13 +170,29 @@ package enum OutboxStore {
     ) ?? 0
   }
 
-  static func delete(_ db: Database, sequence: Int64) throws {
+  /// Removes a delivered message; returns whether it was there.
+  @discardableResult
+  static func delete(_ db: Database, sequence: Int64) throws -> Bool {
     try db.cachedStatement(sql: "DELETE FROM \(messages) WHERE sequence = ?")
       .execute(arguments: [sequence])
+    let removed = db.changesCount > 0
     try db.cachedStatement(sql: "DELETE FROM \(headers) WHERE sequence = ?")
       .execute(arguments: [sequence])
     try db.cachedStatement(sql: "DELETE FROM \(notBefore) WHERE sequence = ?")
       .execute(arguments: [sequence])
+    return removed
+  }
+
+  /// Whether `sequences` (ascending) are the first messages of `partition`'s line: no other
+  /// message of the line comes before the last of them.
+  static func areFirst(_ db: Database, _ sequences: [Int64], of partition: String?) throws -> Bool {
+    guard let last = sequences.last else { return true }
+    let before = try Int.fetchOne(
+      db,
+      sql: "SELECT COUNT(*) FROM \(messages) WHERE partition IS ? AND sequence < ?",
+      arguments: [partition, last]
+    ) ?? 0
+    return before == sequences.count - 1
   }
 
   /// When the oldest pending message was appended, or `nil` if none is pending.
@@ -275,6 +291,7 @@ package enum OutboxStore {
   }
 
   static func drop(_ db: Database, id: UUID) throws {
+    try OutboxAuditStore.dropped(db, id: id)
     try db.execute(
       sql: """
         DELETE FROM \(headers)

@@ -162,6 +162,14 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// - Throws: An ``OutboxError`` if the store cannot be read.
   func storedMessage(id: UUID) async throws(OutboxError) -> OutboxStoredMessage?
 
+  /// The audit trail of every delivery attempt, with the messages the store holds and the
+  /// numbers it handed out, read in one transaction: for `orderly outbox audit`
+  /// (``OutboxAuditTrail/audit(key:)``).
+  ///
+  /// - Returns: The trail, or `nil` if no delivery ever started with `audit` on.
+  /// - Throws: An ``OutboxError`` if the store cannot be read.
+  func auditTrail() async throws(OutboxError) -> OutboxAuditTrail?
+
   /// What this process's delivery holds and has met since the outbox was created: keys held,
   /// lease renewals that failed, acknowledgements the fence refused. Read from memory, so it
   /// does not throw; for gauges and counters.
@@ -264,6 +272,12 @@ public struct DelivererStatistics: Sendable, Equatable {
   /// worker withheld because its lease was no longer certain. The message is
   /// delivered again by the key's next holder. Always zero for `Outbox`, which has no fences.
   public var acknowledgementsRefused: Int
+  /// Acknowledgements and moves to the dead letters that the store's own statement refused
+  /// because they would have broken order: under a fence that is no longer the key's (the
+  /// key's next holder delivers the message again), or for messages that are not the first of
+  /// their key (a message before them is still there). The second is never expected: it means
+  /// a defect that the store kept from committing. Each is also logged.
+  public var orderRefusals: OrderRefusals = OrderRefusals()
   /// Whether the deliverer is stalled: it has work (keys held, or messages it cannot rule out)
   /// and has made no progress (nothing taken, delivered, retried, set aside or renewed) for its
   /// stall limit.
@@ -298,6 +312,25 @@ public struct DelivererStatistics: Sendable, Equatable {
     self.acknowledgementsRefused = acknowledgementsRefused
     self.isStalled = isStalled
     self.stalledOn = stalledOn
+  }
+}
+
+/// Acknowledgements the store's statement refused because they would have broken order, by
+/// why (``DelivererStatistics/orderRefusals``).
+public struct OrderRefusals: Sendable, Equatable {
+  /// Refused under a fence that is no longer the key's.
+  public var staleFence: Int
+  /// Refused because a message before them in their key is still there.
+  public var outOfOrder: Int
+
+  /// Counts; zero by default.
+  ///
+  /// - Parameters:
+  ///   - staleFence: Refused under a stale fence.
+  ///   - outOfOrder: Refused as out of order.
+  public init(staleFence: Int = 0, outOfOrder: Int = 0) {
+    self.staleFence = staleFence
+    self.outOfOrder = outOfOrder
   }
 }
 

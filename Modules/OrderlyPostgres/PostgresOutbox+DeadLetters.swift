@@ -78,15 +78,25 @@ extension PostgresOutbox {
   public func dropDeadLetter(id: UUID) async throws(OutboxError) {
     try await settleDeadLetter(
       id: id,
-      query: "DELETE FROM orderly_outbox_dead_letter WHERE id = \(id) RETURNING sequence"
+      query: "DELETE FROM orderly_outbox_dead_letter WHERE id = \(id) RETURNING sequence",
+      audited: true
     )
   }
 
-  private func settleDeadLetter(id: UUID, query: PostgresQuery) async throws(OutboxError) {
+  /// Runs a dead letter's retry or drop, with, for a drop (`audited`), its row in the audit
+  /// trail when the trail has begun.
+  private func settleDeadLetter(
+    id: UUID,
+    query: PostgresQuery,
+    audited: Bool = false
+  ) async throws(OutboxError) {
     let found: Bool
     do {
       found = try await withDeadline(Self.statementLimit) { [self] in
         try await client.transaction(logger: logger) { connection in
+          if audited, try await PostgresAudit.exists(connection, logger: self.logger) {
+            try await connection.checkedQuery(PostgresAudit.dropped(id: id), logger: self.logger)
+          }
           var found = false
           for try await _ in try await connection.checkedQuery(query, logger: self.logger)
             .decode(Int64.self)

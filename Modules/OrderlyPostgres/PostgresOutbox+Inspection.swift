@@ -7,6 +7,23 @@ public import OrderlyOutboxCore
 import PostgresNIO
 
 extension PostgresOutbox {
+  /// The audit trail of every worker's delivery attempts, with the messages held and each
+  /// line's numbers handed out, read in one repeatable-read transaction: what
+  /// ``OutboxAuditTrail/audit(key:)`` checks.
+  ///
+  /// - Returns: The trail, or `nil` if no worker ever started with `audit` on.
+  /// - Throws: The database's error as an `OutboxError`.
+  public func auditTrail() async throws(OutboxError) -> OutboxAuditTrail? {
+    do {
+      // A trail of a week can be long: more time than one statement's limit.
+      return try await withDeadline(Self.statementLimit * 10) { [self] in
+        try await PostgresAudit.trail(client, logger: logger)
+      }
+    } catch {
+      throw outboxError(error, database: database)
+    }
+  }
+
   /// Every key with pending messages, dead letters or a pause, with the worker holding its
   /// lease (owner, expiry, fence), in one query: every worker's keys count.
   ///

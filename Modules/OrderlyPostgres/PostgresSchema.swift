@@ -156,7 +156,9 @@ enum PostgresSchema {
           + "check the URL's database, or start a worker to create the outbox"
       }
       if present.isEmpty {
-        for statement in create { try await connection.query(statement, logger: logger) }
+        for statement in create + PostgresAudit.create {
+          try await connection.query(statement, logger: logger)
+        }
         try await connection.query(
           "INSERT INTO orderly_outbox_schema (version) VALUES (\(version))",
           logger: logger
@@ -224,6 +226,20 @@ enum PostgresSchema {
           indexed = true
         }
         if !indexed { try await connection.query(ageIndex, logger: logger) }
+        // The audit trail's tables, missing in an outbox created before them; looked up first,
+        // as the index.
+        var audited = false
+        for try await present in try await connection.query(
+          "SELECT to_regclass('orderly_outbox_audit_start') IS NOT NULL",
+          logger: logger
+        ).decode(Bool.self) {
+          audited = present
+        }
+        if !audited {
+          for statement in PostgresAudit.create {
+            try await connection.query(statement, logger: logger)
+          }
+        }
       }
       if found < 2 {
         // Version 1 to 2: the not-before time of a message appended with one.

@@ -27,6 +27,7 @@ public import OrderlyOutboxCore
 /// | `orderly_outbox_keys_held` | gauge | | keys this process delivers now (on PostgreSQL, the lines it holds a lease on) |
 /// | `orderly_outbox_lease_renewals_failed_total` | counter | | held keys whose lease renewal failed (PostgreSQL) |
 /// | `orderly_outbox_acknowledgements_refused_total` | counter | | acknowledgements refused by the fence (PostgreSQL): the key's next holder delivers the message again |
+/// | `orderly_outbox_order_refusals_total` | counter | `reason`: `stale_fence`, `out_of_order` | acknowledgements the store's own statement refused because they would have broken order (`DelivererStatistics.orderRefusals`); `out_of_order` is never expected, and means a defect kept from committing |
 /// | `orderly_outbox_worker_stalled` | gauge | | 1 while this process's worker has work and makes no progress (PostgreSQL: `PostgresOutbox.stallAfter`), else 0 |
 ///
 /// The same names for every store: an outbox on SQLite counts its own file, one on PostgreSQL
@@ -60,6 +61,8 @@ public struct OutboxMetrics: Sendable {
   let stalled: Gauge
   let renewalsFailed: Counter
   let acknowledgementsRefused: Counter
+  let refusedStaleFence: Counter
+  let refusedOutOfOrder: Counter
   /// The deliverer's counts last recorded, so that each read adds only what is new.
   private let recorded = RecordedStatistics()
 
@@ -147,6 +150,16 @@ public struct OutboxMetrics: Sendable {
       dimensions: dimensions,
       factory: factory
     )
+    refusedStaleFence = Counter(
+      label: "orderly_outbox_order_refusals_total",
+      dimensions: dimensions + [("reason", "stale_fence")],
+      factory: factory
+    )
+    refusedOutOfOrder = Counter(
+      label: "orderly_outbox_order_refusals_total",
+      dimensions: dimensions + [("reason", "out_of_order")],
+      factory: factory
+    )
   }
 
   /// Counts an event, and sets the pending gauge.
@@ -207,9 +220,11 @@ public struct OutboxMetrics: Sendable {
   public func record(_ statistics: DelivererStatistics) {
     keysHeld.record(statistics.keysHeld)
     stalled.record(statistics.isStalled ? 1 : 0)
-    let (renewals, refusals) = recorded.advance(to: statistics)
-    if renewals > 0 { renewalsFailed.increment(by: renewals) }
-    if refusals > 0 { acknowledgementsRefused.increment(by: refusals) }
+    let grown = recorded.advance(to: statistics)
+    if grown.renewals > 0 { renewalsFailed.increment(by: grown.renewals) }
+    if grown.refusals > 0 { acknowledgementsRefused.increment(by: grown.refusals) }
+    if grown.staleFence > 0 { refusedStaleFence.increment(by: grown.staleFence) }
+    if grown.outOfOrder > 0 { refusedOutOfOrder.increment(by: grown.outOfOrder) }
   }
 
   /// Wraps a delivery closure so that each call is timed, and each delivery's time since its
@@ -278,14 +293,18 @@ private final class RecordedStatistics: Sendable {
 
   /// How much each count grew since the last call (a count that went down, from another
   /// outbox object, starts over).
-  func advance(to now: DelivererStatistics) -> (renewals: Int, refusals: Int) {
+  func advance(
+    to now: DelivererStatistics
+  ) -> (renewals: Int, refusals: Int, staleFence: Int, outOfOrder: Int) {
     last.withLock { last in
-      let renewals = now.leaseRenewalsFailed - last.leaseRenewalsFailed
-      let refusals = now.acknowledgementsRefused - last.acknowledgementsRefused
-      last = now
+      func grown(_ count: KeyPath<DelivererStatistics, Int>) -> Int {
+        let grown = now[keyPath: count] - last[keyPath: count]
+        return grown >= 0 ? grown : now[keyPath: count]
+      }
+      defer { last = now }
       return (
-        renewals >= 0 ? renewals : now.leaseRenewalsFailed,
-        refusals >= 0 ? refusals : now.acknowledgementsRefused
+        grown(\.leaseRenewalsFailed), grown(\.acknowledgementsRefused),
+        grown(\.orderRefusals.staleFence), grown(\.orderRefusals.outOfOrder)
       )
     }
   }

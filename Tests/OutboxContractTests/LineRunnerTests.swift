@@ -104,6 +104,72 @@ struct LineRunnerTests {
       }
     }
   }
+
+  @Test(
+    "with the audit trail on, each attempt's row goes with the write that records its outcome: the acknowledgement, the claim that retries it, the move to the dead letters"
+  )
+  func auditRows() async throws {
+    let store = MemoryLine(messages: ["a", "b", "c", "poison"])
+    store.audits = true
+    let calls = Mutex(0)
+    let runner = LineRunner<String>(
+      rule: try MemoryLine.rule(),
+      batch: 2,
+      onDeadLetter: .stopLine,
+      onBadCount: { _, _ in },
+      deliver: { envelopes in
+        let call = calls.withLock { count -> Int in
+          count += 1
+          return count
+        }
+        if call == 1 { throw BatchDeliveryError(delivered: 1, error: Failed()) }
+        if envelopes.first?.message == "poison" { throw PermanentDeliveryFailure("never") }
+      }
+    )
+    let end = await runner.run(store)
+    #expect(end == .stopped)
+    // b's failed attempt goes with the step that settles its batch; poison's with its move.
+    #expect(
+      store.trail == [
+        "ack: a delivered", "ack: b retried", "ack: b delivered", "ack: c delivered",
+        "set aside: poison dead-lettered",
+      ]
+    )
+  }
+
+  @Test("a failed single attempt's row goes with the claim that retries it; a lost line's as cut")
+  func auditRetryAndCut() async throws {
+    let store = MemoryLine(messages: ["a"])
+    store.audits = true
+    let calls = Mutex(0)
+    let runner = LineRunner<String>(rule: try MemoryLine.rule(), onDeadLetter: .stopLine) { _ in
+      let call = calls.withLock { count -> Int in
+        count += 1
+        return count
+      }
+      if call == 1 { throw Failed() }
+    }
+    #expect(await runner.run(store) == .empty)
+    #expect(store.trail == ["claim: a retried", "ack: a delivered"])
+
+    let lost = MemoryLine(messages: ["x", "y"])
+    lost.audits = true
+    // The lease is lost while the handler runs.
+    let failing = LineRunner<String>(rule: try MemoryLine.rule(), onDeadLetter: .stopLine) { _ in
+      lost.halting = .abandon
+      throw Failed()
+    }
+    #expect(await failing.run(lost, taken: lost.claimNow(1)) == .stopped)
+    #expect(lost.trail == ["alone: x cut"])
+  }
+
+  @Test("with the trail off, the runner hands no rows to any write")
+  func auditOff() async throws {
+    let store = MemoryLine(messages: ["a", "b"])
+    let runner = LineRunner<String>(rule: try MemoryLine.rule(), onDeadLetter: .stopLine) { _ in }
+    #expect(await runner.run(store) == .empty)
+    #expect(store.trail.isEmpty)
+  }
 }
 
 private struct Failed: Error {}
@@ -118,6 +184,8 @@ private final class MemoryLine: LineStore, Sendable {
     var halting: LineHalt?
     var failingWrites = 0
     var turnOverAfter: Int?
+    var audits = false
+    var trail: [String] = []
   }
 
   private let state: Mutex<State>
@@ -153,6 +221,21 @@ private final class MemoryLine: LineStore, Sendable {
 
   var fence: Int64? { nil }
 
+  var audits: Bool {
+    get { state.withLock { $0.audits } }
+    set { state.withLock { $0.audits = newValue } }
+  }
+
+  /// The audit rows written, each as `step: message outcome`.
+  var trail: [String] { state.withLock { $0.trail } }
+
+  private func write(_ step: String, _ attempts: [AuditAttempt]) {
+    let rows = attempts.map { "\(step): \(text($0.sequence)) \($0.outcome.rawValue)" }
+    state.withLock { $0.trail += rows }
+  }
+
+  func recordAudit(_ attempts: [AuditAttempt]) async { write("alone", attempts) }
+
   func halt() -> LineHalt? { halting }
 
   func haltAfterFailure(_ error: any Error) -> LineHalt? { halting }
@@ -187,7 +270,8 @@ private final class MemoryLine: LineStore, Sendable {
     }
   }
 
-  func claim(upTo limit: Int) async -> LineStep {
+  func claim(upTo limit: Int, recording attempts: [AuditAttempt]) async -> LineStep {
+    write("claim", attempts)
     let claimed = claimNow(limit)
     return claimed.isEmpty ? .end(.empty) : .deliver(claimed)
   }
@@ -211,6 +295,7 @@ private final class MemoryLine: LineStore, Sendable {
     _ delivered: [ClaimedHead],
     givingBack: [ClaimedHead],
     then next: NextTake,
+    recording attempts: [AuditAttempt],
     announce: @escaping @Sendable () -> Void
   ) async throws -> LineStep {
     let failing = state.withLock { state -> Bool in
@@ -219,6 +304,7 @@ private final class MemoryLine: LineStore, Sendable {
       return true
     }
     if failing { throw Failed() }
+    write("ack", attempts)
     var entry = "ack " + delivered.map { text($0.sequence) }.joined(separator: " ")
     if !givingBack.isEmpty {
       entry += ", back " + givingBack.map { text($0.sequence) }.joined(separator: " ")
@@ -252,8 +338,10 @@ private final class MemoryLine: LineStore, Sendable {
     attempts: Int,
     reason: String,
     stopsLine: Bool,
+    recording: [AuditAttempt],
     announce: @escaping @Sendable () -> Void
   ) async throws -> LineStep {
+    write("set aside", recording)
     let name = text(message.sequence)
     state.withLock { state in
       state.log.append(

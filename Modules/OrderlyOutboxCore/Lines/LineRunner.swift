@@ -1,5 +1,7 @@
 // The one loop that delivers a line, on every store.
-//
+
+import Foundation
+
 /// The one loop that delivers a line, on any store: it claims the line's first messages,
 /// hands them to the handler, and acknowledges them, retries the one that failed or sets it
 /// aside, by ``DeliveryRule``; events are emitted here, and only here.
@@ -77,10 +79,14 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
   package func run(_ store: some LineStore<Message>, taken: [ClaimedHead] = []) async -> LineEnd {
     var claimed = taken
     var deliveries = 0
+    // Audit rows of a failed attempt about to be retried: written by the claim that retries it.
+    var unwritten: [AuditAttempt] = []
     while true {
-      if store.halt() != nil { return .stopped }
+      if store.halt() != nil { return await ended(.stopped, leaving: unwritten, store: store) }
       if claimed.isEmpty {
-        switch await store.claim(upTo: batch) {
+        let step = await store.claim(upTo: batch, recording: unwritten)
+        unwritten = []
+        switch step {
         case .deliver(let messages): claimed = messages
         case .again: continue
         case .end(let end): return end
@@ -90,12 +96,24 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
       // Decided before the delivery: its acknowledgement gives the line up, or takes the next.
       let turnOver = await store.turnIsOver(after: deliveries)
       deliveries += 1
-      switch await deliver(claimed, store: store, turnOver: turnOver) {
+      let (step, left) = await deliver(claimed, store: store, turnOver: turnOver)
+      unwritten = left
+      switch step {
       case .deliver(let next): claimed = next
       case .again: claimed = []
-      case .end(let end): return end
+      case .end(let end): return await ended(end, leaving: unwritten, store: store)
       }
     }
+  }
+
+  /// Ends a run, writing the audit rows no step carried.
+  private func ended(
+    _ end: LineEnd,
+    leaving unwritten: [AuditAttempt],
+    store: some LineStore<Message>
+  ) async -> LineEnd {
+    if !unwritten.isEmpty { await store.recordAudit(unwritten) }
+    return end
   }
 
   /// Delivers claimed messages with one call of the handler, and acknowledges them; when it
@@ -110,8 +128,8 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     _ claimed: [ClaimedHead],
     store: some LineStore<Message>,
     turnOver: Bool
-  ) async -> LineStep {
-    guard let first = claimed.first else { return .again }
+  ) async -> (LineStep, [AuditAttempt]) {
+    guard let first = claimed.first else { return (.again, []) }
     var envelopes: [Envelope<Message>] = []
     var undecodable: String?
     for message in claimed {
@@ -127,17 +145,28 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     let notHanded = Array(claimed.dropFirst(envelopes.count))
     if handed.isEmpty, let reason = undecodable {
       // The first message does not decode: the others give their attempts back, and it is set
-      // aside.
+      // aside (in the trail, an attempt that ended as it began).
       if claimed.count > 1 {
         let settled = await acknowledge(
           [],
           givingBack: Array(notHanded.dropFirst()),
           then: .nothing,
+          recording: [],
           store: store
         )
-        guard case .again = settled else { return settled }
+        guard case .again = settled else { return (settled, []) }
       }
-      return await setAside(first, attempts: first.attempt, reason: reason, store: store)
+      let now = Date()
+      let trail =
+        store.audits ? [AuditAttempt(first, startedAt: now, endedAt: now, outcome: .deadLettered)] : []
+      let step = await setAside(
+        first,
+        attempts: first.attempt,
+        reason: reason,
+        recording: trail,
+        store: store
+      )
+      return (step, [])
     }
     for envelope in envelopes {
       rule.hub.emit(
@@ -145,33 +174,58 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
       )
     }
     let (handler, given) = (handler, envelopes)
+    let started = store.audits ? Date() : nil
     let result = await store.run { try await handler(given) }
+    // The trail's rows of this attempt, each message with its outcome.
+    let attempts: (ArraySlice<ClaimedHead>, OutboxAuditOutcome) -> [AuditAttempt] = {
+      [ended = Date()] messages, outcome in
+      guard let started else { return [] }
+      return messages.map { AuditAttempt($0, startedAt: started, endedAt: ended, outcome: outcome) }
+    }
     guard case .failure(let thrown) = result else {
-      return await acknowledge(
+      let step = await acknowledge(
         handed,
         givingBack: notHanded,
         then: next(turnOver: turnOver, store: store),
+        recording: attempts(handed[...], .delivered),
         store: store
       )
+      return (step, [])
     }
     let (done, error) = failure(thrown, handed: handed.count)
     let failed = handed[done]
     let halt = store.haltAfterFailure(error)
     // A line that can no longer record anything leaves its messages to its next holder.
-    if halt == .abandon { return .end(.stopped) }
+    if halt == .abandon {
+      return (.end(.stopped), attempts(handed[...done], .cut))
+    }
+    let decision = rule.afterFailure(error, attempt: failed.attempt)
+    let setsAside = halt == nil && { if case .setAside = decision { true } else { false } }()
+    // The failed attempt's row goes with its move to the dead letters, or with the step that
+    // settles the batch, or with the claim that retries it.
+    var failedRow = attempts(handed[done...done], setsAside ? .deadLettered : .retried)
     if done > 0 || claimed.count > 1 {
       let settled = await acknowledge(
         Array(handed[..<done]),
         givingBack: Array(claimed.dropFirst(done + 1)),
         then: .nothing,
+        recording: attempts(handed[..<done], .delivered) + (setsAside ? [] : failedRow),
         store: store
       )
-      guard case .again = settled else { return settled }
+      if !setsAside { failedRow = [] }
+      guard case .again = settled else { return (settled, failedRow) }
     }
-    if halt != nil { return .end(.stopped) }
-    switch rule.afterFailure(error, attempt: failed.attempt) {
+    if halt != nil { return (.end(.stopped), failedRow) }
+    switch decision {
     case .setAside(let reason):
-      return await setAside(failed, attempts: failed.attempt, reason: reason, store: store)
+      let step = await setAside(
+        failed,
+        attempts: failed.attempt,
+        reason: reason,
+        recording: failedRow,
+        store: store
+      )
+      return (step, [])
     case .retry(let delay):
       // The epoch first, before the event: a pause or resume after it ends the wait (one made
       // by a listener that heard `retrying` included), one before it is seen by the check.
@@ -185,10 +239,10 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
           reason: "\(error)"
         )
       )
-      if store.halt() != nil { return .end(.stopped) }
+      if store.halt() != nil { return (.end(.stopped), failedRow) }
       await rule.waits.wait(delay, on: rule.clock, since: epoch)
       // Claimed again (and counted) by the next look, unless the line must stop.
-      return .again
+      return (.again, failedRow)
     }
   }
 
@@ -216,6 +270,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     _ delivered: [ClaimedHead],
     givingBack: [ClaimedHead],
     then next: NextTake,
+    recording attempts: [AuditAttempt],
     store: some LineStore<Message>
   ) async -> LineStep {
     let hub = rule.hub
@@ -226,7 +281,13 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     }
     let about = delivered.first ?? givingBack.first
     return await recording(about, store: store) {
-      try await store.acknowledge(delivered, givingBack: givingBack, then: next, announce: announce)
+      try await store.acknowledge(
+        delivered,
+        givingBack: givingBack,
+        then: next,
+        recording: attempts,
+        announce: announce
+      )
     }
   }
 
@@ -235,6 +296,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     _ message: ClaimedHead,
     attempts: Int,
     reason: String,
+    recording trail: [AuditAttempt],
     store: some LineStore<Message>
   ) async -> LineStep {
     let hub = rule.hub
@@ -255,6 +317,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         attempts: attempts,
         reason: reason,
         stopsLine: stops,
+        recording: trail,
         announce: announce
       )
     }

@@ -14,6 +14,10 @@ package protocol LineStore<Message>: Sendable {
   /// without leases.
   var fence: Int64? { get }
 
+  /// Whether each attempt is written to the audit trail (delivery started with `audit` on):
+  /// only then does the runner time attempts and hand them to the store's writes.
+  var audits: Bool { get }
+
   /// Whether the line must stop before it takes or retries a message, and how.
   ///
   /// - Returns: `nil` to go on.
@@ -37,10 +41,14 @@ package protocol LineStore<Message>: Sendable {
   /// Claims the line's first messages that are due, up to `limit`, in order, and counts the
   /// attempt about to begin of each.
   ///
-  /// - Parameter limit: Up to how many (1 or more).
+  /// - Parameters:
+  ///   - limit: Up to how many (1 or more).
+  ///   - attempts: Attempts for the audit trail not written yet (a failed one about to be
+  ///     retried), written in the same step; a store that no longer holds the line writes them
+  ///     as cut.
   /// - Returns: The messages (``LineStep/deliver(_:)``, never empty), or how the line ends
   ///   (none is due, or the store could not read them).
-  func claim(upTo limit: Int) async -> LineStep
+  func claim(upTo limit: Int, recording attempts: [AuditAttempt]) async -> LineStep
 
   /// Runs a delivery's handler: in the calling task, or in one of its own that stopping (or
   /// losing the line) cancels.
@@ -58,6 +66,10 @@ package protocol LineStore<Message>: Sendable {
   ///   - delivered: The messages delivered; none when a batch's first message failed.
   ///   - givingBack: Messages claimed with them but not tried.
   ///   - next: What the step takes next.
+  ///   - attempts: The attempts to write in the audit trail in the same step (none when it is
+  ///     off): a `delivered` one is written only if the step removed its message (a step
+  ///     tried again after it took effect writes none twice), and every one as cut when the
+  ///     store no longer holds the line.
   ///   - announce: Called once the step is durable, if it removed `delivered`, before anyone
   ///     waiting for the outbox to empty is woken: it emits their events.
   /// - Returns: What the line does next.
@@ -66,16 +78,19 @@ package protocol LineStore<Message>: Sendable {
     _ delivered: [ClaimedHead],
     givingBack: [ClaimedHead],
     then next: NextTake,
+    recording attempts: [AuditAttempt],
     announce: @escaping @Sendable () -> Void
   ) async throws -> LineStep
 
-  /// Moves a message to the dead letters. One try, as ``acknowledge(_:givingBack:then:announce:)``.
+  /// Moves a message to the dead letters. One try, as ``acknowledge(_:givingBack:then:recording:announce:)``.
   ///
   /// - Parameters:
   ///   - message: The message, the line's first.
   ///   - attempts: The attempts it had.
   ///   - reason: Why it was set aside.
   ///   - stopsLine: Whether its line waits at it (``DeadLetterPolicy/stopLine``).
+  ///   - recording: The attempts to write in the audit trail in the same step, as
+  ///     ``acknowledge(_:givingBack:then:recording:announce:)`` does.
   ///   - announce: Called once the move is durable, before anyone waiting is woken.
   /// - Returns: What the line does next: ``LineStep/again`` when it goes on.
   /// - Throws: Why the move failed.
@@ -84,8 +99,16 @@ package protocol LineStore<Message>: Sendable {
     attempts: Int,
     reason: String,
     stopsLine: Bool,
+    recording: [AuditAttempt],
     announce: @escaping @Sendable () -> Void
   ) async throws -> LineStep
+
+  /// Writes attempts to the audit trail on their own: those of a line that ends before a step
+  /// could carry them (it stops, or lost its lease). One try; a failure is logged and the rows
+  /// are lost (the trail then misses attempts, never invents them).
+  ///
+  /// - Parameter attempts: The attempts (never empty).
+  func recordAudit(_ attempts: [AuditAttempt]) async
 
   /// After an acknowledgement or a move to the dead letters failed: how long to wait before the
   /// next try, or `nil` to stop the line (its message stays, and is delivered again later).

@@ -108,5 +108,28 @@ extension FleetWorker {
     count { $0.acknowledgementsRefused += 1 }
     lose(line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
   }
+
+  /// Gives the line up after the database's own statement refused an acknowledgement or a
+  /// move to the dead letters: under a stale fence, or (never expected: a defect kept from
+  /// committing, logged as an error) for messages that were not the line's first.
+  func refusedByStore(_ line: String, fence: Int64, outOfOrder: Bool) {
+    count { statistics in
+      statistics.acknowledgementsRefused += 1
+      if outOfOrder {
+        statistics.orderRefusals.outOfOrder += 1
+      } else {
+        statistics.orderRefusals.staleFence += 1
+      }
+    }
+    if outOfOrder {
+      logger.error(
+        "the database refused an acknowledgement that would have broken its key's order; nothing was recorded, and the key is delivered again from its first message",
+        metadata: ["worker": "\(id)", "partition": "\(Line.shown(line))", "fence": "\(fence)"]
+      )
+      lose(line, fence: fence, why: "its acknowledgement was out of order (fence \(fence))")
+    } else {
+      lose(line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
+    }
+  }
 }
 #endif

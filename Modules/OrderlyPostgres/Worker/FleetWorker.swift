@@ -108,12 +108,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   }
 
   func begin() {
-    let loops = [
+    var loops = [
       Task { await self.claimLoop() },
       Task { await self.renewLoop() },
       Task { await self.watchLoop() },
       Task { await self.listenLoop() },
     ]
+    if settings.options.audit.isOn { loops.append(Task { await self.auditLoop() }) }
     state.withLock(announcingTo: self) { $0.loops = loops }
   }
 
@@ -165,6 +166,40 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         "could not release leases; other workers take them when they expire",
         metadata: ["worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))"]
       )
+    }
+  }
+
+  /// With the audit trail on: marks it begun, then prunes rows past the retention every 10
+  /// minutes, a batch of 1,000 at a time.
+  func auditLoop() async {
+    let (client, logger) = (client, logger)
+    let retention = Double(settings.options.audit.retention.components.seconds)
+    do {
+      try await bounded("beginning the audit trail") {
+        try await PostgresAudit.begin(client, logger: logger)
+      }
+    } catch {
+      logger.error(
+        "could not begin the audit trail: its tables are missing (open the outbox with creatingTables: true once) or the database refused; attempts are not recorded",
+        metadata: ["worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))"]
+      )
+    }
+    while !Task.isCancelled {
+      do {
+        var removed = 0
+        repeat {
+          removed = try await bounded("pruning the audit trail") {
+            try await PostgresAudit.prune(client, retentionSeconds: retention, logger: logger)
+          }
+        } while removed == 1_000 && !Task.isCancelled
+      } catch {
+        logger.warning(
+          "could not prune the audit trail; trying again in 10 minutes",
+          metadata: ["worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))"]
+        )
+      }
+      // Safe as library code: the pruning period; cancelled by end().
+      try? await Task.sleep(for: .seconds(600))
     }
   }
 

@@ -31,6 +31,8 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
   /// The fence this line is held under.
   private var held: Int64 { fence ?? 0 }
 
+  var audits: Bool { worker.settings.options.audit.isOn }
+
   func halt() -> LineHalt? {
     switch worker.checkpoint(line, fence: held) {
     case nil: return nil
@@ -52,8 +54,10 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
 
   /// Reads the line's first messages (up to `limit`, and up to the first that is not due) and
   /// counts the attempts about to begin.
-  func claim(upTo limit: Int) async -> LineStep {
+  func claim(upTo limit: Int, recording attempts: [AuditAttempt]) async -> LineStep {
     let (client, logger, line) = (worker.client, worker.logger, line)
+    // A failed attempt about to be retried: its row, before the claim that retries it.
+    if !attempts.isEmpty { await recordAudit(attempts) }
     do {
       let claimed = try await worker.bounded(
         "reading the next messages of line \(Line.shown(line))",
@@ -100,47 +104,56 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
     _ delivered: [ClaimedHead],
     givingBack: [ClaimedHead],
     then next: NextTake,
+    recording attempts: [AuditAttempt],
     announce: @escaping @Sendable () -> Void
   ) async throws -> LineStep {
     // A lease given up locally is not used: the database may already have given it away.
     guard worker.isLive(line, fence: held) else {
       worker.refused(line, fence: held)
+      if !attempts.isEmpty { await recordAudit(attempts) }
       return .end(.stopped)
     }
     let giveUp = next == .yield
     let limit: Int? = if case .upTo(let limit) = next { limit } else { nil }
     let sequences = delivered.map(\.sequence)
-    let statement = AcknowledgeStatement(
-      line: line,
-      owner: worker.id,
-      fence: held,
-      acked: sequences,
-      givenBack: givingBack.map(\.sequence),
-      takeNext: limit != nil,
-      // The next messages come after the last one acknowledged.
-      last: sequences.last ?? Int64.min,
-      batch: limit ?? 1,
-      giveUp: giveUp
-    )
-    let (client, logger) = (worker.client, worker.logger)
+    let (client, logger, line, owner, fence) = (worker.client, worker.logger, line, worker.id, held)
+    // The next messages come after the last one acknowledged.
+    let (acked, back, last) = (sequences, givingBack.map(\.sequence), sequences.last ?? Int64.min)
+    let trail = AuditColumns(attempts)
     let answer = try await worker.bounded(
       "acknowledging line \(Line.shown(line))",
       progress: true
     ) { () -> Acknowledgement in
-      try await client.committedExecute(statement, logger: logger) { rows in
-        var answer = Acknowledgement()
-        for try await row in rows {
-          answer.paused = row.paused
-          answer.removed = row.removed > 0
-          answer.released = row.released > 0
-          if let message = row.message { answer.next.append(message) }
+      func run<Trail: AuditVariant>(_: Trail.Type) async throws -> Acknowledgement {
+        let statement = AcknowledgeStatement<Trail>(
+          line: line,
+          owner: owner,
+          fence: fence,
+          acked: acked,
+          givenBack: back,
+          takeNext: limit != nil,
+          last: last,
+          batch: limit ?? 1,
+          giveUp: giveUp,
+          trail: trail
+        )
+        return try await client.committedExecute(statement, logger: logger) { rows in
+          var answer = Acknowledgement()
+          for try await row in rows {
+            answer.paused = row.paused
+            answer.removed = row.removed > 0
+            answer.released = row.released > 0
+            answer.ordered = row.ordered
+            if let message = row.message { answer.next.append(message) }
+          }
+          return answer
         }
-        return answer
       }
+      return try await audits ? run(Audited.self) : run(Unaudited.self)
     }
     guard let paused = answer.paused else {
-      // The database refused it under the fence.
-      worker.refused(line, fence: held)
+      // The database refused it: under the fence, or as out of order.
+      worker.refusedByStore(line, fence: held, outOfOrder: !answer.ordered)
       return .end(.stopped)
     }
     if answer.removed { announce() }
@@ -162,6 +175,8 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
     var removed = false
     var next: [ClaimedHead] = []
     var released = false
+    /// Whether the messages acknowledged were the line's first.
+    var ordered = true
   }
 
   /// Moves a message to the dead letters, under the fence, committed before the line goes on
@@ -171,39 +186,98 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
     attempts: Int,
     reason: String,
     stopsLine: Bool,
+    recording: [AuditAttempt],
     announce: @escaping @Sendable () -> Void
   ) async throws -> LineStep {
     guard worker.isLive(line, fence: held) else {
       worker.refused(line, fence: held)
+      if !recording.isEmpty { await recordAudit(recording) }
       return .end(.stopped)
     }
     let (client, id, logger, line, fence) = (worker.client, worker.id, worker.logger, line, held)
+    let trail = AuditColumns(recording)
     let moved = try await worker.bounded(
       "setting a dead letter aside on line \(Line.shown(line))",
       progress: true
     ) { () -> Bool in
-      try await client.committedExecute(
-        DeadLetterStatement(
-          line: line,
-          owner: id,
-          fence: fence,
-          sequence: message.sequence,
-          attempts: attempts,
-          reason: reason
-        ),
-        logger: logger
-      ) { rows in
-        var moved = false
-        for try await _ in rows { moved = true }
-        return moved
+      func run<Trail: AuditVariant>(_: Trail.Type) async throws -> Bool {
+        try await client.committedExecute(
+          DeadLetterStatement<Trail>(
+            line: line,
+            owner: id,
+            fence: fence,
+            sequence: message.sequence,
+            attempts: attempts,
+            reason: reason,
+            trail: trail
+          ),
+          logger: logger
+        ) { rows in
+          var moved = false
+          for try await _ in rows { moved = true }
+          return moved
+        }
       }
+      return try await audits ? run(Audited.self) : run(Unaudited.self)
     }
     guard moved else {
-      worker.refused(line, fence: held)
+      // Refused under the fence, or (the message is not the line's first) as out of order.
+      worker.refusedByStore(
+        line,
+        fence: held,
+        outOfOrder: worker.isLive(line, fence: held) ? !(await isFirst(message.sequence)) : false
+      )
       return .end(.stopped)
     }
     announce()
     return stopsLine ? .end(.stopped) : .again
+  }
+
+  /// Whether `sequence` is the line's first message (read after a refused move, to say why).
+  private func isFirst(_ sequence: Int64) async -> Bool {
+    let (client, logger, line) = (worker.client, worker.logger, line)
+    let earlier = try? await worker.bounded(
+      "reading why line \(Line.shown(line)) refused a dead letter",
+      progress: false
+    ) { () -> Bool in
+      try await client.checkedQuery(
+        "SELECT 1 FROM orderly_outbox_message WHERE line = \(line) AND sequence < \(sequence)",
+        logger: logger
+      ) { rows in
+        var found = false
+        for try await _ in rows { found = true }
+        return found
+      }
+    }
+    return earlier != true
+  }
+
+  /// Writes attempts on their own, each as cut unless this worker still holds the line under
+  /// its fence; one try, a failure logged.
+  func recordAudit(_ attempts: [AuditAttempt]) async {
+    let (client, logger, line, owner, fence) = (worker.client, worker.logger, line, worker.id, held)
+    let statement = AuditStatement(
+      line: line,
+      owner: owner,
+      fence: fence,
+      columns: AuditColumns(attempts)
+    )
+    do {
+      try await worker.bounded("writing the audit trail of line \(Line.shown(line))", progress: false) {
+        try await client.checkedExecute(statement, logger: logger) { rows in
+          for try await _ in rows {}
+        }
+      }
+    } catch {
+      logger.warning(
+        "could not write delivery attempts to the audit trail; the trail misses them",
+        metadata: [
+          "worker": "\(worker.id)", "partition": "\(Line.shown(line))",
+          "attempts": "\(attempts.count)",
+          "error": "\(outboxError(error, database: worker.outbox.database))",
+        ]
+      )
+    }
   }
 
   /// Not known whether it committed: tried again while the lease holds (deleting twice is

@@ -209,19 +209,24 @@ struct ReleaseStatement: PostgresPreparedStatement {
 }
 
 /// Moves a line's message to the dead letters if the lease still holds under the fence (the
-/// lease row locked, as an acknowledgement locks it); a row when it moved, none when refused.
-struct DeadLetterStatement: PostgresPreparedStatement {
-  static let name = "orderly_dead_letter_v1"
-  static let sql = """
+/// lease row locked, as an acknowledgement locks it) and it is the line's first; a row when it
+/// moved, none when refused. With the audit trail on, writes the attempts of `trail` (each as
+/// cut when refused).
+struct DeadLetterStatement<Trail: AuditVariant>: PostgresPreparedStatement {
+  static var name: String { Trail.isOn ? "orderly_dead_letter_v2_audit" : "orderly_dead_letter_v2" }
+  static var sql: String {
+    """
     WITH held AS (
       SELECT 1 FROM orderly_outbox_lease
       WHERE line = $1 AND owner = $2 AND fence = $3 AND expires_at > now()
+        AND NOT EXISTS (
+          SELECT 1 FROM orderly_outbox_message e WHERE e.line = $1 AND e.sequence < $4)
       FOR UPDATE
     ), moved AS (
       DELETE FROM orderly_outbox_message
       WHERE line = $1 AND sequence = $4 AND EXISTS (SELECT 1 FROM held)
       RETURNING *
-    )
+    )\(Trail.isOn ? audited : "")
     INSERT INTO orderly_outbox_dead_letter
       (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
        failed_at, reason)
@@ -229,6 +234,18 @@ struct DeadLetterStatement: PostgresPreparedStatement {
     FROM moved
     RETURNING sequence
     """
+  }
+  /// The trail's rows: parameters 7 (the partition) to 13.
+  private static var audited: String {
+    """
+      , audited AS (
+        INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
+        SELECT $1, $7, a.sequence, a.id, a.attempt, $3, $2, a.started, a.ended,
+          CASE WHEN EXISTS (SELECT 1 FROM moved) THEN a.outcome ELSE 'cut' END
+        FROM \(AuditColumns.rows(from: 8))
+      )
+      """
+  }
   typealias Row = Int64
 
   let line: String
@@ -237,6 +254,8 @@ struct DeadLetterStatement: PostgresPreparedStatement {
   let sequence: Int64
   let attempts: Int
   let reason: String
+  /// The attempts for the trail (bound only when it is on).
+  let trail: AuditColumns
 
   func makeBindings() -> PostgresBindings {
     var bindings = PostgresBindings()
@@ -246,6 +265,10 @@ struct DeadLetterStatement: PostgresPreparedStatement {
     bindings.append(sequence)
     bindings.append(attempts)
     bindings.append(reason)
+    if Trail.isOn {
+      bindings.append(LineKey.partition(line))
+      trail.bind(&bindings)
+    }
     return bindings
   }
 
@@ -288,20 +311,33 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
   }
 }
 
-/// Removes delivered messages (`acked`) if the lease still holds, gives the attempts of
-/// `givenBack` back, and takes the line's next `batch` messages after `last` that are due (when
-/// `takeNext`); releases the line when it took none, or when `giveUp` (its turn ended).
+/// Removes delivered messages (`acked`) if the lease still holds and they are the line's first,
+/// gives the attempts of `givenBack` back, and takes the line's next `batch` messages after
+/// `last` that are due (when `takeNext`); releases the line when it took none, or when `giveUp`
+/// (its turn ended). With the audit trail on, writes the attempts of `trail` too (a delivered
+/// one only if this statement removed it; each as cut when the lease does not hold).
 ///
 /// The lease row is locked `FOR SHARE`: a worker taking the line over waits for this
-/// statement, and then finds the messages gone. One row per message taken (one with `NULL`
-/// message columns when none was), each with the lease's `paused` (`NULL` if the lease no
-/// longer holds), how many messages were removed, and how many leases were released.
-struct AcknowledgeStatement: PostgresPreparedStatement {
-  static let name = "orderly_acknowledge_v2"
-  static let sql = """
-    WITH held AS (
+/// statement, and then finds the messages gone. An acknowledgement of messages that are not the
+/// line's first (one before them is still there) is refused, whatever the lease: it would
+/// break the line's order. One row per message taken (one with `NULL` message columns when
+/// none was), each with the lease's `paused` (`NULL` if the lease no longer holds or the
+/// statement was refused), how many messages were removed, how many leases were released, and
+/// whether the acknowledgement kept the line's order.
+struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
+  static var name: String { Trail.isOn ? "orderly_acknowledge_v3_audit" : "orderly_acknowledge_v3" }
+  static var sql: String {
+    """
+    WITH ordered AS (
+      SELECT NOT EXISTS (
+        SELECT 1 FROM orderly_outbox_message e
+        WHERE e.line = $1 AND e.sequence < (SELECT max(s) FROM unnest($4::int8[]) s)
+          AND NOT (e.sequence = ANY($4::int8[]))
+      ) AS ok
+    ), held AS (
       SELECT paused FROM orderly_outbox_lease
       WHERE line = $1 AND owner = $2 AND fence = $3 AND expires_at > now()
+        AND (SELECT ok FROM ordered)
       FOR SHARE
     ), gone AS (
       DELETE FROM orderly_outbox_message
@@ -336,16 +372,32 @@ struct AcknowledgeStatement: PostgresPreparedStatement {
         AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
         AND (($6 AND NOT EXISTS (SELECT 1 FROM next)) OR $9)
       RETURNING fence
-    )
+    )\(Trail.isOn ? audited : "")
     SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone),
       next.sequence, next.id, next.partition, next.payload, next.attempts,
-      next.appended_at, next.headers, (SELECT count(*)::bigint FROM released)
+      next.appended_at, next.headers, (SELECT count(*)::bigint FROM released),
+      (SELECT ok FROM ordered)
     FROM (SELECT 1) one LEFT JOIN next ON true
     ORDER BY next.sequence
     """
+  }
+  /// The trail's rows: parameters 10 (the partition) to 16.
+  private static var audited: String {
+    """
+      , audited AS (
+        INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
+        SELECT $1, $10, a.sequence, a.id, a.attempt, $3, $2, a.started, a.ended,
+          CASE WHEN EXISTS (SELECT 1 FROM held) THEN a.outcome ELSE 'cut' END
+        FROM \(AuditColumns.rows(from: 11))
+        WHERE a.outcome <> 'delivered' OR a.sequence IN (SELECT sequence FROM gone)
+          OR NOT EXISTS (SELECT 1 FROM held)
+      )
+      """
+  }
   /// The acknowledgement's answer, and one of the next messages taken with it.
   struct Row {
-    /// Whether the line is paused; `nil` when the fence refused the acknowledgement.
+    /// Whether the line is paused; `nil` when the fence (or the line's order) refused the
+    /// acknowledgement.
     let paused: Bool?
     /// How many messages it removed.
     let removed: Int64
@@ -353,6 +405,9 @@ struct AcknowledgeStatement: PostgresPreparedStatement {
     let message: ClaimedHead?
     /// How many lease rows it released (the line given up).
     let released: Int64
+    /// Whether the messages acknowledged were the line's first; `false` when the statement
+    /// refused them for that.
+    let ordered: Bool
   }
 
   let line: String
@@ -364,6 +419,8 @@ struct AcknowledgeStatement: PostgresPreparedStatement {
   let last: Int64
   let batch: Int
   let giveUp: Bool
+  /// The attempts for the trail (bound only when it is on).
+  let trail: AuditColumns
 
   func makeBindings() -> PostgresBindings {
     var bindings = PostgresBindings()
@@ -376,21 +433,44 @@ struct AcknowledgeStatement: PostgresPreparedStatement {
     bindings.append(last)
     bindings.append(batch)
     bindings.append(giveUp)
+    if Trail.isOn {
+      bindings.append(LineKey.partition(line))
+      trail.bind(&bindings)
+    }
     return bindings
   }
 
   func decodeRow(_ row: PostgresRow) throws -> Row {
     let (
-      paused, removed, sequence, id, partition, payload, attempts, appendedAt, headers, released
+      paused, removed, sequence, id, partition, payload, attempts, appendedAt, headers, released,
+      ordered
     ) = try row.decode(
-      (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?, Int64).self
+      (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?, Int64, Bool).self
     )
     return Row(
       paused: paused,
       removed: removed,
       message: .taken((sequence, id, partition, payload, attempts, appendedAt, headers)),
-      released: released
+      released: released,
+      ordered: ordered
     )
   }
+}
+
+/// Whether a worker's statements write the audit trail: two prepared variants of each, so that
+/// an outbox without the trail's tables (or with it off) runs the statements it always ran.
+protocol AuditVariant: Sendable {
+  /// Whether the variant writes the trail.
+  static var isOn: Bool { get }
+}
+
+/// The variant that writes the audit trail.
+enum Audited: AuditVariant {
+  static var isOn: Bool { true }
+}
+
+/// The variant that does not.
+enum Unaudited: AuditVariant {
+  static var isOn: Bool { false }
 }
 #endif
