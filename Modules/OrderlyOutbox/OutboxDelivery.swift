@@ -315,6 +315,16 @@ extension Outbox {
       audit: options.audit
     )
     let whenDeliveredElsewhere = options.whenDeliveredElsewhere
+    if options.audit.isOn {
+      // The trail begins (once for the file) before anything is delivered: what is appended
+      // from now on is checked. A write, so `start` may wait for another connection's
+      // transaction (up to the busy timeout) when the trail is on.
+      do {
+        try database.write { db in try OutboxAuditStore.begin(db) }
+      } catch {
+        throw failure(error)
+      }
+    }
     try state.withLock(announcingTo: self) { (state) throws(OutboxError) in
       guard state.delivery == nil, !state.stopping else { throw .alreadyStarted }
       state.delivery = settings

@@ -40,6 +40,13 @@ struct Subject<Message: Codable & Sendable>: Sendable {
   /// size, whatever the handler.
   let startHandler:
     @Sendable (_ batch: Int, _ handler: DeliveryHandler<Message>) throws(OutboxError) -> Void
+  /// Starts with the audit trail on, the dead-letter policy given, and fast retries.
+  let startAudited:
+    @Sendable (
+      _ onDeadLetter: DeadLetterPolicy,
+      _ retry: RetryPolicy,
+      _ handler: DeliveryHandler<Message>
+    ) throws(OutboxError) -> Void
   let cleanUp: @Sendable () async -> Void
   #if Server
   /// An `OutboxService` for this store, delivering batches of up to `batch` messages.
@@ -89,6 +96,11 @@ struct Subject<Message: Codable & Sendable>: Sendable {
         options(4, batch, .standard, .stopLine, .milliseconds(50)),
         deliver: handler
       )
+    }
+    startAudited = { (onDeadLetter, retry, handler) throws(OutboxError) in
+      var audited = options(4, 1, retry, onDeadLetter, .milliseconds(50))
+      audited.audit = .on
+      try outbox.start(audited, deliver: handler)
     }
     self.cleanUp = cleanUp
     #if Server

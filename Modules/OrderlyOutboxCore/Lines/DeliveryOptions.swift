@@ -26,6 +26,9 @@ public protocol DeliveryOptions: Sendable {
   var onDeadLetter: DeadLetterPolicy { get set }
   /// How often the store is looked at for work no notification announced; longer than zero.
   var pollInterval: Duration { get set }
+  /// Whether each delivery attempt is recorded in the store's audit trail, and for how long;
+  /// off by default (``OutboxAuditOptions/off``). `orderly outbox audit` checks the trail.
+  var audit: OutboxAuditOptions { get set }
 }
 
 extension DeliveryOptions {
@@ -41,6 +44,11 @@ extension DeliveryOptions {
     }
     guard pollInterval > .zero else {
       throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
+    }
+    if audit.isOn, audit.retention < .seconds(1) {
+      throw .invalidOption(
+        "audit retention must be 1 second or longer (got \(audit.retention)); the default is 7 days"
+      )
     }
     if case .each = handler, batchSize != 1 {
       throw .invalidOption(

@@ -108,13 +108,19 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   }
 
   func begin() {
+    let audits = settings.options.audit.isOn
     var loops = [
-      Task { await self.claimLoop() },
+      Task {
+        // The trail begins before the first line is taken: what is appended from now on is
+        // checked.
+        if audits { await self.beginAudit() }
+        await self.claimLoop()
+      },
       Task { await self.renewLoop() },
       Task { await self.watchLoop() },
       Task { await self.listenLoop() },
     ]
-    if settings.options.audit.isOn { loops.append(Task { await self.auditLoop() }) }
+    if audits { loops.append(Task { await self.auditLoop() }) }
     state.withLock(announcingTo: self) { $0.loops = loops }
   }
 
@@ -169,11 +175,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// With the audit trail on: marks it begun, then prunes rows past the retention every 10
-  /// minutes, a batch of 1,000 at a time.
-  func auditLoop() async {
+  /// With the audit trail on: marks it begun (once for the database), before the worker takes
+  /// its first line.
+  func beginAudit() async {
     let (client, logger) = (client, logger)
-    let retention = Double(settings.options.audit.retention.components.seconds)
     do {
       try await bounded("beginning the audit trail") {
         try await PostgresAudit.begin(client, logger: logger)
@@ -184,6 +189,13 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         metadata: ["worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))"]
       )
     }
+  }
+
+  /// With the audit trail on: prunes rows past the retention every 10 minutes, a batch of
+  /// 1,000 at a time.
+  func auditLoop() async {
+    let (client, logger) = (client, logger)
+    let retention = Double(settings.options.audit.retention.components.seconds)
     while !Task.isCancelled {
       do {
         var removed = 0
