@@ -198,3 +198,27 @@ package enum AuditWorker {
     return "\(info.hostName)/\(info.processIdentifier)/\(started)"
   }()
 }
+
+extension OutboxAuditTrail {
+  /// The trail from `start` on: the rows of attempts that began then or later, and the numbers
+  /// from the lowest those rows name (per key, or for the whole store when it numbers every key
+  /// together), so that messages delivered before the window are not taken for vanished.
+  ///
+  /// - Parameter start: The window's start.
+  /// - Returns: The windowed trail.
+  public func since(_ start: Date) -> OutboxAuditTrail {
+    let kept = records.filter { $0.startedAt >= start }
+    var lowest: [String?: Int64] = [:]
+    for record in kept {
+      lowest[record.partition] = min(lowest[record.partition] ?? .max, record.sequence)
+    }
+    let overall = lowest.values.min()
+    let windowed = numbers.compactMap { run -> OutboxAuditNumbers? in
+      guard let from = run.sharedByAllKeys ? overall : lowest[run.partition] else { return nil }
+      var run = run
+      run.first = max(run.first, from)
+      return run
+    }
+    return OutboxAuditTrail(records: kept, held: held, numbers: windowed, readAt: readAt)
+  }
+}
