@@ -34,6 +34,72 @@ private func commandURL(_ database: TestDatabase) -> String {
 
 @Suite("orderly outbox on PostgreSQL", .serialized, .timeLimit(.minutes(5)))
 struct OutboxCommandPostgresTests {
+  @Test(
+    "audit: two workers with the trail on leave a clean trail; a stale fence and a repeat written by hand are each caught"
+  )
+  func audit() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let url = commandURL(database)
+    let workers = [
+      try await database.outbox(of: Change.self), try await database.outbox(of: Change.self),
+    ]
+    let none = try await operatorCommand(["audit"], url: url)
+    #expect(none.status == 1)
+    #expect(none.stderr.contains("has no audit trail"))
+
+    var options = FleetDeliveryOptions(limit: 4, lease: .seconds(30))
+    options.audit = .on
+    for worker in workers { try worker.start(options, deliver: .each { _ in }) }
+    for key in 1...6 {
+      try await workers[key % 2].append(
+        contentsOf: (1...5).map { Change(note: "\(key)", text: "\($0)") },
+        partition: "note-\(key)",
+        headers: [:]
+      )
+    }
+    for worker in workers { try await worker.waitUntilDelivered() }
+    for worker in workers { await worker.stop() }
+
+    let clean = try await operatorCommand(["audit"], url: url)
+    #expect(clean.status == 0, "\(clean.stdout) \(clean.stderr)")
+    #expect(clean.stdout.contains("30 attempt(s) over 6 key(s), 30 delivered"))
+    #expect(clean.stdout.contains("no violation"))
+
+    // A later holder of note-1 with a lower fence than the one before it, and note-2's last
+    // message acknowledged a second time.
+    try await database.execute(
+      """
+      INSERT INTO orderly_outbox_audit
+        (line, partition, sequence, id, attempt, fence, worker, started_at, ended_at, outcome)
+      SELECT line, partition, sequence + 100, gen_random_uuid(), 1, 0, 'stale-host/1/x',
+        now(), now(), 'retried'
+      FROM orderly_outbox_audit WHERE partition = 'note-1' ORDER BY number DESC LIMIT 1
+      """
+    )
+    try await database.execute(
+      """
+      INSERT INTO orderly_outbox_audit
+        (line, partition, sequence, id, attempt, fence, worker, started_at, ended_at, outcome)
+      SELECT line, partition, sequence, id, attempt + 1, fence + 1, 'other-host/2/y',
+        now(), now(), 'delivered'
+      FROM orderly_outbox_audit WHERE partition = 'note-2' ORDER BY number DESC LIMIT 1
+      """
+    )
+    let caught = try await operatorCommand(["audit"], url: url)
+    #expect(caught.status == 1, "\(caught.stdout)")
+    #expect(caught.stdout.contains("VIOLATION fence-not-raised"))
+    #expect(caught.stdout.contains("VIOLATION acknowledged-twice"))
+    #expect(caught.stdout.contains("stale-host/1/x"))
+    let json = try await operatorCommand(["audit", "--format", "json", "--key", "note-2"], url: url)
+    #expect(json.status == 1)
+    let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+    let report = object?["report"] as? [String: Any]
+    let kinds = (report?["violations"] as? [[String: Any]])?.compactMap { $0["kind"] as? String }
+    #expect(kinds == ["acknowledged-twice"])
+    for worker in workers { await worker.close() }
+  }
+
   @Test("keys, status and dead-letters show every worker's keys, the holder's lease and fence")
   func reads() async throws {
     guard let database = try await TestDatabase.make() else { return }
