@@ -2,13 +2,16 @@ import ArgumentParser
 import Foundation
 import OrderlyOutboxCore
 
-/// `orderly outbox audit`: checks the audit trail the workers wrote (delivery started with
-/// `audit` on): per key, deliveries in order with none skipped, no two holders at once, no
-/// message acknowledged twice, nothing vanished, fences rising. Exit status 1 on any violation.
+/// `orderly outbox audit`: checks the audit trail the workers wrote.
+///
+/// The trail is written when delivery starts with `audit` on. Per key: deliveries in order with
+/// none skipped, no two holders at once, no message acknowledged twice, nothing vanished,
+/// fences rising. Exit status 1 on any violation.
 struct OutboxAudit: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "audit",
-    abstract: "Check that nothing was lost, reordered, delivered by two holders at once, or acknowledged twice.",
+    abstract:
+      "Check that nothing was lost, reordered, delivered by two holders at once, or acknowledged twice.",
     discussion: """
       Reads the audit trail the workers write when delivery starts with audit on \
       (OutboxAuditOptions), and checks it per key. Prints each violation with the trail's \
@@ -62,7 +65,9 @@ struct OutboxAudit: AsyncParsableCommand {
     for violation in report.violations {
       lines.append("VIOLATION \(violation.kind.rawValue): \(violation.detail)")
       if !violation.records.isEmpty {
-        var rows = [["row", "key", "message", "attempt", "outcome", "worker", "fence", "started", "ended"]]
+        var rows = [
+          ["row", "key", "message", "attempt", "outcome", "worker", "fence", "started", "ended"]
+        ]
         for record in violation.records {
           rows.append([
             "\(record.number)", OperatorReport.shown(record.partition), "\(record.sequence)",

@@ -7,7 +7,9 @@ import Foundation
 import GRDB
 import OrderlyOutboxCore
 
-/// The audit trail's SQL. Every function runs inside a transaction the caller opened.
+/// The audit trail's SQL.
+///
+/// Every function runs inside a transaction the caller opened.
 enum OutboxAuditStore {
   static let table = OutboxSchema.auditTable
   static let start = OutboxSchema.auditStartTable
@@ -31,8 +33,10 @@ enum OutboxAuditStore {
     try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM \(start)") ?? 0 > 0
   }
 
-  /// Writes attempts. A `delivered` row only for a message `removed` holds (one removed by
-  /// this very transaction).
+  /// Writes attempts.
+  ///
+  /// A `delivered` row only for a message `removed` holds (one removed by this very
+  /// transaction).
   static func write(
     _ db: Database,
     _ attempts: [AuditAttempt],
@@ -135,7 +139,9 @@ enum OutboxAuditStore {
     return OutboxAuditTrail(
       records: records,
       held: held,
-      numbers: [OutboxAuditNumbers(partition: nil, sharedByAllKeys: true, first: first, last: last)],
+      numbers: [
+        OutboxAuditNumbers(partition: nil, sharedByAllKeys: true, first: first, last: last)
+      ],
       readAt: Date()
     )
   }

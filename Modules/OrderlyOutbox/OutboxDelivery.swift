@@ -134,8 +134,10 @@ public struct OutboxDeliveryOptions: DeliveryOptions {
   /// How often the outbox looks for other processes' appends, and for the deliverer lock while
   /// it waits for it; 1 second by default.
   public var pollInterval: Duration
-  /// Whether each delivery attempt is recorded in the file's audit trail, and for how long;
-  /// off by default. `orderly outbox audit` checks the trail: see the operator article.
+  /// Whether each delivery attempt is recorded in the file's audit trail, and for how long.
+  ///
+  /// Off by default. `orderly outbox audit` checks the trail: see the article "Auditing
+  /// delivery".
   public var audit: OutboxAuditOptions = .off
 
   /// Options with the given values; each has the default `start` uses.

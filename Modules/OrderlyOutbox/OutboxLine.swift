@@ -92,7 +92,9 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
       }
       var removed: Set<Int64> = []
       for message in delivered {
-        if try OutboxStore.delete(db, sequence: message.sequence) { removed.insert(message.sequence) }
+        if try OutboxStore.delete(db, sequence: message.sequence) {
+          removed.insert(message.sequence)
+        }
       }
       try trail(db, removed)
       for message in givingBack {
@@ -198,9 +200,11 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     _ = try? await written { db in try trail(db, []) }
   }
 
-  /// What a write transaction does for the audit trail: marks it begun, writes `attempts`
-  /// (a delivered one only if the transaction removed its message), and prunes rows past the
-  /// retention, at most every 10 minutes and a batch at a time. Nothing when it is off.
+  /// What a write transaction does for the audit trail; nothing when it is off.
+  ///
+  /// It marks the trail begun, writes `attempts` (a delivered one only if the transaction
+  /// removed its message), and prunes rows past the retention, at most every 10 minutes and a
+  /// batch at a time.
   private func auditing(
     _ attempts: [AuditAttempt]
   ) -> @Sendable (Database, _ removed: Set<Int64>) throws -> Void {

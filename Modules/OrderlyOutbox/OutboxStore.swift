@@ -187,11 +187,12 @@ package enum OutboxStore {
   /// message of the line comes before the last of them.
   static func areFirst(_ db: Database, _ sequences: [Int64], of partition: String?) throws -> Bool {
     guard let last = sequences.last else { return true }
-    let before = try Int.fetchOne(
-      db,
-      sql: "SELECT COUNT(*) FROM \(messages) WHERE partition IS ? AND sequence < ?",
-      arguments: [partition, last]
-    ) ?? 0
+    let before =
+      try Int.fetchOne(
+        db,
+        sql: "SELECT COUNT(*) FROM \(messages) WHERE partition IS ? AND sequence < ?",
+        arguments: [partition, last]
+      ) ?? 0
     return before == sequences.count - 1
   }
 

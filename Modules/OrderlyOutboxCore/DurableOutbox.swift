@@ -272,11 +272,12 @@ public struct DelivererStatistics: Sendable, Equatable {
   /// worker withheld because its lease was no longer certain. The message is
   /// delivered again by the key's next holder. Always zero for `Outbox`, which has no fences.
   public var acknowledgementsRefused: Int
-  /// Acknowledgements and moves to the dead letters that the store's own statement refused
-  /// because they would have broken order: under a fence that is no longer the key's (the
-  /// key's next holder delivers the message again), or for messages that are not the first of
-  /// their key (a message before them is still there). The second is never expected: it means
-  /// a defect that the store kept from committing. Each is also logged.
+  /// Acknowledgements the store's own statement refused because they would have broken order.
+  ///
+  /// Refused under a fence that is no longer the key's (the key's next holder delivers the
+  /// message again), or for messages that are not the first of their key (a message before
+  /// them is still there). The second is never expected: it means a defect that the store kept
+  /// from committing.
   public var orderRefusals: OrderRefusals = OrderRefusals()
   /// Whether the deliverer is stalled: it has work (keys held, or messages it cannot rule out)
   /// and has made no progress (nothing taken, delivered, retried, set aside or renewed) for its

@@ -22,14 +22,21 @@ private struct AuditedFile {
     var options = OutboxDeliveryOptions()
     options.audit = .on
     options.retry = try RetryPolicy(initialDelay: .milliseconds(1), maximumDelay: .milliseconds(1))
-    try outbox.start(options, deliver: .each { envelope in
-      if envelope.message == "a3", !failed.withLock({ $0 }) {
-        failed.withLock { $0 = true }
-        throw Offline()
+    try outbox.start(
+      options,
+      deliver: .each { envelope in
+        if envelope.message == "a3", !failed.withLock({ $0 }) {
+          failed.withLock { $0 = true }
+          throw Offline()
+        }
       }
-    })
+    )
     for key in ["a", "b"] {
-      try await outbox.append(contentsOf: (1...5).map { "\(key)\($0)" }, partition: key, headers: [:])
+      try await outbox.append(
+        contentsOf: (1...5).map { "\(key)\($0)" },
+        partition: key,
+        headers: [:]
+      )
     }
     try await outbox.waitUntilDelivered()
     await outbox.stop()
@@ -109,7 +116,9 @@ struct OutboxAuditCommandTests {
   @Test("--since leaves out the attempts begun before it")
   func since() async throws {
     let file = try await AuditedFile()
-    try file.tamper("UPDATE outbox_audit SET startedAt = startedAt - 86400 * 3 WHERE partition = 'a'")
+    try file.tamper(
+      "UPDATE outbox_audit SET startedAt = startedAt - 86400 * 3 WHERE partition = 'a'"
+    )
     let recent = try await file.audit(["--since", "1d"])
     #expect(recent.status == 0, "\(recent.stdout)")
     #expect(recent.stdout.contains("5 attempt(s) over 1 key(s)"))

@@ -57,7 +57,13 @@ struct OutboxOrderRefusalTests {
         headers: [:]
       )
     }
-    _ = try await line.acknowledge(both, givingBack: [], then: .nothing, recording: [], announce: {})
+    _ = try await line.acknowledge(
+      both,
+      givingBack: [],
+      then: .nothing,
+      recording: [],
+      announce: {}
+    )
     #expect(outbox.pendingCount == 0)
     try await outbox.close()
   }

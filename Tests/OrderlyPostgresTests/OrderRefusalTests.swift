@@ -13,7 +13,8 @@ import Testing
 struct OrderRefusalTests {
   /// Takes line `p:k` as `owner` with its first messages; returns the fence.
   private func take(_ client: PostgresClient, owner: String) async throws -> Int64 {
-    try await client.checkedExecute(FreshLeasesStatement(lines: ["p:k"]), logger: TestServer.logger) {
+    try await client.checkedExecute(FreshLeasesStatement(lines: ["p:k"]), logger: TestServer.logger)
+    {
       rows in for try await _ in rows {}
     }
     return try await client.checkedExecute(

@@ -91,7 +91,10 @@ struct OutboxCommandPostgresTests {
     #expect(caught.stdout.contains("VIOLATION fence-not-raised"))
     #expect(caught.stdout.contains("VIOLATION acknowledged-twice"))
     #expect(caught.stdout.contains("stale-host/1/x"))
-    let json = try await operatorCommand(["audit", "--format", "json", "--key", "note-2"], url: url)
+    let json = try await operatorCommand(
+      ["audit", "--format", "json", "--key", "note-2"],
+      url: url
+    )
     #expect(json.status == 1)
     let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
     let report = object?["report"] as? [String: Any]

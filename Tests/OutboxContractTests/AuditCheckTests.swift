@@ -52,7 +52,9 @@ struct AuditCheckTests {
     report.violations.map(\.kind)
   }
 
-  @Test("a clean trail: two keys, a retry, a failover with a higher fence, a cut repeat, a dropped dead letter")
+  @Test(
+    "a clean trail: two keys, a retry, a failover with a higher fence, a cut repeat, a dropped dead letter"
+  )
   func clean() {
     var rows = Trail()
     rows.add("a", 1, .delivered, from: 0, to: 1)

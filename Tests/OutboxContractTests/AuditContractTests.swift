@@ -22,13 +22,17 @@ struct AuditContractTests {
     }
     let failedOnce = Switch(on: true)
     let retry = try RetryPolicy(initialDelay: .milliseconds(1), maximumDelay: .milliseconds(1))
-    try subject.startAudited(.continueLine, retry, .each { envelope in
-      if envelope.message == "a3", failedOnce.isOn {
-        failedOnce.set(false)
-        throw Refused()
+    try subject.startAudited(
+      .continueLine,
+      retry,
+      .each { envelope in
+        if envelope.message == "a3", failedOnce.isOn {
+          failedOnce.set(false)
+          throw Refused()
+        }
+        if envelope.message == "b5" { throw PermanentDeliveryFailure("never") }
       }
-      if envelope.message == "b5" { throw PermanentDeliveryFailure("never") }
-    })
+    )
     try await subject.outbox.waitUntilDelivered()
     let letters = try await subject.outbox.deadLetters()
     let letter = try #require(letters.first)
@@ -91,4 +95,3 @@ struct AuditContractTests {
     #expect(report.violations.map(\.kind) == [.vanished])
   }
 }
-

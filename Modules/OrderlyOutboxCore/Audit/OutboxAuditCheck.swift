@@ -156,8 +156,9 @@ extension OutboxAuditTrail {
     return violations
   }
 
-  /// Two attempts of one key under different holders whose times overlap. Attempts cut by a
-  /// lost lease are left out: their outcomes were refused.
+  /// Two attempts of one key under different holders whose times overlap.
+  ///
+  /// Attempts cut by a lost lease are left out: their outcomes were refused.
   private func overlaps(
     of key: String?,
     _ rows: [OutboxAuditRecord]
@@ -185,9 +186,10 @@ extension OutboxAuditTrail {
     return violations
   }
 
-  /// A holder whose fence is no higher than the holder's before it, in the order outcomes
-  /// were recorded. Attempts cut by a lost lease are left out: a stale holder records its cut
-  /// attempts after the next holder began.
+  /// A holder whose fence is no higher than the holder's before it.
+  ///
+  /// In the order outcomes were recorded. Attempts cut by a lost lease are left out: a stale
+  /// holder records its cut attempts after the next holder began.
   private func fenceViolations(
     of key: String?,
     _ rows: [OutboxAuditRecord]
@@ -244,8 +246,10 @@ extension OutboxAuditTrail {
       if let partition, !run.sharedByAllKeys, run.partition != partition { continue }
       let inRun: (String?) -> Bool = { key in run.sharedByAllKeys || key == run.partition }
       var accounted = Set(
-        records.filter { ($0.outcome == .delivered || $0.outcome == .dropped) && inRun($0.partition) }
-          .map(\.sequence)
+        records.filter {
+          ($0.outcome == .delivered || $0.outcome == .dropped) && inRun($0.partition)
+        }
+        .map(\.sequence)
       )
       accounted.formUnion(held.filter { inRun($0.partition) }.map(\.sequence))
       checked += Int(run.last - run.first + 1)

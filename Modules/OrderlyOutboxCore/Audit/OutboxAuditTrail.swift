@@ -168,8 +168,9 @@ public struct OutboxAuditTrail: Sendable, Codable, Equatable {
 public struct OutboxAuditOptions: Sendable, Equatable {
   /// Whether each delivery attempt is recorded; off by default.
   public var isOn: Bool
-  /// How long rows are kept; 7 days by default. Older rows are pruned, in batches, by the
-  /// workers that record.
+  /// How long rows are kept; 7 days by default.
+  ///
+  /// Older rows are pruned, in batches, by the workers that record.
   public var retention: Duration
 
   /// Options for the trail.

@@ -158,7 +158,8 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
       }
       let now = Date()
       let trail =
-        store.audits ? [AuditAttempt(first, startedAt: now, endedAt: now, outcome: .deadLettered)] : []
+        store.audits
+        ? [AuditAttempt(first, startedAt: now, endedAt: now, outcome: .deadLettered)] : []
       let step = await setAside(
         first,
         attempts: first.attempt,

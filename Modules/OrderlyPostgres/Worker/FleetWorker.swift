@@ -207,7 +207,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       } catch {
         logger.warning(
           "could not prune the audit trail; trying again in 10 minutes",
-          metadata: ["worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))"]
+          metadata: [
+            "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
+          ]
         )
       }
       // Safe as library code: the pruning period; cancelled by end().

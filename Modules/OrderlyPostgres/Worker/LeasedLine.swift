@@ -263,7 +263,10 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
       columns: AuditColumns(attempts)
     )
     do {
-      try await worker.bounded("writing the audit trail of line \(Line.shown(line))", progress: false) {
+      try await worker.bounded(
+        "writing the audit trail of line \(Line.shown(line))",
+        progress: false
+      ) {
         try await client.checkedExecute(statement, logger: logger) { rows in
           for try await _ in rows {}
         }

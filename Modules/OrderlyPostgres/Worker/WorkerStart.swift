@@ -351,9 +351,10 @@ public struct FleetDeliveryOptions: DeliveryOptions {
   public var lease: Duration
   /// How often the worker looks for lines when no notification came; 1 second by default.
   public var pollInterval: Duration
-  /// Whether each delivery attempt is recorded in the database's audit trail, and for how
-  /// long; off by default. Give every worker of a fleet the same setting: `orderly outbox
-  /// audit` checks the trail (see the operator article).
+  /// Whether each delivery attempt is recorded in the database's audit trail, and for how long.
+  ///
+  /// Off by default. Give every worker of a fleet the same setting: `orderly outbox audit`
+  /// checks the trail (see the article "Auditing delivery").
   public var audit: OutboxAuditOptions = .off
 
   /// Options with the given values; each has the default `start` uses.

@@ -208,8 +208,9 @@ struct ReleaseStatement: PostgresPreparedStatement {
   func decodeRow(_ row: PostgresRow) throws -> Row {}
 }
 
-/// Moves a line's message to the dead letters if the lease still holds under the fence (the
-/// lease row locked, as an acknowledgement locks it) and it is the line's first; a row when it
+/// Moves a line's message to the dead letters, if the lease holds and it is the line's first.
+///
+/// The lease row is locked under the fence, as an acknowledgement locks it. A row when it
 /// moved, none when refused. With the audit trail on, writes the attempts of `trail` (each as
 /// cut when refused).
 struct DeadLetterStatement<Trail: AuditVariant>: PostgresPreparedStatement {
@@ -238,13 +239,13 @@ struct DeadLetterStatement<Trail: AuditVariant>: PostgresPreparedStatement {
   /// The trail's rows: parameters 7 (the partition) to 13.
   private static var audited: String {
     """
-      , audited AS (
-        INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
-        SELECT $1, $7, a.sequence, a.id, a.attempt, $3, $2, a.started, a.ended,
-          CASE WHEN EXISTS (SELECT 1 FROM moved) THEN a.outcome ELSE 'cut' END
-        FROM \(AuditColumns.rows(from: 8))
-      )
-      """
+    , audited AS (
+      INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
+      SELECT $1, $7, a.sequence, a.id, a.attempt, $3, $2, a.started, a.ended,
+        CASE WHEN EXISTS (SELECT 1 FROM moved) THEN a.outcome ELSE 'cut' END
+      FROM \(AuditColumns.rows(from: 8))
+    )
+    """
   }
   typealias Row = Int64
 
@@ -311,11 +312,13 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
   }
 }
 
-/// Removes delivered messages (`acked`) if the lease still holds and they are the line's first,
-/// gives the attempts of `givenBack` back, and takes the line's next `batch` messages after
-/// `last` that are due (when `takeNext`); releases the line when it took none, or when `giveUp`
-/// (its turn ended). With the audit trail on, writes the attempts of `trail` too (a delivered
-/// one only if this statement removed it; each as cut when the lease does not hold).
+/// Acknowledges: removes delivered messages and takes the line's next ones, in one statement.
+///
+/// Removes `acked` if the lease still holds and they are the line's first, gives the attempts of
+/// `givenBack` back, and takes the line's next `batch` messages after `last` that are due (when
+/// `takeNext`); releases the line when it took none, or when `giveUp` (its turn ended). With
+/// the audit trail on, writes the attempts of `trail` too (a delivered one only if this
+/// statement removed it; each as cut when the lease does not hold).
 ///
 /// The lease row is locked `FOR SHARE`: a worker taking the line over waits for this
 /// statement, and then finds the messages gone. An acknowledgement of messages that are not the
@@ -384,15 +387,15 @@ struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
   /// The trail's rows: parameters 10 (the partition) to 16.
   private static var audited: String {
     """
-      , audited AS (
-        INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
-        SELECT $1, $10, a.sequence, a.id, a.attempt, $3, $2, a.started, a.ended,
-          CASE WHEN EXISTS (SELECT 1 FROM held) THEN a.outcome ELSE 'cut' END
-        FROM \(AuditColumns.rows(from: 11))
-        WHERE a.outcome <> 'delivered' OR a.sequence IN (SELECT sequence FROM gone)
-          OR NOT EXISTS (SELECT 1 FROM held)
-      )
-      """
+    , audited AS (
+      INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
+      SELECT $1, $10, a.sequence, a.id, a.attempt, $3, $2, a.started, a.ended,
+        CASE WHEN EXISTS (SELECT 1 FROM held) THEN a.outcome ELSE 'cut' END
+      FROM \(AuditColumns.rows(from: 11))
+      WHERE a.outcome <> 'delivered' OR a.sequence IN (SELECT sequence FROM gone)
+        OR NOT EXISTS (SELECT 1 FROM held)
+    )
+    """
   }
   /// The acknowledgement's answer, and one of the next messages taken with it.
   struct Row {
