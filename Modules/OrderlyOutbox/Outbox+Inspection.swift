@@ -41,7 +41,7 @@ extension Outbox {
 
 extension Outbox {
   /// The audit trail, with the messages held and the numbers handed out, read in one
-  /// transaction: what ``OutboxAuditTrail/audit(key:)`` checks.
+  /// transaction: what `OutboxAuditTrail.audit(key:)` checks.
   ///
   /// - Returns: The trail, or `nil` if no delivery of this file ever started with
   ///   `OutboxDeliveryOptions.audit` on.

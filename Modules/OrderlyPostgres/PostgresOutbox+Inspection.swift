@@ -9,7 +9,7 @@ import PostgresNIO
 extension PostgresOutbox {
   /// The audit trail of every worker's delivery attempts, with the messages held and each
   /// line's numbers handed out, read in one repeatable-read transaction: what
-  /// ``OutboxAuditTrail/audit(key:)`` checks.
+  /// `OutboxAuditTrail.audit(key:)` checks.
   ///
   /// - Returns: The trail, or `nil` if no worker ever started with `audit` on.
   /// - Throws: The database's error as an `OutboxError`.

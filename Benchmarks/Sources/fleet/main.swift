@@ -6,7 +6,7 @@
 // Options that pick rows (for a long row alone, or for profiling one): --only throughput|append|
 // kill|saturation, --workers N, --per-key N, --keys N (the throughput rows over N keys only),
 // --runs N (each throughput row runs both sides N times, alternately, and keeps the better of
-// each; 2 unless given).
+// each; 2 unless given), --audit (the ordered side writes the audit trail).
 //
 // Rows (markdown, one per line, for docs/benchmarks.md):
 // - messages delivered per second with 1, 2 and 4 workers, 5 and 40 messages per key over
@@ -68,7 +68,7 @@ func reset(_ client: PostgresClient) async throws {
   try await client.query(
     """
     TRUNCATE orderly_outbox_message, orderly_outbox_dead_letter, orderly_outbox_lease,
-      orderly_outbox_line
+      orderly_outbox_line, orderly_outbox_audit, orderly_outbox_audit_start
     """,
     logger: quietLogger
   )
@@ -125,7 +125,8 @@ func ordered(
   workers: Int,
   count: Int,
   keys: Int,
-  batch: Int? = nil
+  batch: Int? = nil,
+  audit: Bool = false
 ) async throws -> Double {
   let run = try await filledTable(url: url, schema: schema, count: count, keys: keys)
   defer { run.cancel() }
@@ -138,16 +139,17 @@ func ordered(
     outboxes.append(try await PostgresOutbox<Job>(client: own, logger: quietLogger))
   }
   let start = ContinuousClock.now
+  var options = FleetDeliveryOptions(limit: 16, pollInterval: .milliseconds(100))
+  // `--audit`: the ordered side writes the audit trail, to measure what it costs.
+  options.audit = audit ? .on : .off
   for outbox in outboxes {
     if let batch {
-      try outbox.start(limit: 16, batchesOf: batch, pollInterval: .milliseconds(100)) {
-        envelopes in
+      options.batchSize = batch
+      try outbox.start(options, deliver: .batches { envelopes in
         delivered.add(envelopes.count, ordering: .relaxed)
-      }
+      })
     } else {
-      try outbox.start(limit: 16, pollInterval: .milliseconds(100)) { _ in
-        delivered.add(1, ordering: .relaxed)
-      }
+      try outbox.start(options, deliver: .each { _ in delivered.add(1, ordering: .relaxed) })
     }
   }
   while delivered.load(ordering: .relaxed) < count {
@@ -458,11 +460,12 @@ if arguments.first == "work", arguments.count == 3 {
 guard let urlIndex = arguments.firstIndex(of: "--url"), urlIndex + 1 < arguments.count else {
   fail(
     "usage: fleet --url postgresql://USER@HOST:PORT/DATABASE [--quick] [--only ROWS] "
-      + "[--workers N] [--per-key N] [--keys N] [--runs N]"
+      + "[--workers N] [--per-key N] [--keys N] [--runs N] [--audit]"
   )
 }
 let url = arguments[urlIndex + 1]
 let quick = arguments.contains("--quick")
+let audited = arguments.contains("--audit")
 // `--only throughput|append|kill|saturation`: one group of rows.
 let only = arguments.firstIndex(of: "--only").flatMap {
   $0 + 1 < arguments.count ? arguments[$0 + 1] : nil
@@ -527,7 +530,8 @@ for shape in shapes where wants("throughput") {
           workers: workers,
           count: count,
           keys: shape.keys,
-          batch: batchSize
+          batch: batchSize,
+          audit: audited
         )
       )
       best.ordered = max(
@@ -537,7 +541,8 @@ for shape in shapes where wants("throughput") {
           schema: schema,
           workers: workers,
           count: count,
-          keys: shape.keys
+          keys: shape.keys,
+          audit: audited
         )
       )
       best.unordered = max(
