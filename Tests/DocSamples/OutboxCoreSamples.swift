@@ -1,9 +1,7 @@
 // The code the OrderlyOutboxCore documentation shows, compiled by `swift build` (with no trait:
 // the module needs none); docs-gen copies each sample into its `orderly:sample` region.
-// sample: outbox-core-any-store
-// sample: outbox-core-audit-on
+// sample: outbox-core-any-store, outbox-core-audit-on
 import OrderlyOutboxCore
-
 // end sample
 
 /// A change the core samples record.
@@ -17,8 +15,6 @@ struct NoteEdit: Codable, Sendable {
 func record(_ edit: NoteEdit, in outbox: some DurableOutbox<NoteEdit>) async throws {
   try await outbox.append(edit, partition: "note-\(edit.noteID)")
 }
-// end sample
-
 // end sample
 
 // sample: outbox-core-audit-on
