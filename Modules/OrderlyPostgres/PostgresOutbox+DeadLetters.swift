@@ -94,7 +94,7 @@ extension PostgresOutbox {
     do {
       found = try await withDeadline(Self.statementLimit) { [self] in
         try await client.transaction(logger: logger) { connection in
-          if audited, try await PostgresAudit.exists(connection, logger: self.logger) {
+          if audited, try await PostgresAudit.trailExists(connection, logger: self.logger) {
             try await connection.checkedQuery(PostgresAudit.dropped(id: id), logger: self.logger)
           }
           var found = false

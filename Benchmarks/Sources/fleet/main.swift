@@ -145,9 +145,12 @@ func ordered(
   for outbox in outboxes {
     if let batch {
       options.batchSize = batch
-      try outbox.start(options, deliver: .batches { envelopes in
-        delivered.add(envelopes.count, ordering: .relaxed)
-      })
+      try outbox.start(
+        options,
+        deliver: .batches { envelopes in
+          delivered.add(envelopes.count, ordering: .relaxed)
+        }
+      )
     } else {
       try outbox.start(options, deliver: .each { _ in delivered.add(1, ordering: .relaxed) })
     }

@@ -121,16 +121,21 @@ enum PostgresAudit {
     """,
   ]
 
-  /// Marks the trail begun, once for the database: each line that has messages numbered
-  /// already answers from its next number on.
-  static func begin(_ client: PostgresClient, logger: Logger) async throws {
+  // deadline: the caller's
+  /// Marks the trail begun, once for the database: each line numbered already answers from its
+  /// first message still pending (every worker records its deliveries from its start, so a
+  /// message appended while the trail begins is answered for), or from its next number.
+  static func markBegun(_ client: PostgresClient, logger: Logger) async throws {
     try await client.query(
       """
       WITH fresh AS (
         SELECT NOT EXISTS (SELECT 1 FROM orderly_outbox_audit_start) AS yes
       ), lines AS (
         INSERT INTO orderly_outbox_audit_start (line, first_sequence)
-        SELECT line, last_sequence + 1 FROM orderly_outbox_line
+        SELECT l.line, coalesce(
+          (SELECT min(m.sequence) FROM orderly_outbox_message m WHERE m.line = l.line),
+          l.last_sequence + 1)
+        FROM orderly_outbox_line l
         WHERE (SELECT yes FROM fresh)
         ON CONFLICT (line) DO NOTHING
       )
@@ -141,9 +146,10 @@ enum PostgresAudit {
     )
   }
 
+  // deadline: the caller's
   /// Removes up to 1,000 rows that ended before the retention, oldest first, and moves each
   /// line's first number checked past them; returns how many were removed.
-  static func prune(
+  static func pruneRows(
     _ client: PostgresClient,
     retentionSeconds: Double,
     logger: Logger
@@ -184,6 +190,7 @@ enum PostgresAudit {
     """
   }
 
+  // deadline: the caller's
   /// The trail, the messages held and the numbers handed out, in one repeatable-read
   /// transaction; `nil` when it never began (or the outbox has no trail tables yet).
   static func trail(_ client: PostgresClient, logger: Logger) async throws -> OutboxAuditTrail? {
@@ -192,13 +199,14 @@ enum PostgresAudit {
         "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY",
         logger: logger
       )
-      return try await read(connection, logger: logger)
+      return try await readTrail(connection, logger: logger)
     }
   }
 
+  // deadline: the caller's
   /// Whether the trail's tables exist (an outbox opened only by workers older than the trail
   /// has none).
-  static func exists(_ connection: PostgresConnection, logger: Logger) async throws -> Bool {
+  static func trailExists(_ connection: PostgresConnection, logger: Logger) async throws -> Bool {
     var exists = false
     for try await present in try await connection.checkedQuery(
       "SELECT to_regclass('orderly_outbox_audit_start') IS NOT NULL",
@@ -209,11 +217,12 @@ enum PostgresAudit {
     return exists
   }
 
-  private static func read(
+  // deadline: the caller's
+  private static func readTrail(
     _ connection: PostgresConnection,
     logger: Logger
   ) async throws -> OutboxAuditTrail? {
-    guard try await exists(connection, logger: logger) else { return nil }
+    guard try await trailExists(connection, logger: logger) else { return nil }
     var begun = false
     for try await _ in try await connection.checkedQuery(
       "SELECT 1 FROM orderly_outbox_audit_start WHERE line = \(begunRow)",

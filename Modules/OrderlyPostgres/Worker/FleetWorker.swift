@@ -181,7 +181,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let (client, logger) = (client, logger)
     do {
       try await bounded("beginning the audit trail") {
-        try await PostgresAudit.begin(client, logger: logger)
+        try await PostgresAudit.markBegun(client, logger: logger)
       }
     } catch {
       logger.error(
@@ -201,7 +201,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
         var removed = 0
         repeat {
           removed = try await bounded("pruning the audit trail") {
-            try await PostgresAudit.prune(client, retentionSeconds: retention, logger: logger)
+            try await PostgresAudit.pruneRows(client, retentionSeconds: retention, logger: logger)
           }
         } while removed == 1_000 && !Task.isCancelled
       } catch {
