@@ -196,7 +196,8 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
   /// Writes attempts on their own; a failure is logged by the outbox's failure path only (the
   /// trail then misses them).
   func recordAudit(_ attempts: [AuditAttempt]) async {
-    let trail = auditing(attempts)
+    // Only the write that removes a message records its delivery.
+    let trail = auditing(attempts.map { $0.outcome == .delivered ? $0.cut : $0 })
     _ = try? await written { db in try trail(db, []) }
   }
 

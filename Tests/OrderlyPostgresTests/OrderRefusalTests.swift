@@ -130,6 +130,52 @@ struct OrderRefusalTests {
     await database.drop()
   }
 
+  @Test(
+    "rows written on their own: a delivered one is always cut (only a removal records a delivery); others keep their outcome while the lease holds, and are cut under a stale fence"
+  )
+  func rowsOnTheirOwn() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    let outbox = try await database.outbox(of: String.self)
+    try await outbox.append(contentsOf: ["one", "two"], partition: "k")
+    let client = try database.client()
+    let fence = try await take(client, owner: "worker-a")
+    func write(_ outcome: OutboxAuditOutcome, fence: Int64) async throws {
+      let row = AuditAttempt(
+        ClaimedHead(
+          id: UUID(),
+          sequence: 1,
+          partition: "k",
+          payload: Data(),
+          attempt: 1,
+          appendedAt: Date(),
+          headers: [:]
+        ),
+        startedAt: Date(),
+        endedAt: Date(),
+        outcome: outcome
+      )
+      try await client.checkedExecute(
+        AuditStatement(line: "p:k", owner: "worker-a", fence: fence, columns: AuditColumns([row])),
+        logger: TestServer.logger
+      ) { rows in for try await _ in rows {} }
+    }
+    try await write(.delivered, fence: fence)
+    try await write(.retried, fence: fence)
+    try await write(.retried, fence: fence - 1)
+    let outcomes = try await client.checkedQuery(
+      "SELECT outcome FROM orderly_outbox_audit ORDER BY number",
+      logger: TestServer.logger
+    ) { rows in
+      var outcomes: [String] = []
+      for try await outcome in rows.decode(String.self) { outcomes.append(outcome) }
+      return outcomes
+    }
+    #expect(outcomes == ["cut", "retried", "cut"])
+    #expect(try await pending(client) == [1, 2])
+    await outbox.close()
+    await database.drop()
+  }
+
   @Test("a message set aside while one before it is there is refused, and stays")
   func deadLetterOutOfOrder() async throws {
     guard let database = try await TestDatabase.make() else { return }

@@ -20,7 +20,7 @@ package struct AuditAttempt: Sendable, Equatable {
   package let endedAt: Date
   /// How it ended, as the runner sees it; a store that finds it no longer holds the line
   /// writes ``OutboxAuditOutcome/cut`` instead.
-  package let outcome: OutboxAuditOutcome
+  package private(set) var outcome: OutboxAuditOutcome
 
   /// An attempt of a claimed message.
   ///
@@ -42,5 +42,12 @@ package struct AuditAttempt: Sendable, Equatable {
     self.startedAt = startedAt
     self.endedAt = endedAt
     self.outcome = outcome
+  }
+
+  /// The same attempt, cut: its outcome was not recorded (the line was lost before the write).
+  package var cut: AuditAttempt {
+    var cut = self
+    cut.outcome = .cut
+    return cut
   }
 }

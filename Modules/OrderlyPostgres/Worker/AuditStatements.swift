@@ -55,13 +55,14 @@ struct AuditColumns: Sendable {
 }
 
 /// Writes attempts on their own (a line that ended before a step could carry them), each as
-/// cut unless the worker still holds the line under its fence.
+/// cut unless the worker still holds the line under its fence; a delivered one always as cut
+/// (only the statement that removes a message records its delivery).
 struct AuditStatement: PostgresPreparedStatement {
   static let name = "orderly_audit_v1"
   static let sql = """
     INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
     SELECT $1, $2, a.sequence, a.id, a.attempt, $4, $3, a.started, a.ended,
-      CASE WHEN EXISTS (
+      CASE WHEN a.outcome <> 'delivered' AND EXISTS (
         SELECT 1 FROM orderly_outbox_lease
         WHERE line = $1 AND owner = $3 AND fence = $4 AND expires_at > now()
       ) THEN a.outcome ELSE 'cut' END

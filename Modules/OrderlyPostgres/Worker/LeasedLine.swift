@@ -110,7 +110,8 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
     // A lease given up locally is not used: the database may already have given it away.
     guard worker.isLive(line, fence: held) else {
       worker.refused(line, fence: held)
-      if !attempts.isEmpty { await recordAudit(attempts) }
+      // Not acknowledged: in the trail, cut (the line's next holder delivers them again).
+      if !attempts.isEmpty { await recordAudit(attempts.map(\.cut)) }
       return .end(.stopped)
     }
     let giveUp = next == .yield
@@ -191,7 +192,7 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
   ) async throws -> LineStep {
     guard worker.isLive(line, fence: held) else {
       worker.refused(line, fence: held)
-      if !recording.isEmpty { await recordAudit(recording) }
+      if !recording.isEmpty { await recordAudit(recording.map(\.cut)) }
       return .end(.stopped)
     }
     let (client, id, logger, line, fence) = (worker.client, worker.id, worker.logger, line, held)
