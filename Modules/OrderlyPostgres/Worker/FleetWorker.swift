@@ -212,7 +212,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           ]
         )
       }
-      // Safe as library code: the pruning period; cancelled by end().
+      // Safe as library code: a housekeeping period on real time (rows age in the database's
+      // real time, not on the outbox's clock, so no injected clock applies); nothing waits on
+      // it, it ends at once when end() cancels the loop, and each prune is bounded above.
       try? await Task.sleep(for: .seconds(600))
     }
   }
