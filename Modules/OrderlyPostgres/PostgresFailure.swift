@@ -112,9 +112,17 @@ func outboxError(_ error: any Error, database: String) -> OutboxError {
       return .cannotOpen(path: database, reason: reason)
     // disk_full, out of memory / resources
     case "53100": return .diskFull(path: database)
-    // serialization failure, deadlock, lock not available, too many connections
-    case "40001", "40P01", "55P03", "53300":
+    // serialization failure, deadlock, lock not available
+    case "40001", "40P01", "55P03":
       return .busy(path: database, waited: .zero)
+    // too_many_connections: nothing ran; the server has no connection slot left
+    case "53300":
+      return .cannotOpen(
+        path: database,
+        reason: "the server has no connection slot left (\(message), SQLSTATE 53300): raise its "
+          + "max_connections, or give the clients of the workers and tools on it a lower "
+          + "maximumConnections, then try again"
+      )
     // admin_shutdown, crash_shutdown, cannot_connect_now: the server ended the connection (it
     // is shutting down or restarting, or an administrator ended the session); what ran on it
     // did not commit.

@@ -18,7 +18,9 @@
 #
 # The cluster has its own data folder (a new temporary folder), listens on 127.0.0.1 only, on a
 # free port (or ORDERLY_POSTGRES_PORT), with one database `orderly` owned by the role `orderly`,
-# trusted without a password: it is for tests and is deleted by `stop`. The server refuses to
+# trusted without a password: it is for tests and is deleted by `stop`. It takes 400 connections,
+# not the default 100: the PostgreSQL tests run side by side, each with clients of their own, and
+# on a busy machine their connections overlap longer. The server refuses to
 # run as root, so when this script runs as root the server runs as the `postgres` user that
 # Debian's package creates. Tests find the server through ORDERLY_POSTGRES_URL:
 #
@@ -104,7 +106,7 @@ start() {
     --no-instructions >"$state/initdb.log" 2>&1 ||
     fail "initdb failed; see $state/initdb.log"
   without_inherited_fds as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
-    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null ||
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400" start >/dev/null ||
     {
       cp "$data/server.log" "$state/server.log" 2>/dev/null || true
       fail "the server did not start; see $state/server.log"
@@ -142,7 +144,7 @@ up() {
     return 0
   fi
   without_inherited_fds as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
-    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off" start >/dev/null ||
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400" start >/dev/null ||
     fail "the server did not start again; see $data/server.log"
 }
 
