@@ -8,6 +8,12 @@
 //     is set throws a permanent failure; one with `holdMs` waits that long first (cancellable).
 //     Prints `ready WORKER` once it delivers; on SIGTERM stops gracefully, prints `stopped` and
 //     exits 0.
+//
+//   outbox-postgres-probe fenced URL SCHEMA LEASE_MS GO_FILE
+//     The stale worker of the fence test: one slot. Each delivery prints `holding KEY N FENCE`,
+//     waits until GO_FILE exists (at most a minute), then, whatever became of its lease, writes
+//     the message to fence_ledger in a transaction that first calls PostgresFences.admit, and
+//     prints `wrote KEY N FENCE` or `refused KEY N FENCE LAST_FENCE`. SIGTERM as for `work`.
 #if Postgres
 import Foundation
 import Logging
@@ -37,12 +43,21 @@ func fail(_ text: String) -> Never {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count == 8, arguments[1] == "work", let limit = Int(arguments[4]),
-  let leaseMs = Int(arguments[5]), let pollMs = Int(arguments[6]),
-  ["stop", "go"].contains(arguments[7])
+let fenced = arguments.count == 6 && arguments[1] == "fenced"
+guard
+  fenced
+    || (arguments.count == 8 && arguments[1] == "work" && Int(arguments[4]) != nil
+      && Int(arguments[5]) != nil && Int(arguments[6]) != nil
+      && ["stop", "go"].contains(arguments[7]))
 else {
-  fail("usage: outbox-postgres-probe work URL SCHEMA LIMIT LEASE_MS POLL_MS stop|go")
+  fail(
+    "usage: outbox-postgres-probe work URL SCHEMA LIMIT LEASE_MS POLL_MS stop|go\n"
+      + "       outbox-postgres-probe fenced URL SCHEMA LEASE_MS GO_FILE"
+  )
 }
+let limit = fenced ? 1 : Int(arguments[4]) ?? 1
+let leaseMs = Int(arguments[fenced ? 4 : 5]) ?? 1000
+let pollMs = fenced ? 50 : Int(arguments[6]) ?? 100
 
 var logger = Logger(label: "probe")
 logger.logLevel =
@@ -71,6 +86,23 @@ do {
     logger: logger,
     partition: { $0.key }
   )
+  if fenced {
+    try startFenced(outbox, goFile: arguments[5])
+  } else {
+    try startWork(outbox)
+  }
+  say("ready \(outbox.workerID)")
+  for await _ in terminations { break }
+  await outbox.stop()
+  say("stopped")
+  running.cancel()
+  exit(0)
+} catch {
+  fail("\(error)")
+}
+
+/// The fleet tests' worker: records each delivery in fleet_delivery.
+func startWork(_ outbox: PostgresOutbox<FleetMessage>) throws {
   let policy: DeadLetterPolicy = arguments[7] == "stop" ? .stopLine : .continueLine
   try outbox.start(
     limit: limit,
@@ -94,13 +126,49 @@ do {
       logger: logger
     )
   }
-  say("ready \(outbox.workerID)")
-  for await _ in terminations { break }
-  await outbox.stop()
-  say("stopped")
-  running.cancel()
-  exit(0)
-} catch {
-  fail("\(error)")
+}
+
+/// The fence test's stale worker: holds each delivery until GO_FILE exists, then writes it under
+/// its fence, lease or no lease, as a handler that was paused would.
+func startFenced(_ outbox: PostgresOutbox<FleetMessage>, goFile: String) throws {
+  let fences = try PostgresFences()
+  try outbox.start(
+    limit: 1,
+    lease: .milliseconds(leaseMs),
+    pollInterval: .milliseconds(pollMs)
+  ) { envelope in
+    let message = envelope.message
+    let fence = envelope.fence ?? 0
+    say("holding \(message.key) \(message.n) \(fence)")
+    let deadline = ContinuousClock.now + .seconds(60)
+    while !FileManager.default.fileExists(atPath: goFile), ContinuousClock.now < deadline {
+      try? await Task.sleep(for: .milliseconds(20))
+    }
+    // In a task of its own, so that the cancellation of a delivery whose lease was lost does
+    // not keep the write from being tried: the fence must refuse it.
+    let write = Task {
+      do {
+        try await client.withTransaction(logger: logger) { connection in
+          try await fences.admit(envelope, on: connection, logger: logger)
+          try await connection.query(
+            """
+            INSERT INTO fence_ledger (key, n, fence, worker)
+            VALUES (\(message.key), \(message.n), \(fence), 'stale')
+            """,
+            logger: logger
+          )
+        }
+        say("wrote \(message.key) \(message.n) \(fence)")
+      } catch {
+        if let stale = StaleFence.in(error) {
+          say("refused \(message.key) \(message.n) \(fence) \(stale.lastFence)")
+        } else {
+          say("failed \(message.key) \(message.n) \(fence): \(error)")
+        }
+        throw error
+      }
+    }
+    try await write.value
+  }
 }
 #endif
