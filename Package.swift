@@ -80,6 +80,8 @@ let sqlite: TargetDependencyCondition? = .when(traits: ["SQLite"])
 let server: TargetDependencyCondition? = .when(traits: ["Server"])
 /// A dependency that exists only with the Postgres trait.
 let postgres: TargetDependencyCondition? = .when(traits: ["Postgres"])
+/// Either trait (a condition with several traits holds when any of them is on).
+let serverOrPostgres: TargetDependencyCondition? = .when(traits: ["Server", "Postgres"])
 
 package.targets += [
   .target(
@@ -315,7 +317,7 @@ package.targets += [
       .target(name: "OrderlyServer", condition: server),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
       .product(name: "UnixSignals", package: "swift-service-lifecycle", condition: server),
-      .product(name: "Logging", package: "swift-log", condition: server),
+      .product(name: "Logging", package: "swift-log", condition: serverOrPostgres),
       .target(name: "OrderlyPostgres", condition: postgres),
       .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
     ],

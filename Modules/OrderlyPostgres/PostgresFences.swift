@@ -156,7 +156,7 @@ public struct PostgresFences: Sendable {
   ///
   /// - Parameters:
   ///   - key: The message's key.
-  ///   - fence: The delivery's fence (``Envelope/fence``).
+  ///   - fence: The delivery's fence (`Envelope.fence`).
   ///   - connection: A connection inside the handler's transaction (`BEGIN` ran).
   ///   - logger: Where the query logs.
   /// - Throws: ``StaleFence``, the database's error, or a timeout after 30 seconds without an

@@ -1,6 +1,9 @@
 // The code the OrderlyOutboxCore documentation shows, compiled by `swift build` (with no trait:
 // the module needs none); docs-gen copies each sample into its `orderly:sample` region.
-// sample: outbox-core-any-store, outbox-core-audit-on
+// sample: outbox-core-fence-relay, outbox-core-fence-receiver
+import Foundation
+// end sample
+// sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver
 import OrderlyOutboxCore
 // end sample
 
@@ -27,5 +30,47 @@ func startAudited<O: DurableOutbox<NoteEdit>>(
   var options = options
   options.audit = OutboxAuditOptions(isOn: true, retention: .seconds(3 * 24 * 3600))
   try outbox.start(options, deliver: .each(send))
+}
+// end sample
+
+// sample: outbox-core-fence-relay
+/// A receiver's answer other than success: the outbox tries the message again.
+struct NotAccepted: Error {
+  var status: Int
+}
+
+/// Relays one delivery over HTTP, with its key, fence and id in the fence headers.
+///
+/// `post` is the app's HTTP client (URLSession, AsyncHTTPClient, ...).
+func relay(
+  _ envelope: Envelope<NoteEdit>,
+  post: (_ body: Data, _ headers: [String: String]) async throws -> Int
+) async throws {
+  var headers = envelope.fenceHeaders
+  headers["Content-Type"] = "application/json"
+  let status = try await post(try JSONEncoder().encode(envelope.message), headers)
+  guard status == 200 else { throw NotAccepted(status: status) }
+}
+// end sample
+
+/// Where the receiving service keeps notes.
+struct NoteStore: Sendable {
+  func save(_ edit: NoteEdit) async throws {}
+}
+
+// sample: outbox-core-fence-receiver
+/// The receiving service's endpoint: applies each message once, and refuses a delivery from a
+/// worker whose lease has moved on.
+struct EditsEndpoint: Sendable {
+  let gate = FenceGate()
+  let notes: NoteStore
+
+  /// Handles one request; returns the status to answer with.
+  func receive(headers: [String: String], body: Data) async throws -> Int {
+    let admission = try await gate.apply(headers: headers) {
+      try await notes.save(try JSONDecoder().decode(NoteEdit.self, from: body))
+    }
+    return admission.statusCode
+  }
 }
 // end sample

@@ -3,12 +3,13 @@
 #if Postgres
 import Foundation
 import OrderlyOutbox
-// sample: postgres-outbox, postgres-batches
+// sample: postgres-outbox, postgres-batches, postgres-fenced-write
 import OrderlyPostgres
 // end sample
-// sample: postgres-outbox
+// sample: postgres-outbox, postgres-fenced-write
 import PostgresNIO
 // end sample
+import Logging
 
 /// A change to one account: the samples' message.
 struct AccountChange: Codable, Sendable {
@@ -43,6 +44,30 @@ func postgresBatches(outbox: PostgresOutbox<AccountChange>, ledger: Ledger) thro
       } catch {
         throw BatchDeliveryError(delivered: index, error: error)
       }
+    }
+  }
+  // end sample
+}
+
+func fencedWrites(
+  outbox: PostgresOutbox<AccountChange>,
+  client: PostgresClient,
+  logger: Logger
+) async throws {
+  // sample: postgres-fenced-write
+  let fences = try PostgresFences()
+  try await fences.createTable(client, logger: logger)
+  try outbox.start(limit: 16, lease: .seconds(30)) { envelope in
+    let change = envelope.message
+    try await client.withTransaction(logger: logger) { connection in
+      // First in the transaction: refused (StaleFence) if the key's next holder wrote since.
+      try await fences.admit(envelope, on: connection, logger: logger)
+      try await connection.query(
+        """
+        UPDATE account SET balance = balance + \(change.amount) WHERE id = \(change.accountID)
+        """,
+        logger: logger
+      )
     }
   }
   // end sample
