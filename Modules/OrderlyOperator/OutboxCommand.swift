@@ -66,6 +66,7 @@ package struct OutboxCommand: AsyncParsableCommand {
     subcommands: [
       OutboxStatus.self, OutboxKeys.self, OutboxDeadLetters.self, OutboxPeek.self,
       OutboxRetry.self, OutboxDrop.self, OutboxPause.self, OutboxResume.self, OutboxAudit.self,
+      OutboxChaos.self, OutboxChaosWorker.self,
     ]
   )
 }

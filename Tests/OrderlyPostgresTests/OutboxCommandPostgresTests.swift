@@ -237,6 +237,71 @@ struct OutboxCommandPostgresTests {
     #expect(retry.status == 1)
     #expect(retry.stderr.contains("no message \(unknown.uuidString)"), "\(retry.stderr)")
   }
+
+  @Test(
+    "chaos: worker processes killed and cut off while messages are appended; the drain and the audit find nothing lost or reordered, and the schema is dropped"
+  )
+  func chaos() async throws {
+    guard let url = TestServer.available() else { return }
+    let result = try await BuiltProducts.run(
+      "orderly",
+      arguments: [
+        "outbox", "chaos", "--url", url, "--workers", "2", "--keys", "20", "--messages", "300",
+        "--duration", "6", "--lease", "1", "--seed", "7",
+      ]
+    )
+    #expect(result.status == 0, "\(result.stdout)\(result.stderr)")
+    for line in [
+      "chaos: 2 worker(s), 20 key(s), 300 message(s) over 6.00 s, lease 1.00 s, one at a time;",
+      "appended                 300", "delivered                300", "lost                     0",
+      "order violations         0", "overlapping holders      0", "verdict: no violation",
+    ] {
+      #expect(result.stdout.contains(line), "\(line) in \(result.stdout)")
+    }
+    let harm = result.stdout.split(separator: "\n").first.map(String.init) ?? ""
+    #expect(harm.contains("kill(s)") && harm.contains("seed 7"), "\(harm)")
+    // The run's own schema is gone.
+    let client = PostgresClient(configuration: try .init(orderlyURL: url))
+    let running = Task { await client.run() }
+    defer { running.cancel() }
+    var left: [String] = []
+    for try await name in try await client.query(
+      "SELECT schema_name::text FROM information_schema.schemata WHERE schema_name LIKE 'orderly_chaos_%'",
+      logger: TestServer.logger
+    ).decode(String.self) {
+      left.append(name)
+    }
+    #expect(left.isEmpty, "\(left)")
+  }
+
+  @Test("chaos: bad options are refused with what to do (exit 64), and nothing is created")
+  func chaosRefusals() async throws {
+    let cases: [([String], String)] = [
+      (["--url", "mysql://x/y"], "--url must be a PostgreSQL URL"),
+      (["--url", "postgresql://u@h/d", "--workers", "0"], "--workers must be from 1 to 32"),
+      (["--url", "postgresql://u@h/d", "--keys", "0"], "--keys must be 1 or more"),
+      (["--url", "postgresql://u@h/d", "--messages", "0"], "--messages must be 1 or more"),
+      (["--url", "postgresql://u@h/d", "--duration", "0"], "--duration must be from 1 to 3600"),
+      (["--url", "postgresql://u@h/d", "--lease", "0.1"], "--lease must be from 0.4 to 600"),
+      (["--url", "postgresql://u@h/d", "--batch", "0"], "--batch must be from 1 to 1000"),
+    ]
+    for (arguments, expected) in cases {
+      let result = try await BuiltProducts.run(
+        "orderly",
+        arguments: ["outbox", "chaos"] + arguments
+      )
+      #expect(result.status == 64, "\(arguments): \(result.stderr)")
+      #expect(result.stderr.contains(expected), "\(arguments): \(result.stderr)")
+    }
+    // A server that cannot be reached: one clear line, exit 1.
+    let away = try await BuiltProducts.run(
+      "orderly",
+      arguments: ["outbox", "chaos", "--url", "postgresql://orderly@127.0.0.1:1/orderly"]
+    )
+    #expect(away.status == 1, "\(away.stderr)")
+    #expect(away.stderr.contains("orderly: cannot open the outbox at"), "\(away.stderr)")
+    #expect(away.stderr.contains("check that it runs"), "\(away.stderr)")
+  }
 }
 
 /// What a handler delivered, in order.
