@@ -85,15 +85,18 @@ func plainInserts(_ jobs: Int, batch: Int) async throws -> Double {
   }
 }
 
-/// Delivers `jobs` appended messages to a handler that does nothing.
-func outboxDelivery(_ jobs: Int) async throws -> Double {
+/// Delivers `jobs` appended messages to a handler that does nothing; with `audit`, the audit
+/// trail records every attempt.
+func outboxDelivery(_ jobs: Int, audit: Bool = false) async throws -> Double {
   try await withScratchFile { path in
     let outbox = try Outbox<BenchChange>(path: path)
     for start in stride(from: 0, to: jobs, by: 1_000) {
       try await outbox.append(contentsOf: (start..<min(start + 1_000, jobs)).map(change))
     }
+    var options = OutboxDeliveryOptions()
+    options.audit = audit ? .on : .off
     let result = try await nanosecondsPerJob(jobs) {
-      try outbox.start { _ in }
+      try outbox.start(options, deliver: .each { _ in })
       try await outbox.waitUntilDelivered()
     }
     try await outbox.close()
@@ -236,6 +239,16 @@ public let outboxScenarios: [Scenario] = [
     jobs: (2_000, 300),
     orderly: { jobs in try await outboxDelivery(jobs) },
     baseline: { jobs in try await plainDrain(jobs) }
+  ),
+  // What the audit trail costs ("Auditing delivery"): the same delivery with the trail on.
+  Scenario(
+    name: "Outbox delivery to a no-op handler, audit trail on",
+    baselineName: "the same delivery, audit trail off",
+    unit: .nanosecondsPerJob,
+    target: .ratio(1.25),
+    jobs: (2_000, 300),
+    orderly: { jobs in try await outboxDelivery(jobs, audit: true) },
+    baseline: { jobs in try await outboxDelivery(jobs) }
   ),
   // The policy table's promise that a stuck key never slows the others ("Operating an
   // outbox"): the healthy keys' delivery beside 10 blocked keys, against the same without them.
