@@ -2,6 +2,8 @@
 // its delivery as a service in a ServiceGroup. Worker A is killed with SIGKILL in the middle of
 // a delivery: its keys wait until its leases run out. Worker B gets SIGTERM in the middle of a
 // delivery: it finishes it and lets its key go at once. Worker C carries every key on, in order.
+// Then the audit trail every worker wrote is checked, and a late write under A's fence is
+// refused by the receiver's fence table.
 //
 //   swift run --package-path Examples/fleet-outbox fleet-outbox
 //
@@ -75,6 +77,15 @@ func record(
   )
 }
 
+/// The receiver's fences: the last fence written per key, checked first in each write.
+let fences: PostgresFences = {
+  do {
+    return try PostgresFences()
+  } catch {
+    fail("\(error)")
+  }
+}()
+
 // MARK: - One worker
 
 // course: the worker
@@ -82,17 +93,20 @@ func record(
 /// new message, lets the delivery in flight finish (up to 10 seconds), and releases its keys.
 ///
 /// The receiver logs each delivery as it begins and ends, and applies each change once, by its
-/// id. Worker A never finishes a key's fourth change; worker B finishes its key's fourth change
-/// only once it has been sent SIGTERM, so that the signal comes in the middle of a delivery.
+/// id, in a transaction that first writes the delivery's fence for its key: a worker whose
+/// lease has moved on cannot write after the key's next holder. Every attempt is recorded in
+/// the audit trail. Worker A never finishes a key's fourth change; worker B finishes its key's
+/// fourth change only once it has been sent SIGTERM, so that the signal comes in the middle of
+/// a delivery.
 func work(name: String, limit: Int, url: String, schema: String) async throws -> Never {
   let client = try client(url: url, schema: schema)
   let outbox = try await PostgresOutbox<Change>(client: client, logger: quiet)
+  var options = FleetDeliveryOptions(limit: limit, lease: lease, pollInterval: .milliseconds(100))
+  options.audit = .on
   let delivery = OutboxService(
     outbox: outbox,
     name: "accounts",
-    limit: limit,
-    lease: lease,
-    pollInterval: .milliseconds(100),
+    options: options,
     shutdownGracePeriod: .seconds(10),
     logger: quiet
   ) { envelope in
@@ -123,25 +137,33 @@ func work(name: String, limit: Int, url: String, schema: String) async throws ->
     // Each change takes the receiver a moment, as a call to another service would: long enough
     // that a worker's run of deliveries shows as a bar in the picture, not a sliver.
     try await Task.sleep(for: .milliseconds(60))
-    try await client.withTransaction(logger: quiet) { connection in
-      try await connection.query(
-        "INSERT INTO receiver_applied (id) VALUES (\(envelope.id)) ON CONFLICT DO NOTHING",
-        logger: quiet
-      )
-      try await connection.query(
-        """
-        INSERT INTO receiver_log (worker, key, number, fence, event)
-        VALUES (\(name), \(change.key), \(change.number), \(fence), 'delivered')
-        """,
-        logger: quiet
-      )
-    }
+    try await apply(envelope, by: name, client: client)
   }
   let group = ServiceGroup(services: [delivery], gracefulShutdownSignals: [.sigterm], logger: quiet)
   say("ready")
   try await group.run()
   await outbox.close()
   exit(0)
+}
+
+/// The receiver's write: the fence first (refused with `StaleFence` if the key's next holder
+/// wrote since), then the change, once by its id, in one transaction.
+func apply(_ envelope: Envelope<Change>, by worker: String, client: PostgresClient) async throws {
+  let change = envelope.message
+  try await client.withTransaction(logger: quiet) { connection in
+    try await fences.admit(envelope, on: connection, logger: quiet)
+    try await connection.query(
+      "INSERT INTO receiver_applied (id) VALUES (\(envelope.id)) ON CONFLICT DO NOTHING",
+      logger: quiet
+    )
+    try await connection.query(
+      """
+      INSERT INTO receiver_log (worker, key, number, fence, event)
+      VALUES (\(worker), \(change.key), \(change.number), \(envelope.fence ?? 0), 'delivered')
+      """,
+      logger: quiet
+    )
+  }
 }
 // course end: the worker
 
@@ -288,6 +310,7 @@ func story() async throws {
   )
   try await app.query("CREATE TABLE receiver_applied (id uuid PRIMARY KEY)", logger: quiet)
   try await app.query("CREATE TABLE story_cue (name text PRIMARY KEY)", logger: quiet)
+  try await fences.createTable(app, logger: quiet)
   let outbox = try await PostgresOutbox<Change>(client: app, logger: quiet)
   say("Three workers share one outbox on PostgreSQL, each running its delivery as a service;")
   say("each holds a key through a 3-second lease. alice (#1-#6), bob (#7-#12) and carol")
@@ -481,6 +504,42 @@ func story() async throws {
           ? "every key in order, but carol did not move before A's leases ran out."
           : "a key was out of order.")
   )
+  say()
+
+  // course: the check
+  // The audit trail every worker wrote, checked as `orderly outbox audit` checks it.
+  guard let trail = try await outbox.auditTrail() else { fail("the workers wrote no audit trail") }
+  let report = trail.audit()
+  say("The audit of this run's trail (what orderly outbox audit checks):")
+  say(
+    "  \(report.attempts) attempts over \(report.keys) keys, \(report.delivered) delivered, "
+      + "\(report.numbersChecked) numbers checked for loss: "
+      + (report.isClean
+        ? "nothing lost, out of order, held twice at once, acknowledged twice; fences rising."
+        : report.violations.map { "VIOLATION \($0.kind.rawValue): \($0.detail)" }
+          .joined(separator: "; "))
+  )
+  // A was killed, so it writes nothing more. Had it only been paused (SIGSTOP, a frozen
+  // machine), it would wake inside its handler for #4 and write under fence 1, after C.
+  let late = Envelope(
+    id: UUID(),
+    sequence: Int64(stalled),
+    partition: "alice",
+    message: Change(key: "alice", number: stalled),
+    attempt: 1,
+    appendedAt: Date(),
+    fence: 1
+  )
+  say("A late write: #\(stalled) for alice under A's fence 1, as A's handler would make it had")
+  say("A only been paused past its lease:")
+  do {
+    try await apply(late, by: "A", client: app)
+    say("  written: the fence did not refuse it")
+  } catch {
+    guard let stale = StaleFence.in(error) else { throw error }
+    say("  refused: \(stale)")
+  }
+  // course end: the check
   try await admin.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE"), logger: quiet)
 }
 

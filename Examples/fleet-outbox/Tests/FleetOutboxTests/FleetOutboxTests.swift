@@ -87,5 +87,18 @@ struct FleetOutboxTests {
     ] {
       #expect(text.contains(line), "\(text)")
     }
+    // The audit of the run's own trail: the 18 deliveries that ended (the two A was killed in
+    // left no row), nothing wrong.
+    #expect(
+      text.contains(
+        "18 attempts over 3 keys, 18 delivered, 18 numbers checked for loss: nothing lost"
+      ),
+      "\(text)"
+    )
+    // The late write under A's fence, refused by the receiver's fence table.
+    #expect(
+      text.contains("refused: the write for key 'alice' under fence 1 was refused: fence 2"),
+      "\(text)"
+    )
   }
 }
