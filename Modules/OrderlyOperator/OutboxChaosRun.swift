@@ -5,7 +5,6 @@ import Logging
 import OrderlyOutboxCore
 import OrderlyPostgres
 import PostgresNIO
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -47,6 +46,8 @@ private func within<T: Sendable>(
   try await withThrowingTaskGroup(of: T?.self) { group in
     group.addTask { try await operation() }
     group.addTask {
+      // The deadline itself: a sleep on the real clock, ended by `cancelAll` once the
+      // operation is done.
       try await Task.sleep(for: .seconds(seconds))
       return nil
     }
@@ -121,6 +122,8 @@ final class ChaosProcess {
   /// Waits until the process has ended, at most `seconds`; kills it after that.
   func ended(within seconds: Double) async {
     let deadline = ContinuousClock.now + .seconds(seconds)
+    // Looks every 20 ms, up to `seconds`; then SIGKILL, which the kernel carries out at once
+    // (the last loop ends as soon as the process is reaped).
     while process.isRunning, ContinuousClock.now < deadline {
       try? await Task.sleep(for: .milliseconds(20))
     }
@@ -145,6 +148,8 @@ enum ChaosWorker {
       pollInterval: .milliseconds(200)
     )
     options.audit = .on
+    // The handler's work: a millisecond on the real clock, so that deliveries take time and a
+    // kill can land in the middle of one.
     let handler: DeliveryHandler<ChaosMessage> =
       batch == 1
       ? .each { _ in try await Task.sleep(for: .milliseconds(1)) }
@@ -159,6 +164,7 @@ enum ChaosWorker {
     let parent = getppid()
     // Until SIGTERM, or until the run that started this worker has ended (the worker is then
     // the child of another process).
+    // Looks every half second; cancelled once SIGTERM came.
     let watch = Task {
       while !Task.isCancelled, getppid() == parent {
         try? await Task.sleep(for: .milliseconds(500))
@@ -366,7 +372,8 @@ struct ChaosRun {
       for worker in workers { await worker.ended(within: 15) }
     }
 
-    // Appends spread over the duration, while the harm runs beside them.
+    // Appends spread over the duration, while the harm runs beside them: both paced on the real
+    // clock (the tool's job is to do harm in real time), each sleep bounded by the duration.
     let began = ContinuousClock.now
     let total = settings.messages
     let appender = Task {
@@ -423,7 +430,8 @@ struct ChaosRun {
       }
       outcome.appended = try await appender.value
 
-      // The drain: every message delivered or set aside, within 20 leases or a minute.
+      // The drain: every message delivered or set aside, within 20 leases or a minute (looks
+      // every 250 ms until then).
       let limit = max(60, settings.lease * 20)
       let deadline = ContinuousClock.now + .seconds(limit)
       var counts = try await outbox.counts()
