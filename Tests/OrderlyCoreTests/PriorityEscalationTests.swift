@@ -16,6 +16,9 @@ private final class EscalationProbe: Sendable {
   func body() async throws {
     started.open()
     try await withTaskPriorityEscalationHandler {
+      // An escalation that came before the handler was installed (between `started` and here)
+      // is not reported to it: look at the priority once the handler is in place.
+      if Task.currentPriority >= .high { raised.open() }
       try await raised.wait()
     } onPriorityEscalated: { [raised] _, new in
       // The test's own awaits (at medium priority) raise the job too: wait for the high one.
