@@ -70,9 +70,12 @@ struct AsyncSemaphoreTests {
     cancelled.cancel()
     await #expect(throws: CancellationError.self) { try await cancelled.value }
     #expect(semaphore.waiterCount == 2)
-    semaphore.signal()
+    // One permit at a time: the line's head takes it, and the last waits on. (Two at once would
+    // resume both, and which records first is up to the scheduler.)
     semaphore.signal()
     try await first.value
+    #expect(semaphore.waiterCount == 1)
+    semaphore.signal()
     try await last.value
     #expect(order.values == ["first", "last"])
     semaphore.signal()
