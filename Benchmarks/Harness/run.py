@@ -2,22 +2,35 @@
 adapter, and the procrastinate and awa adapters as native processes instead of Docker images.
 
     HARNESS_DIR=/path/to/harness ORDERLY_ADAPTER=/path/to/harness-adapter \
-      python run.py run --systems orderly,procrastinate,awa-python --scenario ...
+      python run.py run --systems orderly-b1,procrastinate-ordered --scenario ...
 
 Everything after the script's name goes to the harness's own command line (`bench.py`).
-Benchmarks/Scripts/harness.sh sets the environment and runs the published matrix.
+Benchmarks/Scripts/harness.sh sets the environment and runs the matrix.
 
-The harness is not changed: its adapter registry gets three native entries before its `main`
-runs. `orderly` is this folder's adapter (a Swift executable); `procrastinate` is the harness's
-own `procrastinate-bench/main.py`, run by the virtual environment's Python; `awa-python` is
-`awa-python-bench/main.py` here (the harness names the variant but ships no adapter for it at
-the commit used).
+The harness is not changed: its adapter registry gets native entries (`VARIANTS` below) before
+its `main` runs. `orderly-b1` and `orderly-b16` are this folder's adapter (a Swift executable)
+delivering one message at a time and in ordered batches of up to 16; `procrastinate` is the
+harness's own `procrastinate-bench/main.py`, run by the virtual environment's Python, and
+`procrastinate-ordered` the same with procrastinate's `lock` set to each job's key;
+`awa-python` is `awa-python-bench/main.py` here (the harness names the variant but ships no
+adapter for it at the commit used), and `awa-python-ordered` the same with awa's
+`ordering_key`.
+
+After each system's cell (its replicas stopped, its database still there), `final_check` drains
+what is left and records what the harness cannot see: one replica started again with nothing to
+produce delivers the backlog (bounded by ORDERLY_DRAIN_SECONDS, 300 by default), then the jobs
+that never completed are counted exactly in the database and, for Orderly, every replica's
+deliveries are checked together through the audit trail (`harness-adapter check`). The result
+is `final-<system>.json` in the run's folder, beside the harness's `summary.json`.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -32,39 +45,248 @@ def _nothing_to_build(skip: bool) -> None:
     return None
 
 
-def launch_orderly(manifest, overrides) -> LaunchSpec:
-    return LaunchSpec(argv=[os.environ["ORDERLY_ADAPTER"]], env=_base_env(manifest, overrides))
+def _python(script: Path, extra: dict[str, str]):
+    def launch(manifest, overrides) -> LaunchSpec:
+        return LaunchSpec(
+            argv=[sys.executable, str(script)], env={**_base_env(manifest, overrides), **extra}
+        )
+
+    return launch
 
 
-def launch_procrastinate(manifest, overrides) -> LaunchSpec:
-    return LaunchSpec(
-        argv=[sys.executable, str(HARNESS / "procrastinate-bench" / "main.py")],
-        env=_base_env(manifest, overrides),
+def _orderly(extra: dict[str, str]):
+    def launch(manifest, overrides) -> LaunchSpec:
+        return LaunchSpec(
+            argv=[os.environ["ORDERLY_ADAPTER"]], env={**_base_env(manifest, overrides), **extra}
+        )
+
+    return launch
+
+
+PROCRASTINATE = HARNESS / "procrastinate-bench"
+# The systems a run can name: each variant is a system of its own to the harness (its own
+# rows), on its adapter's database, started fresh for it. `base` names the queue underneath.
+VARIANTS = {
+    # One message per delivery, acknowledged one at a time, as the peers do.
+    "orderly-b1": ("orderly", HERE, _orderly({"ORDERLY_BATCH": "1"})),
+    # Ordered batches: up to 16 consecutive messages of a key per delivery, one acknowledgement.
+    "orderly-b16": ("orderly", HERE, _orderly({"ORDERLY_BATCH": "16"})),
+    # ORDERLY_BATCH from the environment (1 unless set): the name earlier runs used.
+    "orderly": ("orderly", HERE, _orderly({})),
+    # The harness's own adapter, unordered.
+    "procrastinate": ("procrastinate", PROCRASTINATE, _python(PROCRASTINATE / "main.py", {})),
+    # The same adapter, every job deferred with procrastinate's `lock` set to its key.
+    "procrastinate-ordered": (
+        "procrastinate",
+        PROCRASTINATE,
+        _python(HERE / "procrastinate-ordered" / "main.py", {}),
+    ),
+    # awa through its Python SDK, unordered (no ordering key).
+    "awa-python": (
+        "awa-python",
+        HERE / "awa-python-bench",
+        _python(HERE / "awa-python-bench" / "main.py", {"AWA_ORDERED": "0"}),
+    ),
+    # The same adapter, every job inserted with awa's `ordering_key` set to its key.
+    "awa-python-ordered": (
+        "awa-python",
+        HERE / "awa-python-bench",
+        _python(HERE / "awa-python-bench" / "main.py", {"AWA_ORDERED": "1"}),
+    ),
+}
+for name, (_, folder, launcher) in VARIANTS.items():
+    adapters.ADAPTERS[name] = AdapterEntry(
+        bench_dir=folder, builder=_nothing_to_build, launcher=launcher
     )
 
-
-def launch_awa_python(manifest, overrides) -> LaunchSpec:
-    return LaunchSpec(
-        argv=[sys.executable, str(HERE / "awa-python-bench" / "main.py")],
-        env=_base_env(manifest, overrides),
-    )
-
-
-adapters.ADAPTERS["orderly"] = AdapterEntry(
-    bench_dir=HERE, builder=_nothing_to_build, launcher=launch_orderly
-)
-adapters.ADAPTERS["procrastinate"] = AdapterEntry(
-    bench_dir=HARNESS / "procrastinate-bench",
-    builder=_nothing_to_build,
-    launcher=launch_procrastinate,
-)
-adapters.ADAPTERS["awa-python"] = AdapterEntry(
-    bench_dir=HERE / "awa-python-bench",
-    builder=_nothing_to_build,
-    launcher=launch_awa_python,
-)
-
+from bench_harness import orchestrator  # noqa: E402
+from bench_harness.adapters import AdapterManifest, pg_url  # noqa: E402
 from bench_harness.orchestrator import main  # noqa: E402
+
+# Per system: the jobs that have not completed (still to run, running, failed or set aside),
+# counted in its own tables.
+UNFINISHED = {
+    # Waiting or being delivered, and set aside as dead letters.
+    "orderly": "SELECT (SELECT count(*) FROM orderly_outbox_message)"
+    " + (SELECT count(*) FROM orderly_outbox_dead_letter)",
+    # Every job not succeeded (its adapter keeps finished jobs: delete_jobs="never").
+    "procrastinate": "SELECT count(*) FROM procrastinate_jobs WHERE status <> 'succeeded'",
+    # Every job of the adapter's queue not completed.
+    "awa-python": "SELECT count(*) FROM awa.jobs"
+    " WHERE queue = 'awa_longhorizon_bench' AND state <> 'completed'",
+}
+
+# procrastinate's order, from its own tables: a job's key is its `seq` modulo BENCH_KEYS (what
+# the ordered variant locks on), its place in its key's order its id (the order it was
+# deferred in), its run the first `started` and last `succeeded` event.
+PROCRASTINATE_ORDER = """
+WITH runs AS (
+  SELECT j.id, (j.args->>'seq')::bigint %% %(keys)s AS key,
+         min(e.at) FILTER (WHERE e.type = 'started') AS started,
+         max(e.at) FILTER (WHERE e.type = 'succeeded') AS ended
+  FROM procrastinate_jobs j JOIN procrastinate_events e ON e.job_id = j.id
+  GROUP BY j.id
+), checked AS (
+  SELECT started,
+         max(started) OVER (PARTITION BY key ORDER BY id
+                            ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS earlier_start,
+         lag(ended) OVER (PARTITION BY key ORDER BY started, id) AS previous_end
+  FROM runs WHERE started IS NOT NULL
+)
+SELECT count(*),
+       count(*) FILTER (WHERE started < earlier_start),
+       count(*) FILTER (WHERE started < previous_end)
+FROM checked
+"""
+
+
+def _order_from_log(folder: Path) -> dict | None:
+    """Every replica's handler runs together (awa's adapter writes them to ORDER_LOG_DIR):
+    per key, a job that started before one its producer made earlier had started is out of
+    order; a run that started before the run of its key that started just before it ended
+    overlaps it."""
+    if not folder.is_dir():
+        return None
+    runs: dict[str, list[tuple[int, int, str, int]]] = {}
+    for path in sorted(folder.glob("*.log")):
+        for line in path.read_text().splitlines():
+            parts = line.split(",")
+            if len(parts) != 5:
+                continue  # a line cut by a SIGKILL
+            key, producer, seq, started, ended = parts
+            runs.setdefault(key, []).append((int(started), int(ended), producer, int(seq)))
+    checked = out_of_order = overlaps = 0
+    for key_runs in runs.values():
+        key_runs.sort()
+        latest: dict[str, int] = {}
+        previous_end = None
+        for started, ended, producer, seq in key_runs:
+            checked += 1
+            if seq < latest.get(producer, -1):
+                out_of_order += 1
+            latest[producer] = max(seq, latest.get(producer, -1))
+            if previous_end is not None and started < previous_end:
+                overlaps += 1
+            previous_end = ended if previous_end is None else max(previous_end, ended)
+    return {"runs": checked, "out_of_order": out_of_order, "overlaps": overlaps}
+
+
+def _order_check(url: str, system: str, run_id: str) -> dict | None:
+    base = VARIANTS[system][0]
+    if base == "awa-python":
+        return _order_from_log(orchestrator.RESULTS_ROOT / run_id / f"order-log-{system}")
+    if base != "procrastinate":
+        return None
+    import psycopg
+
+    keys = int(os.environ.get("BENCH_KEYS") or "1000")
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(PROCRASTINATE_ORDER, {"keys": keys}).fetchone()
+    except psycopg.Error as error:
+        print(f"[orderly-run] {system}'s order check failed: {error}", file=sys.stderr)
+        return None
+    return {"runs": row[0], "out_of_order": row[1], "overlaps": row[2]}
+
+
+def _unfinished(url: str, system: str) -> int | None:
+    import psycopg
+
+    try:
+        with psycopg.connect(url, autocommit=True, connect_timeout=10) as conn:
+            row = conn.execute(UNFINISHED[VARIANTS[system][0]]).fetchone()
+            return int(row[0]) if row else None
+    except psycopg.Error as error:
+        print(f"[orderly-run] counting {system}'s unfinished jobs failed: {error}", file=sys.stderr)
+        return None
+
+
+def final_check(system: str, run_id: str, worker_count: int) -> None:
+    """Drains the cell's backlog with one replica that produces nothing, counts what never
+    completed, and (Orderly) audits the whole trail; writes final-<system>.json."""
+    base = VARIANTS[system][0] if system in VARIANTS else None
+    if base not in UNFINISHED:
+        return
+    entry = adapters.ADAPTERS[system]
+    manifest = AdapterManifest.load(entry.bench_dir)
+    url = pg_url(manifest.db_name)
+    overrides = {
+        "PRODUCER_RATE": "0",
+        "PRODUCER_MODE": "fixed",
+        "WORKER_COUNT": str(worker_count),
+        "BENCH_INSTANCE_ID": "0",
+    }
+    spec = entry.launcher(manifest, overrides)
+    env = {**os.environ, **spec.env}
+    limit = float(os.environ.get("ORDERLY_DRAIN_SECONDS", "300"))
+    before = _unfinished(url, system)
+    started = time.monotonic()
+    # stdin closed: a harness-paced producer gets no tokens and appends nothing.
+    drain = subprocess.Popen(
+        spec.argv,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=sys.stderr,
+    )
+    left = before
+    empty_looks = 0
+    try:
+        while time.monotonic() - started < limit and drain.poll() is None:
+            time.sleep(1)
+            left = _unfinished(url, system)
+            # Twice empty in a row: nothing came back from a lease that ended meanwhile.
+            empty_looks = empty_looks + 1 if left == 0 else 0
+            if empty_looks >= 2:
+                break
+    finally:
+        drain.terminate()
+        try:
+            drain.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            drain.kill()
+            drain.wait()
+    drained_in = time.monotonic() - started
+    record: dict = {
+        "system": system,
+        "unfinished_before_drain": before,
+        "drain_seconds": round(drained_in, 1),
+        "drain_limit_seconds": limit,
+        "never_completed": _unfinished(url, system),
+    }
+    order = _order_check(url, system, run_id)
+    if order is not None:
+        record["order"] = order
+    if base == "orderly":
+        checked = subprocess.run(
+            [os.environ["ORDERLY_ADAPTER"], "check"],
+            env={**os.environ, "DATABASE_URL": url},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        if checked.returncode == 0 and checked.stdout.strip():
+            record["check"] = json.loads(checked.stdout.strip().splitlines()[-1])
+        else:
+            record["check_error"] = (checked.stderr or "no report")[-2000:]
+    path = orchestrator.RESULTS_ROOT / run_id / f"final-{system}.json"
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    print(f"[orderly-run] {system}: {json.dumps(record, sort_keys=True)}", file=sys.stderr)
+
+
+_run_one_system = orchestrator.run_one_system
+
+
+def run_one_system_then_check(system: str, **kwargs):
+    # awa's replicas (and its drain) write every handler run here, for the order check.
+    os.environ["ORDER_LOG_DIR"] = str(orchestrator.RESULTS_ROOT / kwargs["run_id"] / f"order-log-{system}")
+    descriptor = _run_one_system(system, **kwargs)
+    final_check(system, kwargs["run_id"], kwargs["worker_count"])
+    return descriptor
+
+
+orchestrator.run_one_system = run_one_system_then_check
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

@@ -1,119 +1,199 @@
-"""Tables for docs/benchmarks.md from the harness's runs: `python summarize.py RUNS`.
+"""Tables for docs/benchmarks.md from the matrix's runs: `python summarize.py MATRIX.jsonl`.
 
-RUNS has one line per run, `LABEL<TAB>RESULTS_FOLDER` (Benchmarks/Scripts/harness.sh writes it);
-each folder holds the harness's summary.json. Every figure is the harness's own: the median of
-a phase's samples, and for the chaos scenarios the harness's recovery aggregates (recovery time:
-from the end of the chaos phases until the completion rate is back at 90% of the baseline's
-median; jobs lost: jobs enqueued minus jobs completed over the chaos and recovery phases, which
-also counts what is still queued when the recovery phase ends).
+Each line of MATRIX.jsonl is one run of one cell for one system (Benchmarks/Harness/record.py
+writes it; Benchmarks/Scripts/harness.sh runs the matrix). A cell run several times shows the
+median of its runs and, in brackets, the lowest and highest. Every rate and latency is the
+harness's own: the median of a phase's 5-second samples; for the chaos scenarios its recovery
+aggregates (recovery time: from the end of the chaos phases until the completion rate is back at
+90% of the baseline's median; `jobs_lost`: jobs enqueued minus jobs completed over the chaos and
+recovery phases, integrated from its rate samples, which is how much the backlog grew, not a
+count of lost jobs). Beside them, from Benchmarks/Harness/run.py's check after each cell: the
+jobs that never completed after a final drain, counted in the database, and the order check
+over every replica's deliveries together (Orderly: its audit trail; procrastinate: its jobs and
+events tables; awa: its handlers' delivery logs).
 """
 
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 from pathlib import Path
 
-SYSTEMS = ["orderly", "procrastinate", "awa-python"]
+SYSTEMS = [
+    "orderly-b1",
+    "orderly-b16",
+    "orderly",
+    "procrastinate-ordered",
+    "procrastinate",
+    "awa-python-ordered",
+    "awa-python",
+]
 NAMES = {
+    "orderly-b1": "Orderly, one at a time (ordered per key)",
+    "orderly-b16": "Orderly, batches of 16 (ordered per key)",
     "orderly": "Orderly (ordered per key)",
-    "procrastinate": "procrastinate 3.8.1",
-    "awa-python": "awa-pg 0.6.9",
+    "procrastinate-ordered": "procrastinate 3.8.1, `lock` per key (ordered)",
+    "procrastinate": "procrastinate 3.8.1 (unordered)",
+    "awa-python-ordered": "awa-pg 0.6.9, `ordering_key` per key (ordered)",
+    "awa-python": "awa-pg 0.6.9 (unordered)",
 }
+ORDERED = {"orderly-b1", "orderly-b16", "orderly", "procrastinate-ordered", "awa-python-ordered"}
+THROUGHPUT = ["throughput-4", "throughput-16", "throughput-64"]
+CHAOS = [
+    "chaos_crash_recovery",
+    "chaos_repeated_kills",
+    "chaos_pg_backend_kill",
+    "chaos_postgres_restart",
+    "chaos_pool_exhaustion",
+]
 
 
-def median(summary: dict, system: str, phase: str, metric: str) -> float | None:
-    block = summary["systems"].get(system, {}).get("phases", {}).get(phase, {})
-    value = block.get("metrics", {}).get(metric, {}).get("median")
+def load(path: str) -> dict[tuple[str, str], list[dict]]:
+    """The runs by (cell, system); a run recorded twice counts once, the later one."""
+    latest: dict[tuple[str, str, int], dict] = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            record = json.loads(line)
+            latest[(record["cell"], record["system"], record["run"])] = record
+    cells: dict[tuple[str, str], list[dict]] = {}
+    for (cell, system, _), record in sorted(latest.items()):
+        cells.setdefault((cell, system), []).append(record)
+    return cells
+
+
+def figure(value: float | None, digits: int = 0) -> str:
+    return "–" if value is None else f"{value:,.{digits}f}"
+
+
+def spread(values: list[float | None], digits: int = 0) -> str:
+    """The median of the runs, and (with more than one) the lowest and highest."""
+    known = [v for v in values if v is not None]
+    if not known:
+        return "–"
+    middle = figure(statistics.median(known), digits)
+    if len(known) == 1:
+        return middle
+    return f"{middle} ({figure(min(known), digits)}–{figure(max(known), digits)})"
+
+
+def phase(record: dict, name: str, metric: str) -> float | None:
+    value = record.get("phases", {}).get(name, {}).get(metric)
     return float(value) if value is not None else None
 
 
-def peak_everywhere(summary: dict, system: str, metric: str) -> float | None:
-    peaks = [
-        block.get("metrics", {}).get(metric, {}).get("peak")
-        for block in summary["systems"].get(system, {}).get("phases", {}).values()
-    ]
-    peaks = [float(p) for p in peaks if p is not None]
-    return max(peaks) if peaks else None
+def never_completed(runs: list[dict]) -> str:
+    counts = [r.get("final", {}).get("never_completed") for r in runs]
+    if not runs or any(c is None for c in counts):
+        return "not counted"
+    worst = max(counts)
+    cut = [r for r in runs if r["final"]["drain_seconds"] >= r["final"]["drain_limit_seconds"]]
+    text = f"{worst:,}" if len(runs) == 1 else f"{worst:,} (worst of {len(runs)})"
+    return text + (" (drain cut short)" if cut and worst else "")
 
 
-def shown(value: float | None, digits: int = 0) -> str:
-    if value is None:
-        return "–"
-    return f"{value:,.{digits}f}"
+def order(system: str, runs: list[dict]) -> str:
+    """The order check over every replica's deliveries, summed over the runs."""
+    found: dict[str, int] = {}
+    checked = 0
+    for run in runs:
+        final = run.get("final", {})
+        audit = final.get("check", {}).get("audit")
+        if audit is not None:
+            checked += audit["attempts"]
+            for kind, count in audit["violations"].items():
+                found[kind] = found.get(kind, 0) + count
+        elif "order" in final:
+            checked += final["order"]["runs"]
+            found["out of order"] = found.get("out of order", 0) + final["order"]["out_of_order"]
+            found["overlaps"] = found.get("overlaps", 0) + final["order"]["overlaps"]
+        else:
+            return "not checked"
+    wrong = {kind: count for kind, count in found.items() if count}
+    if not wrong:
+        return f"0 violations ({checked:,} deliveries)"
+    listed = ", ".join(f"{count:,} {kind}" for kind, count in sorted(wrong.items()))
+    return listed if system in ORDERED else f"{listed} (unordered)"
 
 
 def main() -> None:
-    runs: list[tuple[str, dict]] = []
-    for line in Path(sys.argv[1]).read_text().splitlines():
-        if not line.strip():
-            continue
-        label, folder = line.split("\t", 1)
-        runs.append((label, json.loads((Path(folder) / "summary.json").read_text())))
-    by_label = dict(runs)
-    present = [s for s in SYSTEMS if any(s in summary["systems"] for _, summary in runs)]
+    cells = load(sys.argv[1])
+    systems = [s for s in SYSTEMS if any(system == s for _, system in cells)]
 
-    throughput = [(label, s) for label, s in runs if label.startswith("throughput ")]
-    if throughput:
-        workers = [label.split()[1] for label, _ in throughput]
+    shown = [c for c in THROUGHPUT if any((c, s) in cells for s in systems)]
+    if shown:
         print(
-            "Completion rate / enqueue rate (jobs/s, medians of the clean phase), offered 3,000"
-            " jobs/s: where the two are equal the producer, not the workers, set the pace.\n"
+            "Throughput: completion rate (jobs/s, median of the clean phase), the harness's"
+            " depth-target method (the queue kept about 4,000 deep), one replica; then the"
+            " enqueue rate, to show the producer was not the ceiling:\n"
         )
-        print("| System | " + " | ".join(f"{w} workers" for w in workers) + " |")
-        print("|---|" + "---:|" * len(workers))
-        for system in present:
-            cells = [
-                shown(median(s, system, "clean_1", "completion_rate"))
-                + " / "
-                + shown(median(s, system, "clean_1", "enqueue_rate"))
-                for _, s in throughput
-            ]
-            print(f"| {NAMES[system]} | " + " | ".join(cells) + " |")
+        print("| System | " + " | ".join(f"{c.split('-')[1]} workers" for c in shown) + " |")
+        print("|---|" + "---:|" * len(shown))
+        for system in systems:
+            row = []
+            for cell in shown:
+                runs = cells.get((cell, system), [])
+                completed = [phase(r, "clean_1", "completion_rate") for r in runs]
+                enqueued = [phase(r, "clean_1", "enqueue_rate") for r in runs]
+                row.append(f"{spread(completed)} / {spread(enqueued)}" if runs else "–")
+            print(f"| {NAMES[system]} | " + " | ".join(row) + " |")
         print()
 
-    if "latency 16" in by_label:
-        summary = by_label["latency 16"]
-        print("Claim latency (insert to handler start), 16 workers, offered 800 jobs/s:\n")
+    if any(("latency-16", s) in cells for s in systems):
+        print("Claim latency (insert to handler start), 16 workers, offered 200 jobs/s:\n")
         print("| System | claim p50 (ms) | claim p99 (ms) | completion rate (jobs/s) |")
         print("|---|---:|---:|---:|")
-        for system in present:
-            if system not in summary["systems"]:
+        for system in systems:
+            runs = cells.get(("latency-16", system), [])
+            if not runs:
                 continue
             print(
-                f"| {NAMES[system]} | {shown(median(summary, system, 'clean_1', 'claim_p50_ms'), 1)}"
-                f" | {shown(median(summary, system, 'clean_1', 'claim_p99_ms'), 1)}"
-                f" | {shown(median(summary, system, 'clean_1', 'completion_rate'))} |"
+                f"| {NAMES[system]}"
+                f" | {spread([phase(r, 'clean_1', 'claim_p50_ms') for r in runs], 1)}"
+                f" | {spread([phase(r, 'clean_1', 'claim_p99_ms') for r in runs], 1)}"
+                f" | {spread([phase(r, 'clean_1', 'completion_rate') for r in runs])} |"
             )
         print()
 
-    chaos = [(label.split()[1], s) for label, s in runs if label.startswith("chaos ")]
-    if chaos:
-        print("Chaos, 2 replicas x 16 workers, offered 800 jobs/s per replica:\n")
+    shown = [c for c in CHAOS if any((c, s) in cells for s in systems)]
+    if shown:
+        print("Chaos, 2 replicas x 16 workers, offered 600 jobs/s:\n")
         print(
-            "| Scenario | System | recovered | recovery time (s) | jobs lost (harness) |"
-            " queued at the end | order violations |"
+            "| Scenario | System | recovered | recovery time (s) | backlog growth (the"
+            " harness's `jobs_lost` estimate) | queued at the end |"
         )
-        print("|---|---|---|---:|---:|---:|---:|")
-        for scenario, summary in chaos:
-            for system in present:
-                if system not in summary["systems"]:
+        print("|---|---|---|---:|---:|---:|")
+        for cell in shown:
+            for system in systems:
+                runs = cells.get((cell, system), [])
+                if not runs:
                     continue
-                recovery = summary["systems"].get(system, {}).get("phases", {}).get("recovery", {})
-                seconds = recovery.get("chaos_recovery_time_s")
-                recovered = "yes" if seconds is not None else "no"
-                lost = recovery.get("jobs_lost")
-                violations = (
-                    shown(peak_everywhere(summary, system, "order_violations"))
-                    if system == "orderly"
-                    else "not checked"
-                )
+                times = [phase(r, "recovery", "chaos_recovery_time_s") for r in runs]
+                recovered = sum(1 for t in times if t is not None)
                 print(
-                    f"| `chaos_{scenario}` | {NAMES[system]} | {recovered} | {shown(seconds, 1)}"
-                    f" | {shown(lost)} | {shown(median(summary, system, 'recovery', 'queue_depth'))}"
-                    f" | {violations} |"
+                    f"| `{cell}` | {NAMES[system]} | {recovered} of {len(runs)}"
+                    f" | {spread(times, 1)}"
+                    f" | {spread([phase(r, 'recovery', 'jobs_lost') for r in runs])}"
+                    f" | {spread([phase(r, 'recovery', 'queue_depth') for r in runs])} |"
                 )
         print()
+
+    print(
+        "After each cell: the jobs that never completed once a replica that produces nothing"
+        " drained the backlog (counted in the database; the worst run), and the order check"
+        " over every replica's deliveries together (summed over the runs):\n"
+    )
+    print("| Cell | System | runs | never completed | order check |")
+    print("|---|---|---:|---:|---|")
+    for cell in THROUGHPUT + ["latency-16"] + CHAOS:
+        for system in systems:
+            runs = cells.get((cell, system), [])
+            if runs:
+                print(
+                    f"| {cell} | {NAMES[system]} | {len(runs)} | {never_completed(runs)}"
+                    f" | {order(system, runs)} |"
+                )
+    print()
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@
 #   bash Tools/postgres/cluster.sh up       # starts a stopped server again, same port and data
 #   bash Tools/postgres/cluster.sh psql ... # runs psql on the cluster's database, as its owner
 #
+# The server does not wait for its writes to reach the disk (fsync=off): a crash of the machine
+# would lose the cluster, which tests throw away anyway. ORDERLY_POSTGRES_FSYNC=on makes it
+# wait, as a production server does (the harness benchmarks set it).
+#
 # ORDERLY_POSTGRES_STATE names the folder that remembers the running cluster (default
 # .build-postgres in the repository): a test or a benchmark that stops and starts a server of its
 # own gives it another folder, so the server every other test uses is never touched.
@@ -32,6 +36,14 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 state=${ORDERLY_POSTGRES_STATE:-$(pwd)/.build-postgres}
 command=${1:-}
+fsync=${ORDERLY_POSTGRES_FSYNC:-off}
+case "$fsync" in
+  on | off) ;;
+  *)
+    echo "cluster.sh: ORDERLY_POSTGRES_FSYNC must be on or off (got \"$fsync\")" >&2
+    exit 2
+    ;;
+esac
 install=false
 [ "${2:-}" = "--install" ] && install=true
 [ "${CI:-}" = "true" ] && install=true
@@ -106,7 +118,7 @@ start() {
     --no-instructions >"$state/initdb.log" 2>&1 ||
     fail "initdb failed; see $state/initdb.log"
   without_inherited_fds as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
-    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400" start >/dev/null ||
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=$fsync -c max_connections=400" start >/dev/null ||
     {
       cp "$data/server.log" "$state/server.log" 2>/dev/null || true
       fail "the server did not start; see $state/server.log"
@@ -144,7 +156,7 @@ up() {
     return 0
   fi
   without_inherited_fds as_owner "$bin/pg_ctl" -D "$data/cluster" -l "$data/server.log" -w -t 60 \
-    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=400" start >/dev/null ||
+    -o "-p $port -k $data -c listen_addresses=127.0.0.1 -c fsync=$fsync -c max_connections=400" start >/dev/null ||
     fail "the server did not start again; see $data/server.log"
 }
 

@@ -1,12 +1,25 @@
 #!/usr/bin/env python3
-"""The awa peer (Python SDK, `awa-pg` from PyPI) for the benchmark harness, as a native process.
+"""The awa peer (Python SDK, `awa-pg` from PyPI) for the benchmark harness, as native processes.
 
 The harness (hardbyte/postgresql-job-queue-benchmarking) registers an `awa-python` variant but
 ships no adapter for it at the commit Orderly uses; this one speaks the harness's JSONL protocol
-(CONTRIBUTING_ADAPTERS.md there) the way its procrastinate adapter does: a paced producer on
-real elapsed time (awa's COPY path, `insert_many_copy`), `WORKER_COUNT` workers on one queue,
-claim latency (insert to handler start) over 30 seconds, enqueue and completion rates, and the
-queue depth from `queue_stats()`. Unordered: awa's default queue (no ordering key).
+(CONTRIBUTING_ADAPTERS.md there) the way its procrastinate adapter does: `WORKER_COUNT` workers
+on one queue, claim latency (insert to handler start) over 30 seconds, enqueue and completion
+rates, and the queue depth (jobs available, counted in awa's `jobs` view).
+
+The producer runs in a process of its own (its own event loop and connections), so the
+handlers' loop never slows it: at a fixed rate (PRODUCER_RATE, credited on real elapsed time,
+following the harness's control file in its high-load phases) or keeping the queue about
+TARGET_DEPTH deep (PRODUCER_MODE=depth-target), in batches of up to PRODUCER_BATCH_MAX through
+awa's COPY path (`insert_many_copy`).
+
+Job `seq` of a producer has the key `seq % BENCH_KEYS` (1,000 unless set), round robin, as
+Orderly's adapter spreads its messages. AWA_ORDERED=1 inserts every job with awa's
+`ordering_key` set to its key (per job, in the same COPY); 0, the default: no ordering key.
+
+With ORDER_LOG_DIR set, every handler run is written there (one file per process: key,
+producer, seq, start and end in microseconds), for Benchmarks/Harness/run.py's order check over
+every replica's deliveries together.
 """
 
 from __future__ import annotations
@@ -14,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import json
+import multiprocessing
 import os
 import signal
 import sys
@@ -27,9 +41,17 @@ import awa
 QUEUE = "awa_longhorizon_bench"
 
 
-def env_int(key: str, default: int) -> int:
+def env_int(key: str, default: int, minimum: int = 0) -> int:
     value = os.environ.get(key)
-    return int(value) if value else default
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        sys.exit(f"awa-python-bench: {key} must be a whole number (got {value!r})")
+    if number < minimum:
+        sys.exit(f"awa-python-bench: {key} must be {minimum} or more (got {number})")
+    return number
 
 
 def instance_id() -> int:
@@ -59,21 +81,98 @@ def producer_rate(default: int) -> float:
 @dataclass
 class BenchJob:
     seq: int
+    key: int
+    producer: str
     created_ms: float
     padding: str = ""
+
+
+def end_with_parent(parent: int) -> None:
+    """The producer ends when its replica does, SIGKILL included (the harness's chaos kills the
+    replica's process only): Linux's PR_SET_PDEATHSIG, and a look at the parent each batch."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(0)
+
+
+def produce(url: str, parent: int, enqueued, depth, stop) -> None:
+    """The producer process: inserts until `stop` is set or its replica is gone, counting into
+    `enqueued`."""
+    end_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    mode = os.environ.get("PRODUCER_MODE") or "fixed"
+    rate = env_int("PRODUCER_RATE", 800)
+    target = env_int("TARGET_DEPTH", 1000)
+    batch_max = env_int("PRODUCER_BATCH_MAX", 128, minimum=1)
+    batch_ms = env_int("PRODUCER_BATCH_MS", 25, minimum=1)
+    keys = env_int("BENCH_KEYS", 1000, minimum=1)
+    ordered = os.environ.get("AWA_ORDERED", "0") == "1"
+    padding = "x" * max(0, env_int("JOB_PAYLOAD_BYTES", 256) - 64)
+    name = f"{instance_id()}-{os.getpid()}"
+
+    async def run() -> None:
+        client = awa.AsyncClient(url, max_connections=4)
+        loop = asyncio.get_running_loop()
+        seq = 0
+        credit = 0.0
+        last = loop.time()
+        while not stop.is_set() and os.getppid() == parent:
+            await asyncio.sleep(max(0.0, batch_ms / 1000 - (loop.time() - last)))
+            now = loop.time()
+            if mode == "depth-target":
+                credit = float(max(0, target - depth.value))
+            else:
+                credit += producer_rate(rate) * (now - last)  # on real elapsed time
+            last = now
+            while credit >= 1 and not stop.is_set():
+                size = min(batch_max, int(credit))
+                created = time.time() * 1000
+                jobs = [
+                    BenchJob(
+                        seq=seq + i,
+                        key=(seq + i) % keys,
+                        producer=name,
+                        created_ms=created,
+                        padding=padding,
+                    )
+                    for i in range(size)
+                ]
+                options = [{"ordering_key": f"k{job.key}"} for job in jobs] if ordered else None
+                try:
+                    await client.insert_many_copy(jobs, queue=QUEUE, opts=options)
+                    with enqueued.get_lock():
+                        enqueued.value += size
+                    credit -= size
+                except Exception as exc:
+                    print(f"[awa-python] producer insert failed: {exc}", file=sys.stderr)
+                    credit = 0
+                    break
+                finally:
+                    # The numbers are used up either way: none is inserted twice.
+                    seq += size
+                if mode == "depth-target":
+                    break
+
+    asyncio.run(run())
 
 
 async def main() -> None:
     url = os.environ.get("DATABASE_URL")
     if not url:
         sys.exit("awa-python-bench: DATABASE_URL is not set")
-    rate = env_int("PRODUCER_RATE", 800)
-    batch_max = max(1, env_int("PRODUCER_BATCH_MAX", 128))
-    batch_ms = max(1, env_int("PRODUCER_BATCH_MS", 25))
-    workers = env_int("WORKER_COUNT", 32)
+    mode = os.environ.get("PRODUCER_MODE") or "fixed"
+    if mode not in ("fixed", "depth-target"):
+        sys.exit(f"awa-python-bench: PRODUCER_MODE must be fixed or depth-target (got {mode!r})")
+    workers = env_int("WORKER_COUNT", 32, minimum=1)
     work_ms = env_int("JOB_WORK_MS", 1)
-    every = max(1, env_int("SAMPLE_EVERY_S", 5))
-    padding = "x" * max(0, env_int("JOB_PAYLOAD_BYTES", 256) - 64)
+    every = env_int("SAMPLE_EVERY_S", 5, minimum=1)
+    log_dir = os.environ.get("ORDER_LOG_DIR")
 
     for attempt in range(30):
         try:
@@ -98,14 +197,26 @@ async def main() -> None:
 
     client = awa.AsyncClient(url, max_connections=max(10, min(workers, 32) + 4))
     latencies: collections.deque[tuple[float, float]] = collections.deque(maxlen=32768)
-    counts = {"enqueued": 0, "completed": 0, "depth": 0}
+    counts = {"completed": 0}
+    log = None
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+        path = os.path.join(log_dir, f"awa-{instance_id()}-{os.getpid()}.log")
+        log = open(path, "a", buffering=1 << 16)
 
     @client.task(BenchJob, queue=QUEUE)
     async def handle(job) -> None:
-        latencies.append((time.monotonic(), max(0.0, time.time() * 1000 - job.args.created_ms)))
+        started = time.time()
+        latencies.append((time.monotonic(), max(0.0, started * 1000 - job.args.created_ms)))
         if work_ms:
             await asyncio.sleep(work_ms / 1000)
         counts["completed"] += 1
+        if log is not None:
+            args = job.args
+            log.write(
+                f"{args.key},{args.producer},{args.seq},"
+                f"{int(started * 1e6)},{int(time.time() * 1e6)}\n"
+            )
 
     await client.start([(QUEUE, workers)], poll_interval_ms=50)
     stop = asyncio.Event()
@@ -113,43 +224,43 @@ async def main() -> None:
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, stop.set)
 
-    async def produce() -> None:
-        seq = 0
-        credit = 0.0
-        last = loop.time()
-        while not stop.is_set():
-            await asyncio.sleep(max(0.0, batch_ms / 1000 - (loop.time() - last)))
-            now = loop.time()
-            credit += producer_rate(rate) * (now - last)  # on real elapsed time
-            last = now
-            while credit >= 1 and not stop.is_set():
-                size = min(batch_max, int(credit))
-                created = time.time() * 1000
-                jobs = [BenchJob(seq=seq + i, created_ms=created, padding=padding) for i in range(size)]
-                try:
-                    await client.insert_many_copy(jobs, queue=QUEUE)
-                    counts["enqueued"] += size
-                    seq += size
-                    credit -= size
-                except Exception as exc:
-                    print(f"[awa-python] producer insert failed: {exc}", file=sys.stderr)
-                    credit = 0
-                    break
+    context = multiprocessing.get_context("spawn")
+    enqueued = context.Value("q", 0)
+    depth = context.Value("q", 0)
+    producer_stop = context.Event()
+    producer = context.Process(
+        target=produce, args=(url, os.getpid(), enqueued, depth, producer_stop), daemon=True
+    )
+    producer.start()
 
     async def poll_depth() -> None:
+        # The jobs waiting, counted in awa's `jobs` view (its `queue_stats()` reports nothing
+        # for a queue here: it reads statistics that this setup does not keep). The producer
+        # needs the depth in depth-target mode, whatever the replica.
+        import psycopg
+
+        connection = None
         while not stop.is_set():
-            if instance_id() == 0:
+            if instance_id() == 0 or mode == "depth-target":
                 try:
-                    for stat in await client.queue_stats():
-                        if stat.queue == QUEUE:
-                            counts["depth"] = stat.available
+                    if connection is None or connection.closed:
+                        connection = await psycopg.AsyncConnection.connect(url, autocommit=True)
+                    cursor = await connection.execute(
+                        "SELECT count(*) FROM awa.jobs WHERE queue = %s AND state = 'available'",
+                        (QUEUE,),
+                    )
+                    row = await cursor.fetchone()
+                    depth.value = int(row[0]) if row else 0
                 except Exception:
-                    pass
-            await asyncio.sleep(0.5)
+                    # The server restarting or a backend killed: the next look connects again.
+                    connection = None
+            await asyncio.sleep(0.2 if mode == "depth-target" else 0.5)
+        if connection is not None:
+            await connection.close()
 
     async def sample() -> None:
         await asyncio.sleep(every - (time.time() % every))
-        last_enq, last_cmp, last_t = counts["enqueued"], counts["completed"], loop.time()
+        last_enq, last_cmp, last_t = enqueued.value, counts["completed"], loop.time()
         while not stop.is_set():
             await asyncio.sleep(every)
             now = loop.time()
@@ -159,15 +270,16 @@ async def main() -> None:
             def q(p: float) -> float:
                 return window[min(len(window) - 1, int(round(p * (len(window) - 1))))] if window else 0.0
 
+            produced = enqueued.value
             metrics = [
                 ("claim_p50_ms", q(0.5), 30.0),
                 ("claim_p95_ms", q(0.95), 30.0),
                 ("claim_p99_ms", q(0.99), 30.0),
-                ("enqueue_rate", (counts["enqueued"] - last_enq) / dt, float(every)),
+                ("enqueue_rate", (produced - last_enq) / dt, float(every)),
                 ("completion_rate", (counts["completed"] - last_cmp) / dt, float(every)),
             ]
             if instance_id() == 0:
-                metrics.append(("queue_depth", float(counts["depth"]), 0.0))
+                metrics.append(("queue_depth", float(depth.value), 0.0))
             t = now_iso()
             for metric, value, window_s in metrics:
                 emit(
@@ -177,14 +289,20 @@ async def main() -> None:
                         "value": value, "window_s": window_s,
                     }
                 )
-            last_enq, last_cmp, last_t = counts["enqueued"], counts["completed"], now
+            last_enq, last_cmp, last_t = produced, counts["completed"], now
 
-    tasks = [asyncio.create_task(c()) for c in (produce, poll_depth, sample)]
+    tasks = [asyncio.create_task(c()) for c in (poll_depth, sample)]
     await stop.wait()
+    producer_stop.set()
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
     await client.shutdown(timeout_ms=3000)
+    producer.join(timeout=5)
+    if producer.is_alive():
+        producer.kill()
+    if log is not None:
+        log.close()
     print("[awa-python] stopped", file=sys.stderr)
 
 

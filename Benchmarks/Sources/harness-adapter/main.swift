@@ -11,7 +11,16 @@
 // in the harness), plus BENCH_KEYS (keys the producer spreads its messages over, default 1,000)
 // and ORDERLY_LEASE_MS / ORDERLY_POLL_MS / ORDERLY_CONNECTIONS, and ORDERLY_BATCH (up to how many
 // consecutive messages of a key one delivery gets: 1, the default, delivers one at a time; more
-// uses ordered batches, each job's work done in turn).
+// uses ordered batches, each job's work done in turn), and ORDERLY_AUDIT (1: every delivery
+// attempt is written to the outbox's audit trail; 0, the default: none).
+//
+//   harness-adapter check
+//
+// reads the database at DATABASE_URL once the replicas are gone (Benchmarks/Harness/run.py runs
+// it after each cell and its final drain), and prints one JSON object: the messages left, the
+// dead letters, and the audit of every replica's deliveries together (the checks of `orderly
+// outbox audit`: order per key, overlaps, messages acknowledged twice, vanished messages,
+// fences). It exits 0 when it could read them, whatever they say.
 //
 // Every message carries its key, the producing process and a number per key and producer. Each
 // delivery is checked against the ones this process delivered before it: an `order_violations`
@@ -46,6 +55,7 @@ struct Settings: Sendable {
   var pollMilliseconds = 500
   var connections = 16
   var batch = 1
+  var audit = false
   var rateControlFile: String?
 
   /// The settings from the environment; a bad value ends the process, saying which and why.
@@ -90,6 +100,7 @@ struct Settings: Sendable {
     settings.pollMilliseconds = integer("ORDERLY_POLL_MS", 500, atLeast: 1)
     settings.connections = integer("ORDERLY_CONNECTIONS", 16, atLeast: 1)
     settings.batch = integer("ORDERLY_BATCH", 1, atLeast: 1)
+    settings.audit = choice("ORDERLY_AUDIT", "0", of: ["0", "1"]) == "1"
     settings.rateControlFile = environment["PRODUCER_RATE_CONTROL_FILE"].flatMap {
       $0.isEmpty ? nil : $0
     }
@@ -348,6 +359,14 @@ final class Producer: Sendable {
 // MARK: - The process
 
 let settings = Settings.fromEnvironment()
+let arguments = Array(CommandLine.arguments.dropFirst())
+guard arguments.isEmpty || arguments == ["check"] else {
+  fail(
+    "unknown arguments \(arguments.joined(separator: " ")): run with none (a replica), or with"
+      + " `check` (the report after a cell)"
+  )
+}
+let checking = arguments == ["check"]
 // Logs go to standard error: standard output is the harness's telemetry.
 LoggingSystem.bootstrap(StreamLogHandler.standardError)
 var logger = Logger(label: "orderly.harness")
@@ -359,20 +378,23 @@ logger.logLevel =
 let databaseName = URLComponents(string: settings.url)?.path.split(separator: "/").first.map(
   String.init
 )
-Telemetry.emit([
-  "kind": "descriptor",
-  "system": "orderly",
-  "event_tables": [
-    "public.orderly_outbox_message", "public.orderly_outbox_lease",
-    "public.orderly_outbox_line", "public.orderly_outbox_dead_letter",
-  ],
-  "extensions": [String](),
-  "version": "orderly-main",
-  "schema_version": "2",
-  "db_name": databaseName ?? "orderly_bench",
-  "started_at": Telemetry.now(),
-  "instance_id": settings.instance,
-])
+// A replica says what it is first; the check writes only its report.
+if !checking {
+  Telemetry.emit([
+    "kind": "descriptor",
+    "system": "orderly",
+    "event_tables": [
+      "public.orderly_outbox_message", "public.orderly_outbox_lease",
+      "public.orderly_outbox_line", "public.orderly_outbox_dead_letter",
+    ],
+    "extensions": [String](),
+    "version": "orderly-main",
+    "schema_version": "2",
+    "db_name": databaseName ?? "orderly_bench",
+    "started_at": Telemetry.now(),
+    "instance_id": settings.instance,
+  ])
+}
 
 var configuration: PostgresClient.Configuration
 do {
@@ -403,6 +425,41 @@ for attempt in 1...30 {
 }
 guard let outbox = opened else { fail("could not open the outbox in 30 tries") }
 
+if checking {
+  do {
+    try await printCheck(of: outbox)
+  } catch {
+    fail("could not read the outbox for the check: \(error)")
+  }
+  clientRun.cancel()
+  exit(0)
+}
+
+/// The report of `harness-adapter check`, on standard output: messages left, dead letters, and
+/// the audit of the whole trail (every replica's deliveries together).
+func printCheck(of outbox: PostgresOutbox<BenchMessage>) async throws {
+  let pending = try await outbox.pendingCount()
+  let deadLetters = try await outbox.deadLetterCount()
+  var record: [String: Any] = ["pending": pending, "dead_letters": deadLetters]
+  if let trail = try await outbox.auditTrail() {
+    let report = trail.audit()
+    var kinds: [String: Int] = [:]
+    for kind in OutboxAuditViolation.Kind.allCases { kinds[kind.rawValue] = 0 }
+    for violation in report.violations { kinds[violation.kind.rawValue, default: 0] += 1 }
+    record["audit"] = [
+      "attempts": report.attempts, "keys": report.keys, "delivered": report.delivered,
+      "cut": report.cut, "repeated": report.repeated, "numbers_checked": report.numbersChecked,
+      "violations": kinds,
+      // The first few, with what proves them; `orderly outbox audit` prints them all.
+      "examples": report.violations.prefix(10).map { "\($0.kind.rawValue): \($0.detail)" },
+    ]
+  }
+  guard
+    let data = try? JSONSerialization.data(withJSONObject: record, options: [.sortedKeys])
+  else { fail("the check's report did not encode") }
+  FileHandle.standardOutput.write(data + Data("\n".utf8))
+}
+
 let stats = Stats(batch: settings.batch)
 let workDuration = Duration.milliseconds(settings.workMilliseconds)
 // Acknowledged deliveries are counted from the outbox's events: a delivery whose acknowledgement
@@ -414,27 +471,31 @@ let counting = Task {
   }
 }
 do {
+  var options = FleetDeliveryOptions(
+    limit: settings.workers,
+    batchSize: settings.batch,
+    lease: .milliseconds(settings.leaseMilliseconds),
+    pollInterval: .milliseconds(settings.pollMilliseconds)
+  )
+  options.audit = settings.audit ? .on : .off
   if settings.batch > 1 {
     try outbox.start(
-      limit: settings.workers,
-      batchesOf: settings.batch,
-      lease: .milliseconds(settings.leaseMilliseconds),
-      pollInterval: .milliseconds(settings.pollMilliseconds)
-    ) { envelopes in
-      for envelope in envelopes {
+      options,
+      deliver: .batches { envelopes in
+        for envelope in envelopes {
+          stats.started(envelope.message, fence: envelope.fence ?? 0)
+          if settings.workMilliseconds > 0 { try await Task.sleep(for: workDuration) }
+        }
+      }
+    )
+  } else {
+    try outbox.start(
+      options,
+      deliver: .each { envelope in
         stats.started(envelope.message, fence: envelope.fence ?? 0)
         if settings.workMilliseconds > 0 { try await Task.sleep(for: workDuration) }
       }
-    }
-  } else {
-    try outbox.start(
-      limit: settings.workers,
-      lease: .milliseconds(settings.leaseMilliseconds),
-      pollInterval: .milliseconds(settings.pollMilliseconds)
-    ) { envelope in
-      stats.started(envelope.message, fence: envelope.fence ?? 0)
-      if settings.workMilliseconds > 0 { try await Task.sleep(for: workDuration) }
-    }
+    )
   }
 } catch {
   fail("could not start delivering: \(error)")
@@ -495,7 +556,13 @@ let producing = Task {
     last = now
     if settings.producerMode == "depth-target" {
       let wanted = settings.targetDepth - depth.load(ordering: .relaxed)
-      if wanted > 0 { await producer.produce(min(wanted, settings.batchMax)) }
+      if wanted > 0 {
+        let size = min(wanted, settings.batchMax)
+        await producer.produce(size)
+        // Counted at once, so the next tick does not append again what the last poll of the
+        // depth has not seen yet.
+        depth.add(size, ordering: .relaxed)
+      }
       continue
     }
     // Credited on real elapsed time, not per loop.
@@ -510,13 +577,16 @@ let producing = Task {
   }
 }
 
-// Queue depth: instance 0 only (the harness's observer metrics come from one replica).
+// Queue depth: the harness's observer metric (sent by instance 0), and what a depth-target
+// producer fills up to (polled as often as the harness's own adapters do, every 200 ms).
 let depthPolling = Task {
+  let every: Duration =
+    settings.producerMode == "depth-target" ? .milliseconds(200) : .milliseconds(500)
   while !Task.isCancelled {
     if let pending = try? await outbox.pendingCount() {
       depth.store(pending, ordering: .relaxed)
     }
-    try? await Task.sleep(for: .milliseconds(500))
+    try? await Task.sleep(for: every)
   }
 }
 
