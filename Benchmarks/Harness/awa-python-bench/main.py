@@ -5,7 +5,7 @@ The harness (hardbyte/postgresql-job-queue-benchmarking) registers an `awa-pytho
 ships no adapter for it at the commit Orderly uses; this one speaks the harness's JSONL protocol
 (CONTRIBUTING_ADAPTERS.md there) the way its procrastinate adapter does: `WORKER_COUNT` workers
 on one queue, claim latency (insert to handler start) over 30 seconds, enqueue and completion
-rates, and the queue depth (jobs available, counted in awa's `jobs` view).
+rates, and the queue depth (the jobs this replica inserted and has not completed).
 
 The producer runs in a process of its own (its own event loop and connections), so the
 handlers' loop never slows it: at a fixed rate (PRODUCER_RATE, credited on real elapsed time,
@@ -17,9 +17,10 @@ Job `seq` of a producer has the key `seq % BENCH_KEYS` (1,000 unless set), round
 Orderly's adapter spreads its messages. AWA_ORDERED=1 inserts every job with awa's
 `ordering_key` set to its key (per job, in the same COPY); 0, the default: no ordering key.
 
-With ORDER_LOG_DIR set, every handler run is written there (one file per process: key,
-producer, seq, start and end in microseconds), for Benchmarks/Harness/run.py's order check over
-every replica's deliveries together.
+With ORDER_LOG_DIR set, every handler run is written there before it returns (one file per
+process: key, producer, seq, start and end in microseconds), and every batch the producer
+inserted (`E,producer,first seq,count`), for Benchmarks/Harness/run.py's order check over every
+replica's deliveries together and its count of jobs that never completed.
 """
 
 from __future__ import annotations
@@ -115,6 +116,11 @@ def produce(url: str, parent: int, enqueued, depth, stop) -> None:
     ordered = os.environ.get("AWA_ORDERED", "0") == "1"
     padding = "x" * max(0, env_int("JOB_PAYLOAD_BYTES", 256) - 64)
     name = f"{instance_id()}-{os.getpid()}"
+    log_dir = os.environ.get("ORDER_LOG_DIR")
+    log = None
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+        log = open(os.path.join(log_dir, f"awa-enqueued-{name}.log"), "a", buffering=1)
 
     async def run() -> None:
         client = awa.AsyncClient(url, max_connections=4)
@@ -146,6 +152,8 @@ def produce(url: str, parent: int, enqueued, depth, stop) -> None:
                 options = [{"ordering_key": f"k{job.key}"} for job in jobs] if ordered else None
                 try:
                     await client.insert_many_copy(jobs, queue=QUEUE, opts=options)
+                    if log is not None:
+                        log.write(f"E,{name},{seq},{size}\n")
                     with enqueued.get_lock():
                         enqueued.value += size
                     credit -= size
@@ -202,7 +210,7 @@ async def main() -> None:
     if log_dir:
         os.makedirs(log_dir, exist_ok=True)
         path = os.path.join(log_dir, f"awa-{instance_id()}-{os.getpid()}.log")
-        log = open(path, "a", buffering=1 << 16)
+        log = open(path, "a", buffering=1)  # a line each, written before the job completes
 
     @client.task(BenchJob, queue=QUEUE)
     async def handle(job) -> None:
@@ -234,29 +242,13 @@ async def main() -> None:
     producer.start()
 
     async def poll_depth() -> None:
-        # The jobs waiting, counted in awa's `jobs` view (its `queue_stats()` reports nothing
-        # for a queue here: it reads statistics that this setup does not keep). The producer
-        # needs the depth in depth-target mode, whatever the replica.
-        import psycopg
-
-        connection = None
+        # The jobs this replica inserted and has not completed: its queue depth (awa's
+        # `queue_stats()` reports nothing for the queue here, and its `jobs` view neither shows
+        # the jobs waiting in its queue storage nor answers fast). The producer tops the queue
+        # up from it in depth-target mode.
         while not stop.is_set():
-            if instance_id() == 0 or mode == "depth-target":
-                try:
-                    if connection is None or connection.closed:
-                        connection = await psycopg.AsyncConnection.connect(url, autocommit=True)
-                    cursor = await connection.execute(
-                        "SELECT count(*) FROM awa.jobs WHERE queue = %s AND state = 'available'",
-                        (QUEUE,),
-                    )
-                    row = await cursor.fetchone()
-                    depth.value = int(row[0]) if row else 0
-                except Exception:
-                    # The server restarting or a backend killed: the next look connects again.
-                    connection = None
-            await asyncio.sleep(0.2 if mode == "depth-target" else 0.5)
-        if connection is not None:
-            await connection.close()
+            depth.value = max(0, enqueued.value - counts["completed"])
+            await asyncio.sleep(0.1)
 
     async def sample() -> None:
         await asyncio.sleep(every - (time.time() % every))
