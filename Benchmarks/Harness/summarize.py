@@ -157,7 +157,7 @@ def main() -> None:
 
     shown = [c for c in CHAOS if any((c, s) in cells for s in systems)]
     if shown:
-        print("Chaos, 2 replicas x 16 workers, offered 600 jobs/s:\n")
+        print("Chaos, 2 replicas x 16 workers, each offered 600 jobs/s (1,200 in all):\n")
         print(
             "| Scenario | System | recovered | recovery time (s) | backlog growth (the"
             " harness's `jobs_lost` estimate) | queued at the end |"

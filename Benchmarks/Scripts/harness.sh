@@ -23,7 +23,7 @@
 #            chaos_crash_recovery, chaos_repeated_kills, chaos_pg_backend_kill,
 #            chaos_postgres_restart, chaos_pool_exhaustion: the harness's own scenarios (its
 #            phase lengths: 60 s phases, repeated kills 120 s, one every 20 s), 2 replicas of
-#            16 workers, offered 600 jobs/s
+#            16 workers, each replica offered 600 jobs/s
 #   systems  orderly-b1 (one message per delivery), orderly-b16 (ordered batches of up to 16),
 #            procrastinate and awa-python (unordered), procrastinate-ordered (`lock` by key)
 #            and awa-python-ordered (`ordering_key`): Benchmarks/Harness/run.py says how

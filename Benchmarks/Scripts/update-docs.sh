@@ -338,6 +338,7 @@ FLEET
 kept_headings=(
   '## `execute`: the lane for work with no handle'
   '## The outbox on PostgreSQL: long rows, and what each change gave'
+  '## What the audit trail costs'
   '## Beside its peers: the independent PostgreSQL queue harness'
 )
 # The section under heading $1 (up to the next `## ` heading), from standard input.
