@@ -302,6 +302,11 @@ _run_one_system = orchestrator.run_one_system
 
 
 def run_one_system_then_check(system: str, **kwargs):
+    # The harness writes its pacing tokens to every replica's standard input unless told the
+    # adapter paces itself. procrastinate's and awa's adapters pace themselves and never read
+    # it: once the pipe is full the harness's pacer blocks on the write, and its stop of the
+    # replica then waits on that write for ever (a 180-second phase at 200 jobs/s fills it).
+    os.environ["PRODUCER_PACING"] = "harness" if VARIANTS[system][0] == "orderly" else "adapter"
     # awa's replicas (and its drain) write every handler run here, for the order check.
     os.environ["ORDER_LOG_DIR"] = str(orchestrator.RESULTS_ROOT / kwargs["run_id"] / f"order-log-{system}")
     descriptor = _run_one_system(system, **kwargs)
