@@ -141,23 +141,36 @@ FROM checked
 """
 
 
-def _order_from_log(folder: Path) -> dict | None:
-    """Every replica's handler runs together (awa's adapter writes them to ORDER_LOG_DIR):
-    per key, a job that started before one its producer made earlier had started is out of
-    order; a run that started before the run of its key that started just before it ended
-    overlaps it."""
+def _awa_logs(folder: Path) -> tuple[set[tuple[str, int]], list[list[str]]] | None:
+    """What awa's adapter wrote to ORDER_LOG_DIR: the jobs its producers inserted (producer,
+    seq), and its handlers' runs (key, producer, seq, start, end; a line cut by a SIGKILL is
+    left out)."""
     if not folder.is_dir():
         return None
-    runs: dict[str, list[tuple[int, int, str, int]]] = {}
+    inserted: set[tuple[str, int]] = set()
+    runs: list[list[str]] = []
     for path in sorted(folder.glob("awa-*.log")):
-        if path.name.startswith("awa-enqueued-"):
-            continue
+        enqueued = path.name.startswith("awa-enqueued-")
         for line in path.read_text().splitlines():
             parts = line.split(",")
-            if len(parts) != 5:
-                continue  # a line cut by a SIGKILL
-            key, producer, seq, started, ended = parts
-            runs.setdefault(key, []).append((int(started), int(ended), producer, int(seq)))
+            if enqueued and len(parts) == 4 and parts[0] == "E":
+                first, count = int(parts[2]), int(parts[3])
+                inserted.update((parts[1], seq) for seq in range(first, first + count))
+            elif not enqueued and len(parts) == 5:
+                runs.append(parts)
+    return inserted, runs
+
+
+def _order_from_log(folder: Path) -> dict | None:
+    """Every replica's handler runs together: per key, a job that started before one its
+    producer made earlier had started is out of order; a run that started before the run of
+    its key that started just before it ended overlaps it."""
+    logs = _awa_logs(folder)
+    if logs is None:
+        return None
+    runs: dict[str, list[tuple[int, int, str, int]]] = {}
+    for key, producer, seq, started, ended in logs[1]:
+        runs.setdefault(key, []).append((int(started), int(ended), producer, int(seq)))
     checked = out_of_order = overlaps = 0
     for key_runs in runs.values():
         key_runs.sort()
@@ -193,21 +206,13 @@ def _order_check(url: str, system: str, run_id: str) -> dict | None:
 
 
 def _awa_unfinished(folder: Path) -> int | None:
-    """The jobs awa's producers inserted (their logs) whose handler never finished (the
-    handlers' logs, written before a job completes)."""
-    if not folder.is_dir():
+    """The jobs awa's producers inserted whose handler never finished (the handlers' logs are
+    written before a job completes)."""
+    logs = _awa_logs(folder)
+    if logs is None:
         return None
-    inserted: set[tuple[str, int]] = set()
-    finished: set[tuple[str, int]] = set()
-    for path in folder.glob("awa-*.log"):
-        for line in path.read_text().splitlines():
-            parts = line.split(",")
-            if path.name.startswith("awa-enqueued-") and len(parts) == 4 and parts[0] == "E":
-                first, count = int(parts[2]), int(parts[3])
-                inserted.update((parts[1], seq) for seq in range(first, first + count))
-            elif len(parts) == 5:
-                finished.add((parts[1], int(parts[2])))
-    return len(inserted - finished)
+    inserted, runs = logs
+    return len(inserted - {(producer, int(seq)) for _, producer, seq, _, _ in runs})
 
 
 def _unfinished(url: str, system: str, run_id: str) -> int | None:
