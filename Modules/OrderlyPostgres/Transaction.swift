@@ -111,8 +111,9 @@ extension PostgresClient {
   /// message" while the message stayed, so the line's next holder delivered it again after the
   /// next one (seen under a storm of ended connections). A second statement on the same
   /// connection is answered only after the first one's `Sync` was processed: its answer proves
-  /// the commit, at the cost of one more round trip. A statement whose effect nobody acts on
-  /// (counting an attempt, releasing a lease) does not need this.
+  /// the commit, at the cost of one more round trip (``CommitConfirmation``, prepared once per
+  /// connection). A statement whose effect nobody acts on (counting an attempt, releasing a
+  /// lease) does not need this.
   func committedQuery<T: Sendable>(
     _ query: PostgresQuery,
     logger: Logger,
@@ -120,10 +121,26 @@ extension PostgresClient {
   ) async throws -> T {
     try await withConnection { connection in
       let value = try await read(try await connection.checkedQuery(query, logger: logger))
-      for try await _ in try await connection.checkedQuery("SELECT 1", logger: logger) {}
+      for try await _ in try await connection.checkedExecute(CommitConfirmation(), logger: logger) {
+      }
       return value
     }
   }
+}
+
+/// `SELECT 1`, run after a statement on the same connection to prove that statement committed
+/// (see ``PostgresClient/committedQuery(_:logger:read:)``).
+///
+/// Prepared once per connection: sent unprepared, PostgreSQL parsed and planned it at every
+/// acknowledgement.
+struct CommitConfirmation: PostgresPreparedStatement {
+  static let name = "orderly_commit_confirmation_v1"
+  static let sql = "SELECT 1"
+  typealias Row = Int32
+
+  func makeBindings() -> PostgresBindings { PostgresBindings() }
+
+  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Int32.self) }
 }
 
 extension PostgresConnection {
@@ -173,7 +190,8 @@ extension PostgresClient {
   ) async throws -> T {
     try await withConnection { connection in
       let value = try await read(try await connection.checkedExecute(statement, logger: logger))
-      for try await _ in try await connection.checkedQuery("SELECT 1", logger: logger) {}
+      for try await _ in try await connection.checkedExecute(CommitConfirmation(), logger: logger) {
+      }
       return value
     }
   }
