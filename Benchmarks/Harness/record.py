@@ -1,6 +1,9 @@
 """One line of Benchmarks/Harness/results/matrix.jsonl from a finished harness run:
 
-    python record.py RESULTS_FOLDER CELL SYSTEM RUN ORDERLY_COMMIT HARNESS_COMMIT
+    python record.py RESULTS_FOLDER CELL SYSTEM RUN ORDERLY_COMMIT HARNESS_COMMIT ORDERLY_BUILD
+
+ORDERLY_BUILD is the last commit that changed Orderly's code (an Orderly run counts only
+with the others of its build; see summarize.py).
 
 From the run's summary.json (the harness's own figures): per phase, the medians of the
 completion and enqueue rates, the claim latency's p50 and p99 and the queue depth; for a chaos
@@ -19,9 +22,9 @@ METRICS = ["completion_rate", "enqueue_rate", "claim_p50_ms", "claim_p99_ms", "q
 
 
 def main() -> None:
-    if len(sys.argv) != 7:
+    if len(sys.argv) != 8:
         sys.exit(__doc__)
-    folder, cell, system, run, orderly, harness = sys.argv[1:]
+    folder, cell, system, run, orderly, harness, build = sys.argv[1:]
     summary = json.loads((Path(folder) / "summary.json").read_text())
     phases = summary.get("systems", {}).get(system, {}).get("phases", {})
     if not phases:
@@ -32,6 +35,7 @@ def main() -> None:
         "run": int(run),
         "recorded": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%MZ"),
         "orderly_commit": orderly,
+        "orderly_build": build,
         "harness_commit": harness,
         "folder": Path(folder).name,
         "phases": {},

@@ -1,4 +1,7 @@
-"""Tables for docs/benchmarks.md from the matrix's runs: `python summarize.py MATRIX.jsonl`.
+"""Tables for docs/benchmarks.md from the matrix's runs:
+
+    python summarize.py MATRIX.jsonl [ORDERLY_BUILD]
+
 
 Each line of MATRIX.jsonl is one run of one cell for one system (Benchmarks/Harness/record.py
 writes it; Benchmarks/Scripts/harness.sh runs the matrix). A cell run several times shows the
@@ -49,12 +52,23 @@ CHAOS = [
 ]
 
 
-def load(path: str) -> dict[tuple[str, str], list[dict]]:
-    """The runs by (cell, system); a run recorded twice counts once, the later one."""
+def load(path: str, build: str | None) -> dict[tuple[str, str], list[dict]]:
+    """The runs by (cell, system); a run recorded twice counts once, the later one.
+
+    Orderly's runs count only if made on `build` (the last commit that changed Orderly's code:
+    Benchmarks/Scripts/harness.sh passes it), so that its cells are all of one build; the peers'
+    runs do not depend on it.
+    """
     latest: dict[tuple[str, str, int], dict] = {}
     for line in Path(path).read_text().splitlines():
         if line.strip():
             record = json.loads(line)
+            if (
+                build is not None
+                and record["system"].startswith("orderly")
+                and record.get("orderly_build") != build
+            ):
+                continue
             latest[(record["cell"], record["system"], record["run"])] = record
     cells: dict[tuple[str, str], list[dict]] = {}
     for (cell, system, _), record in sorted(latest.items()):
@@ -117,7 +131,12 @@ def order(system: str, runs: list[dict]) -> str:
 
 
 def main() -> None:
-    cells = load(sys.argv[1])
+    if len(sys.argv) not in (2, 3):
+        sys.exit("usage: python summarize.py MATRIX.jsonl [ORDERLY_BUILD]")
+    build = sys.argv[2] if len(sys.argv) == 3 else None
+    cells = load(sys.argv[1], build)
+    if build is not None:
+        print(f"Orderly's cells: build {build} (the last commit that changed its code).\n")
     systems = [s for s in SYSTEMS if any(system == s for _, system in cells)]
 
     shown = [c for c in THROUGHPUT if any((c, s) in cells for s in systems)]

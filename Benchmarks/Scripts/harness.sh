@@ -32,7 +32,10 @@
 #
 # The runs are kept: each finished one is a line of Benchmarks/Harness/results/matrix.jsonl
 # (the figures the tables use, with the run's date and commits), and a run already there is not
-# run again (--again runs it anyway), so an interrupted matrix goes on where it stopped. The
+# run again (--again runs it anyway), so an interrupted matrix goes on where it stopped. An
+# Orderly run counts only on the build it was made with (the last commit that changed Orderly's
+# code): after a change to the library its cells run again, and the tables leave the old ones
+# out. The
 # harness's own folders (raw samples, plots) stay under its results/, listed in
 # Benchmarks/.build-harness/runs.txt.
 #
@@ -148,6 +151,10 @@ export ORDERLY_AUDIT=${ORDERLY_AUDIT:-1}
 # inserts one row per call without it).
 export PRODUCER_BATCH_MAX=${PRODUCER_BATCH_MAX:-128} PRODUCER_BATCH_MS=${PRODUCER_BATCH_MS:-25}
 orderly_commit=$(git -C "$root" rev-parse --short HEAD)
+# The last commit that changed Orderly's code: its runs count only with the others of that
+# build (a commit that changes only pages or the peers' adapters keeps them).
+orderly_build=$(git -C "$root" log -1 --format=%h -- Package.swift Modules Benchmarks/Package.swift \
+  Benchmarks/Sources/harness-adapter)
 $again || touch "$ledger"
 
 cell_arguments() {
@@ -164,15 +171,16 @@ cell_arguments() {
 }
 
 done_already() {
-  "$state/venv/bin/python" - "$ledger" "$1" "$2" "$3" <<'EOF'
+  "$state/venv/bin/python" - "$ledger" "$1" "$2" "$3" "$orderly_build" <<'EOF'
 import json, sys
-path, cell, system, run = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+path, cell, system, run, build = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
 try:
     lines = open(path).read().splitlines()
 except FileNotFoundError:
     lines = []
 found = any(
     (r := json.loads(line)) and r["cell"] == cell and r["system"] == system and r["run"] == run
+    and (not system.startswith("orderly") or r.get("orderly_build") == build)
     for line in lines if line.strip()
 )
 sys.exit(0 if found else 1)
@@ -198,11 +206,12 @@ for run in $(seq 1 "$runs"); do
       folder=$(sed -n 's/.*results at: //p' "$state/last.log" | tail -n 1)
       printf '%s %s %s\t%s\n' "$cell" "$system" "$run" "$folder" >>"$state/runs.txt"
       "$state/venv/bin/python" "$root/Benchmarks/Harness/record.py" "$folder" "$cell" "$system" \
-        "$run" "$orderly_commit" "$harness_commit" >>"$ledger"
+        "$run" "$orderly_commit" "$harness_commit" "$orderly_build" >>"$ledger"
       # The delivery logs of the order check are read; the figures are in the ledger.
       rm -rf "$folder"/order-log-*
     done
   done
 done
-"$state/venv/bin/python" "$root/Benchmarks/Harness/summarize.py" "$ledger" >"$state/results.md"
+"$state/venv/bin/python" "$root/Benchmarks/Harness/summarize.py" "$ledger" "$orderly_build" \
+  >"$state/results.md"
 cat "$state/results.md"
