@@ -51,24 +51,7 @@ struct OrderRefusalTests {
         last: sequences.last ?? 0,
         batch: 1,
         giveUp: false,
-        trail: AuditColumns(
-          sequences.map { sequence in
-            AuditAttempt(
-              ClaimedHead(
-                id: UUID(),
-                sequence: sequence,
-                partition: "k",
-                payload: Data(),
-                attempt: 1,
-                appendedAt: Date(),
-                headers: [:]
-              ),
-              startedAt: Date(),
-              endedAt: Date(),
-              outcome: .delivered
-            )
-          }
-        )
+        trail: .delivered(sequences)
       ),
       logger: TestServer.logger
     ) { rows in

@@ -37,28 +37,6 @@ struct PlanCacheTests {
     return counts
   }
 
-  /// The trail's columns for attempts at `sequences` of a line.
-  private func trail(_ sequences: [Int64]) -> AuditColumns {
-    AuditColumns(
-      sequences.map { sequence in
-        AuditAttempt(
-          ClaimedHead(
-            id: UUID(),
-            sequence: sequence,
-            partition: "k",
-            payload: Data(),
-            attempt: 1,
-            appendedAt: Date(),
-            headers: [:]
-          ),
-          startedAt: Date(),
-          endedAt: Date(),
-          outcome: .delivered
-        )
-      }
-    )
-  }
-
   /// The acknowledgement of `acked` on line `k<n>`, taking the next `batch`, by a worker that
   /// does not hold the line (refused, so the table stays as it is; planned all the same).
   private func acknowledgement<Trail: AuditVariant>(
@@ -77,7 +55,7 @@ struct PlanCacheTests {
       last: acked.last ?? 0,
       batch: batch,
       giveUp: false,
-      trail: trail(acked)
+      trail: .delivered(acked)
     )
   }
 
@@ -173,6 +151,30 @@ struct PlanCacheTests {
     try await check(database, when: "after ANALYZE")
     await outbox.close()
     await database.drop()
+  }
+}
+/// Test rows for the audit trail.
+extension AuditColumns {
+  /// Delivered attempts at `sequences` of key `k`, one each, started and ended now.
+  static func delivered(_ sequences: [Int64]) -> AuditColumns {
+    AuditColumns(
+      sequences.map { sequence in
+        AuditAttempt(
+          ClaimedHead(
+            id: UUID(),
+            sequence: sequence,
+            partition: "k",
+            payload: Data(),
+            attempt: 1,
+            appendedAt: Date(),
+            headers: [:]
+          ),
+          startedAt: Date(),
+          endedAt: Date(),
+          outcome: .delivered
+        )
+      }
+    )
   }
 }
 #endif
