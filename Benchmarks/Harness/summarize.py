@@ -144,7 +144,10 @@ def main() -> None:
         print(
             "Throughput: completion rate (jobs/s, median of the clean phase), the harness's"
             " depth-target method (the queue kept about 4,000 deep), one replica; then the"
-            " enqueue rate, to show the producer was not the ceiling:\n"
+            " enqueue rate and the queue's median depth (jobs waiting), to show whether the"
+            " producer was the ceiling: a depth well under 4,000 means the workers emptied the"
+            " queue faster than the producer filled it, so the completion rate is the"
+            " producer's pace on this machine, not the workers' capacity:\n"
         )
         print("| System | " + " | ".join(f"{c.split('-')[1]} workers" for c in shown) + " |")
         print("|---|" + "---:|" * len(shown))
@@ -154,7 +157,12 @@ def main() -> None:
                 runs = cells.get((cell, system), [])
                 completed = [phase(r, "clean_1", "completion_rate") for r in runs]
                 enqueued = [phase(r, "clean_1", "enqueue_rate") for r in runs]
-                row.append(f"{spread(completed)} / {spread(enqueued)}" if runs else "–")
+                depth = [phase(r, "clean_1", "queue_depth") for r in runs]
+                row.append(
+                    f"{spread(completed)} / {spread(enqueued)}, depth {spread(depth)}"
+                    if runs
+                    else "–"
+                )
             print(f"| {NAMES[system]} | " + " | ".join(row) + " |")
         print()
 
