@@ -184,12 +184,16 @@ def main() -> None:
 
     shown = [c for c in CHAOS if any((c, s) in cells for s in systems)]
     if shown:
-        print("Chaos, 2 replicas x 16 workers, each offered 600 jobs/s (1,200 in all):\n")
         print(
-            "| Scenario | System | recovered | recovery time (s) | backlog growth (the"
-            " harness's `jobs_lost` estimate) | queued at the end |"
+            "Chaos, 2 replicas x 16 workers, each offered 600 jobs/s (1,200 in all); the"
+            " baseline phase's completion rate and claim p50 before the chaos, for scale:\n"
         )
-        print("|---|---|---|---:|---:|---:|")
+        print(
+            "| Scenario | System | baseline (jobs/s) | baseline claim p50 (ms) | recovered"
+            " | recovery time (s) | backlog growth (the harness's `jobs_lost` estimate)"
+            " | queued at the end |"
+        )
+        print("|---|---|---:|---:|---|---:|---:|---:|")
         for cell in shown:
             for system in systems:
                 runs = cells.get((cell, system), [])
@@ -198,7 +202,10 @@ def main() -> None:
                 times = [phase(r, "recovery", "chaos_recovery_time_s") for r in runs]
                 recovered = sum(1 for t in times if t is not None)
                 print(
-                    f"| `{cell}` | {NAMES[system]} | {recovered} of {len(runs)}"
+                    f"| `{cell}` | {NAMES[system]}"
+                    f" | {spread([phase(r, 'baseline', 'completion_rate') for r in runs])}"
+                    f" | {spread([phase(r, 'baseline', 'claim_p50_ms') for r in runs])}"
+                    f" | {recovered} of {len(runs)}"
                     f" | {spread(times, 1)}"
                     f" | {spread([phase(r, 'recovery', 'jobs_lost') for r in runs])}"
                     f" | {spread([phase(r, 'recovery', 'queue_depth') for r in runs])} |"
