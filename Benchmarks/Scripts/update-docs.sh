@@ -103,21 +103,21 @@ page=docs/benchmarks.md
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp "$page" "$work/page"
-if [ "$run_ratios" = 1 ]; then
-  ratios_block "$@" >"$work/ratios"
-  replace_block '## Latest run' "$work/ratios" <"$work/page" >"$work/next" || {
-    echo "update-docs: $page has no '## Latest run' section with a '- date:' line; page left as it was" >&2
+# Puts the file $2 in place of the measured part of the section under heading $1.
+put_block() {
+  replace_block "$1" "$2" <"$work/page" >"$work/next" || {
+    echo "update-docs: $page has no '$1' section with a '- date:' line; page left as it was" >&2
     exit 1
   }
   mv "$work/next" "$work/page"
+}
+if [ "$run_ratios" = 1 ]; then
+  ratios_block "$@" >"$work/ratios"
+  put_block '## Latest run' "$work/ratios"
 fi
 if [ "$run_fleet" = 1 ]; then
   fleet_block "$@" >"$work/fleet"
-  replace_block "$fleet_heading" "$work/fleet" <"$work/page" >"$work/next" || {
-    echo "update-docs: $page has no '$fleet_heading' section with a '- date:' line; page left as it was" >&2
-    exit 1
-  }
-  mv "$work/next" "$work/page"
+  put_block "$fleet_heading" "$work/fleet"
 fi
 cp "$work/page" "$page"
 echo "wrote docs/benchmarks.md (ratios exit status $status, fleet exit status $fleet_status)"
