@@ -51,7 +51,7 @@ struct OrderRefusalTests {
         last: sequences.last ?? 0,
         batch: 1,
         giveUp: false,
-        trail: .delivered(sequences)
+        trail: .attempts(sequences)
       ),
       logger: TestServer.logger
     ) { rows in
@@ -123,22 +123,13 @@ struct OrderRefusalTests {
     let client = try database.client()
     let fence = try await take(client, owner: "worker-a")
     func write(_ outcome: OutboxAuditOutcome, fence: Int64) async throws {
-      let row = AuditAttempt(
-        ClaimedHead(
-          id: UUID(),
-          sequence: 1,
-          partition: "k",
-          payload: Data(),
-          attempt: 1,
-          appendedAt: Date(),
-          headers: [:]
-        ),
-        startedAt: Date(),
-        endedAt: Date(),
-        outcome: outcome
-      )
       try await client.checkedExecute(
-        AuditStatement(line: "p:k", owner: "worker-a", fence: fence, columns: AuditColumns([row])),
+        AuditStatement(
+          line: "p:k",
+          owner: "worker-a",
+          fence: fence,
+          columns: .attempts([1], outcome: outcome)
+        ),
         logger: TestServer.logger
       ) { rows in for try await _ in rows {} }
     }

@@ -55,7 +55,7 @@ struct PlanCacheTests {
       last: acked.last ?? 0,
       batch: batch,
       giveUp: false,
-      trail: .delivered(acked)
+      trail: .attempts(acked)
     )
   }
 
@@ -155,8 +155,11 @@ struct PlanCacheTests {
 }
 /// Test rows for the audit trail.
 extension AuditColumns {
-  /// Delivered attempts at `sequences` of key `k`, one each, started and ended now.
-  static func delivered(_ sequences: [Int64]) -> AuditColumns {
+  /// Attempts at `sequences` of key `k`, one each, started and ended now, with `outcome`.
+  static func attempts(
+    _ sequences: [Int64],
+    outcome: OutboxAuditOutcome = .delivered
+  ) -> AuditColumns {
     AuditColumns(
       sequences.map { sequence in
         AuditAttempt(
@@ -171,7 +174,7 @@ extension AuditColumns {
           ),
           startedAt: Date(),
           endedAt: Date(),
-          outcome: .delivered
+          outcome: outcome
         )
       }
     )
