@@ -164,12 +164,26 @@ extension PostgresClient.Configuration {
   ///
   /// The URL is `postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE` (or `postgres://...`),
   /// optionally followed by `?search_path=SCHEMA` (the schema the outbox's tables are in, when
-  /// it is not the user's default) and `&application_name=NAME`. TLS is off: for a server on
-  /// this machine or a private network; set `tls` on the result for anything else.
+  /// it is not the user's default), `&application_name=NAME` and `&plan_cache_mode=MODE`. TLS
+  /// is off: for a server on this machine or a private network; set `tls` on the result for
+  /// anything else.
+  ///
+  /// The connections plan prepared statements once (`plan_cache_mode=force_generic_plan`, a
+  /// startup parameter in `options.additionalStartupParameters`) unless the URL names another
+  /// mode (`auto`, PostgreSQL's default, or `force_custom_plan`). The worker's statements are
+  /// written for one plan per connection (and checked to keep it under the default too),
+  /// but under the default a connection decides from the estimated costs of its first
+  /// executions, made while the tables were new: under the benchmark harness every connection
+  /// went over to planning each acknowledgement for its parameters at the tables' first
+  /// automatic `ANALYZE` and stayed there (92 % of acknowledgements planned again, 29 % of the
+  /// machine's time in PostgreSQL's planner). The setting applies to every query on this
+  /// client's connections. A client you configure yourself gets it by the same startup
+  /// parameter, or from `ALTER ROLE ... SET plan_cache_mode = force_generic_plan` for the
+  /// workers' role; a worker that finds another mode says so when it starts.
   ///
   /// - Parameter url: The URL.
-  /// - Throws: `OutboxError.invalidOption(_:)` when it is not such a URL, or names another
-  ///   parameter.
+  /// - Throws: `OutboxError.invalidOption(_:)` when it is not such a URL, names another
+  ///   parameter, or a plan cache mode PostgreSQL does not know.
   public init(orderlyURL url: String) throws(OutboxError) {
     guard let parts = URLComponents(string: url),
       parts.scheme == "postgres" || parts.scheme == "postgresql",
@@ -181,15 +195,26 @@ extension PostgresClient.Configuration {
     }
     var startup: [(String, String)] = []
     for item in parts.queryItems ?? [] {
-      guard ["search_path", "application_name"].contains(item.name), let value = item.value,
-        !value.isEmpty
+      guard ["search_path", "application_name", "plan_cache_mode"].contains(item.name),
+        let value = item.value, !value.isEmpty
       else {
         throw .invalidOption(
           "\"\(url)\" has the parameter \"\(item.name)\": a PostgreSQL URL for Orderly takes "
-            + "only search_path=SCHEMA and application_name=NAME, each with a value"
+            + "only search_path=SCHEMA, application_name=NAME and plan_cache_mode=MODE, each "
+            + "with a value"
+        )
+      }
+      if item.name == "plan_cache_mode", !Self.planCacheModes.contains(value) {
+        throw .invalidOption(
+          "\"\(url)\" has plan_cache_mode=\(value): write one of "
+            + Self.planCacheModes.joined(separator: ", ")
+            + " (or leave it out: Orderly's default is force_generic_plan)"
         )
       }
       startup.append((item.name, value))
+    }
+    if !startup.contains(where: { $0.0 == "plan_cache_mode" }) {
+      startup.append(("plan_cache_mode", "force_generic_plan"))
     }
     let database = parts.path.hasPrefix("/") ? String(parts.path.dropFirst()) : parts.path
     self.init(
@@ -202,5 +227,8 @@ extension PostgresClient.Configuration {
     )
     options.additionalStartupParameters = startup
   }
+
+  /// The values PostgreSQL takes for `plan_cache_mode`.
+  static let planCacheModes = ["force_generic_plan", "auto", "force_custom_plan"]
 }
 #endif

@@ -113,7 +113,7 @@ final class TestDatabase: Sendable {
   ) throws -> PostgresClient {
     var configuration = try PostgresClient.Configuration(orderlyURL: url ?? self.url)
     if let username { configuration.username = username }
-    configuration.options.additionalStartupParameters = [
+    configuration.options.additionalStartupParameters += [
       ("search_path", schema), ("application_name", applicationName),
     ]
     configuration.options.maximumConnections = maximumConnections

@@ -271,7 +271,7 @@ final class ContractDatabase: Sendable {
     let base = try PostgresClient.Configuration(orderlyURL: url)
     admin = PostgresClient(configuration: base, backgroundLogger: Self.logger)
     var configuration = base
-    configuration.options.additionalStartupParameters = [("search_path", schema)]
+    configuration.options.additionalStartupParameters.append(("search_path", schema))
     client = PostgresClient(configuration: configuration, backgroundLogger: Self.logger)
     let (admin, client) = (admin, client)
     runs = [Task { await admin.run() }, Task { await client.run() }]

@@ -57,7 +57,7 @@ func makeClient(url: String, schema: String, connections: Int = 20) throws -> (
   PostgresClient, Task<Void, Never>
 ) {
   var configuration = try PostgresClient.Configuration(orderlyURL: url)
-  configuration.options.additionalStartupParameters = [("search_path", schema)]
+  configuration.options.additionalStartupParameters.append(("search_path", schema))
   configuration.options.maximumConnections = connections
   let client = PostgresClient(configuration: configuration, backgroundLogger: quietLogger)
   return (client, Task { await client.run() })

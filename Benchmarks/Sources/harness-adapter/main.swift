@@ -403,7 +403,7 @@ do {
   fail("DATABASE_URL is not a PostgreSQL URL: \(error)")
 }
 configuration.options.maximumConnections = settings.connections
-configuration.options.additionalStartupParameters = [("application_name", "orderly-harness")]
+configuration.options.additionalStartupParameters.append(("application_name", "orderly-harness"))
 let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
 let clientRun = Task { await client.run() }
 

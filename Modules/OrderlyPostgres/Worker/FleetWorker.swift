@@ -111,6 +111,8 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     let audits = settings.options.audit.isOn
     var loops = [
       Task {
+        // Said before the first line is taken, so a delivery means the check has been made.
+        await self.checkPlanCacheMode()
         // The trail begins before the first line is taken: what is appended from now on is
         // checked.
         if audits { await self.beginAudit() }
@@ -170,6 +172,34 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     } catch {
       logger.warning(
         "could not release leases; other workers take them when they expire",
+        metadata: ["worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))"]
+      )
+    }
+  }
+
+  /// Says once, as the worker starts, when its connections plan prepared statements for their
+  /// parameters: `plan_cache_mode` other than `force_generic_plan` (see
+  /// `PostgresClient.Configuration.init(orderlyURL:)`), where a connection can go over to
+  /// planning every acknowledgement again after the tables' first `ANALYZE`.
+  func checkPlanCacheMode() async {
+    let (client, logger) = (client, logger)
+    do {
+      let mode = try await bounded("reading plan_cache_mode") {
+        try await client.checkedQuery("SHOW plan_cache_mode", logger: logger) { rows in
+          var mode = ""
+          for try await value in rows.decode(String.self) { mode = value }
+          return mode
+        }
+      }
+      guard mode != "force_generic_plan" else { return }
+      logger.notice(
+        "the worker's connections may plan every acknowledgement again (plan_cache_mode is not force_generic_plan), which costs more than running it under load: configure the client with PostgresClient.Configuration(orderlyURL:), add the startup parameter plan_cache_mode=force_generic_plan, or ALTER ROLE ... SET plan_cache_mode = force_generic_plan",
+        metadata: ["worker": "\(id)", "plan_cache_mode": "\(mode)"]
+      )
+    } catch {
+      // Not a failure of delivery: the other loops report a server that does not answer.
+      logger.debug(
+        "could not read plan_cache_mode",
         metadata: ["worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))"]
       )
     }

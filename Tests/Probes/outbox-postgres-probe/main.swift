@@ -76,7 +76,7 @@ do {
 } catch {
   fail("\(error)")
 }
-configuration.options.additionalStartupParameters = [("search_path", arguments[3])]
+configuration.options.additionalStartupParameters.append(("search_path", arguments[3]))
 let client = PostgresClient(configuration: configuration)
 let running = Task { await client.run() }
 

@@ -108,7 +108,7 @@ case "pgserve":
   let client: PostgresClient
   do {
     var configuration = try PostgresClient.Configuration(orderlyURL: arguments[1])
-    configuration.options.additionalStartupParameters = [("search_path", arguments[2])]
+    configuration.options.additionalStartupParameters.append(("search_path", arguments[2]))
     client = PostgresClient(configuration: configuration, backgroundLogger: logger)
   } catch {
     fail("bad URL: \(error)")
