@@ -1,6 +1,6 @@
 """Tables for docs/benchmarks.md from the matrix's runs:
 
-    python summarize.py MATRIX.jsonl [ORDERLY_BUILD]
+    python summarize.py MATRIX.jsonl [ORDERLY_BUILD [EARLIER_BUILD]]
 
 
 Each line of MATRIX.jsonl is one run of one cell for one system (Benchmarks/Harness/record.py
@@ -14,6 +14,10 @@ count of lost jobs). Beside them, from Benchmarks/Harness/run.py's check after e
 jobs that never completed after a final drain, counted in the database, and the order check
 over every replica's deliveries together (Orderly: its audit trail; procrastinate: its jobs and
 events tables; awa: its handlers' delivery logs).
+
+With EARLIER_BUILD, an Orderly cell that has no run on ORDERLY_BUILD yet shows its runs on
+EARLIER_BUILD, marked with that build, so that a matrix run again after a change to Orderly keeps
+every cell in its tables while the new build's runs come in.
 """
 
 from __future__ import annotations
@@ -52,28 +56,48 @@ CHAOS = [
 ]
 
 
-def load(path: str, build: str | None) -> dict[tuple[str, str], list[dict]]:
+# Orderly's (cell, system) pairs shown from the earlier build, by `load`.
+EARLIER: dict[tuple[str, str], str] = {}
+
+
+def load(
+    path: str, build: str | None, earlier: str | None = None
+) -> dict[tuple[str, str], list[dict]]:
     """The runs by (cell, system); a run recorded twice counts once, the later one.
 
     Orderly's runs count only if made on `build` (the last commit that changed Orderly's code:
     Benchmarks/Scripts/harness.sh passes it), so that its cells are all of one build; the peers'
-    runs do not depend on it.
+    runs do not depend on it. A cell with no run on `build` takes its runs on `earlier`, if
+    given, and is noted in EARLIER.
     """
     latest: dict[tuple[str, str, int], dict] = {}
+    older: dict[tuple[str, str, int], dict] = {}
     for line in Path(path).read_text().splitlines():
         if line.strip():
             record = json.loads(line)
-            if (
-                build is not None
-                and record["system"].startswith("orderly")
-                and record.get("orderly_build") != build
-            ):
-                continue
-            latest[(record["cell"], record["system"], record["run"])] = record
+            key = (record["cell"], record["system"], record["run"])
+            if build is not None and record["system"].startswith("orderly"):
+                made = record.get("orderly_build")
+                if made == earlier and made != build:
+                    older[key] = record
+                if made != build:
+                    continue
+            latest[key] = record
     cells: dict[tuple[str, str], list[dict]] = {}
     for (cell, system, _), record in sorted(latest.items()):
         cells.setdefault((cell, system), []).append(record)
+    for (cell, system, _), record in sorted(older.items()):
+        if (cell, system) in cells and (cell, system) not in EARLIER:
+            continue
+        EARLIER[(cell, system)] = str(earlier)
+        cells.setdefault((cell, system), []).append(record)
     return cells
+
+
+def label(cell: str, system: str) -> str:
+    """The system's name, with the build its runs of `cell` were made on when earlier."""
+    made = EARLIER.get((cell, system))
+    return NAMES[system] + (f", build {made}" if made else "")
 
 
 def figure(value: float | None, digits: int = 0) -> str:
@@ -131,12 +155,16 @@ def order(system: str, runs: list[dict]) -> str:
 
 
 def main() -> None:
-    if len(sys.argv) not in (2, 3):
-        sys.exit("usage: python summarize.py MATRIX.jsonl [ORDERLY_BUILD]")
-    build = sys.argv[2] if len(sys.argv) == 3 else None
-    cells = load(sys.argv[1], build)
+    if len(sys.argv) not in (2, 3, 4):
+        sys.exit("usage: python summarize.py MATRIX.jsonl [ORDERLY_BUILD [EARLIER_BUILD]]")
+    build = sys.argv[2] if len(sys.argv) >= 3 else None
+    earlier = sys.argv[3] if len(sys.argv) == 4 else None
+    cells = load(sys.argv[1], build, earlier)
     if build is not None:
-        print(f"Orderly's cells: build {build} (the last commit that changed its code).\n")
+        print(f"Orderly's cells: build {build} (the last commit that changed its code)", end="")
+        if EARLIER:
+            print(f"; a cell not yet run on it shows build {earlier}, and says so", end="")
+        print(".\n")
     systems = [s for s in SYSTEMS if any(system == s for _, system in cells)]
 
     shown = [c for c in THROUGHPUT if any((c, s) in cells for s in systems)]
@@ -158,8 +186,10 @@ def main() -> None:
                 completed = [phase(r, "clean_1", "completion_rate") for r in runs]
                 enqueued = [phase(r, "clean_1", "enqueue_rate") for r in runs]
                 depth = [phase(r, "clean_1", "queue_depth") for r in runs]
+                made = EARLIER.get((cell, system))
                 row.append(
                     f"{spread(completed)} / {spread(enqueued)}, depth {spread(depth)}"
+                    + (f" (build {made})" if made else "")
                     if runs
                     else "–"
                 )
@@ -175,7 +205,7 @@ def main() -> None:
             if not runs:
                 continue
             print(
-                f"| {NAMES[system]}"
+                f"| {label("latency-16", system)}"
                 f" | {spread([phase(r, 'clean_1', 'claim_p50_ms') for r in runs], 1)}"
                 f" | {spread([phase(r, 'clean_1', 'claim_p99_ms') for r in runs], 1)}"
                 f" | {spread([phase(r, 'clean_1', 'completion_rate') for r in runs])} |"
@@ -202,7 +232,7 @@ def main() -> None:
                 times = [phase(r, "recovery", "chaos_recovery_time_s") for r in runs]
                 recovered = sum(1 for t in times if t is not None)
                 print(
-                    f"| `{cell}` | {NAMES[system]}"
+                    f"| `{cell}` | {label(cell, system)}"
                     f" | {spread([phase(r, 'baseline', 'completion_rate') for r in runs])}"
                     f" | {spread([phase(r, 'baseline', 'claim_p50_ms') for r in runs])}"
                     f" | {recovered} of {len(runs)}"
@@ -224,7 +254,7 @@ def main() -> None:
             runs = cells.get((cell, system), [])
             if runs:
                 print(
-                    f"| {cell} | {NAMES[system]} | {len(runs)} | {never_completed(runs)}"
+                    f"| {cell} | {label(cell, system)} | {len(runs)} | {never_completed(runs)}"
                     f" | {order(system, runs)} |"
                 )
     print()
