@@ -191,9 +191,9 @@ extension BuiltProducts {
     // wait on it there.
     /// The process.
     public let process = Process()
-    private let stdin = Pipe()
-    private let output = Pipe()
-    private let errors = Pipe()
+    private let stdin: Pipe
+    private let output: Pipe
+    private let errors: Pipe
     private let mergingErrors: Bool
     /// Whether a writer thread owns standard input (given all at once), and closes it.
     private let inputGivenAtStart: Bool
@@ -229,6 +229,18 @@ extension BuiltProducts {
       merged["NO_COLOR"] = nil
       for (key, value) in environment { merged[key] = value.isEmpty ? nil : value }
       process.environment = merged
+      // Pipes made and the product started under one lock, each pipe closed on exec: a product
+      // started by another test at the same moment must not inherit this one's pipes. A child
+      // that holds another's standard output open keeps that reader from ever seeing its end:
+      // two tests' products then wait on each other (seen: three probes and four tests stuck
+      // for 35 minutes).
+      BuiltProducts.spawning.lock()
+      defer { BuiltProducts.spawning.unlock() }
+      (stdin, output, errors) = (Pipe(), Pipe(), Pipe())
+      for pipe in [stdin, output, errors] {
+        _ = fcntl(pipe.fileHandleForReading.fileDescriptor, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(pipe.fileHandleForWriting.fileDescriptor, F_SETFD, FD_CLOEXEC)
+      }
       process.standardInput = stdin
       process.standardOutput = output
       process.standardError = mergingErrors ? output : errors
@@ -347,6 +359,9 @@ extension BuiltProducts {
 }
 
 extension BuiltProducts {
+  /// Held while a product's pipes are made and it is started (see ``Running``).
+  static let spawning = NSLock()
+
   /// Runs blocking work (reading a child's output, waiting for its exit) on a thread of its own,
   /// so that a long test does not hold one of the cooperative pool's few threads and stall the
   /// tests running beside it.
