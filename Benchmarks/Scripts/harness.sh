@@ -152,9 +152,10 @@ export ORDERLY_AUDIT=${ORDERLY_AUDIT:-1}
 export PRODUCER_BATCH_MAX=${PRODUCER_BATCH_MAX:-128} PRODUCER_BATCH_MS=${PRODUCER_BATCH_MS:-25}
 orderly_commit=$(git -C "$root" rev-parse --short HEAD)
 # The last commit that changed Orderly's code: its runs count only with the others of that
-# build (a commit that changes only pages or the peers' adapters keeps them).
-orderly_build=$(git -C "$root" log -1 --format=%h -- Package.swift Modules Benchmarks/Package.swift \
-  Benchmarks/Sources/harness-adapter)
+# build (a commit that changes only pages, the modules' DocC catalogs or the peers' adapters
+# keeps them).
+orderly_build=$(git -C "$root" log -1 --format=%h -- Package.swift Modules ':(exclude)Modules/*.docc/*' \
+  Benchmarks/Package.swift Benchmarks/Sources/harness-adapter)
 $again || touch "$ledger"
 
 cell_arguments() {
