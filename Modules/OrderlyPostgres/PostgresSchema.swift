@@ -114,10 +114,19 @@ enum PostgresSchema {
   /// Added in place to an outbox created before it, by the first worker that opens it
   /// (``prepare(_:creatingTables:logger:)``), without a new schema version: it changes no table,
   /// and an earlier worker reads the tables as before.
-  static let ageIndexName = "orderly_outbox_message_age"
+  ///
+  /// The append time alone, not the line and sequence after it: an index that starts with the
+  /// time but holds the line too can answer a lookup by line, by reading itself from the start.
+  /// When the table's statistics call it empty (an autovacuum that ran the moment the queue
+  /// had drained), PostgreSQL costs that read like a probe of the primary key, and it took the
+  /// age index for the worker's lookups by line.
+  static let ageIndexName = "orderly_outbox_message_appended"
   static let ageIndex: PostgresQuery = """
-    CREATE INDEX orderly_outbox_message_age ON orderly_outbox_message (appended_at, line, sequence)
+    CREATE INDEX orderly_outbox_message_appended ON orderly_outbox_message (appended_at)
     """
+  /// The age index of outboxes created before ``ageIndexName``, dropped by the first worker
+  /// that creates its successor.
+  static let formerAgeIndexName = "orderly_outbox_message_age"
 
   // deadline: the caller's
   /// Creates the tables in an empty database (in the schema first on its `search_path`), or
@@ -226,6 +235,22 @@ enum PostgresSchema {
           indexed = true
         }
         if !indexed { try await connection.query(ageIndex, logger: logger) }
+        var former = false
+        for try await _ in try await connection.query(
+          """
+          SELECT 1 FROM pg_indexes
+          WHERE schemaname = current_schema() AND indexname = \(formerAgeIndexName)
+          """,
+          logger: logger
+        ) {
+          former = true
+        }
+        if former {
+          try await connection.query(
+            "DROP INDEX orderly_outbox_message_age",
+            logger: logger
+          )
+        }
         // The audit trail's tables, missing in an outbox created before them; looked up first,
         // as the index.
         var audited = false

@@ -109,15 +109,52 @@ struct LineTurnTests {
     let first = try await database.outbox(of: String.self)
     try await first.append("kept", partition: "k")
     await first.close()
-    try await database.execute("DROP INDEX orderly_outbox_message_age")
+    try await database.execute("DROP INDEX orderly_outbox_message_appended")
     let outbox = try await database.outbox(of: String.self)
     let indexes = try await database.fleetCount(
+      """
+      SELECT count(*)::bigint FROM pg_indexes
+      WHERE schemaname = current_schema() AND indexname = 'orderly_outbox_message_appended'
+      """
+    )
+    #expect(indexes == 1)
+    let seen = Recorder<String>()
+    try outbox.start(pollInterval: .milliseconds(100)) { seen.record($0.message) }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    #expect(seen.all == ["kept"])
+  }
+
+  @Test("the age index of an earlier version is replaced when a worker opens the outbox")
+  func formerIndexReplaced() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let first = try await database.outbox(of: String.self)
+    try await first.append("kept", partition: "k")
+    await first.close()
+    // The outbox as an earlier version left it: the age index on (appended_at, line, sequence).
+    try await database.execute("DROP INDEX orderly_outbox_message_appended")
+    try await database.execute(
+      """
+      CREATE INDEX orderly_outbox_message_age
+        ON orderly_outbox_message (appended_at, line, sequence)
+      """
+    )
+    let outbox = try await database.outbox(of: String.self)
+    let former = try await database.fleetCount(
       """
       SELECT count(*)::bigint FROM pg_indexes
       WHERE schemaname = current_schema() AND indexname = 'orderly_outbox_message_age'
       """
     )
-    #expect(indexes == 1)
+    let current = try await database.fleetCount(
+      """
+      SELECT count(*)::bigint FROM pg_indexes
+      WHERE schemaname = current_schema() AND indexname = 'orderly_outbox_message_appended'
+      """
+    )
+    #expect(former == 0)
+    #expect(current == 1)
     let seen = Recorder<String>()
     try outbox.start(pollInterval: .milliseconds(100)) { seen.record($0.message) }
     try await outbox.waitUntilDelivered()

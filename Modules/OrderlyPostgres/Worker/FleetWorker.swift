@@ -10,7 +10,8 @@ import OrderlyOutboxCore
 import PostgresNIO
 
 /// One start-to-stop run of delivery: the loop that takes lines, the loop that renews their
-/// leases, the listener for notifications, and one task per line held.
+/// leases, the listener for notifications, the watch on the messages table's statistics, and
+/// one task per line held.
 final class FleetWorker<Message: Codable & Sendable>: Sendable {
   let outbox: PostgresOutbox<Message>
   let settings: FleetSettings<Message>
@@ -121,6 +122,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       Task { await self.renewLoop() },
       Task { await self.watchLoop() },
       Task { await self.listenLoop() },
+      Task { await self.statisticsLoop() },
     ]
     if audits { loops.append(Task { await self.auditLoop() }) }
     state.withLock(announcingTo: self) { $0.loops = loops }

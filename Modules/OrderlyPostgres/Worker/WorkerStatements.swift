@@ -47,16 +47,16 @@ extension ClaimedHead {
 /// of the primary key). `fresh` is a count, not an EXISTS, so that PostgreSQL probes the leases
 /// for the lines found instead of hashing the whole table.
 struct OldestLinesStatement: PostgresPreparedStatement {
-  static let name = "orderly_oldest_lines_v1"
+  static let name = "orderly_oldest_lines_v2"
   static let sql = """
     SELECT m.line, (SELECT count(*) FROM orderly_outbox_lease f WHERE f.line = m.line) = 0
     FROM (
       SELECT line, sequence, appended_at, not_before FROM orderly_outbox_message
-      ORDER BY appended_at, line, sequence LIMIT $1
+      ORDER BY appended_at LIMIT $1
     ) m
-    WHERE NOT EXISTS (
-        SELECT 1 FROM orderly_outbox_message e
-        WHERE e.line = m.line AND e.sequence < m.sequence)
+    WHERE m.sequence = (
+        SELECT e.sequence FROM orderly_outbox_message e
+        WHERE e.line = m.line ORDER BY e.sequence LIMIT 1)
       AND (m.not_before IS NULL OR m.not_before <= now())
       AND NOT EXISTS (
         SELECT 1 FROM orderly_outbox_lease l WHERE l.line = m.line
@@ -94,7 +94,7 @@ struct OldestLinesStatement: PostgresPreparedStatement {
 /// The lines' `= ANY` probe is bounded by the least and greatest of them, for the reason the
 /// acknowledgement's is (see ``AcknowledgeStatement``): PostgreSQL then keeps one plan.
 struct TakeLinesStatement: PostgresPreparedStatement {
-  static let name = "orderly_take_lines_v1"
+  static let name = "orderly_take_lines_v2"
   static let sql = """
     WITH free AS (
       SELECT line FROM orderly_outbox_lease f
@@ -111,18 +111,19 @@ struct TakeLinesStatement: PostgresPreparedStatement {
       SET owner = $4, expires_at = now() + interval '1 millisecond' * $5, fence = l.fence + 1
       FROM free WHERE l.line = free.line
       RETURNING l.line, l.fence
+    ), due AS (
+      SELECT t.line, w.sequence FROM taken t CROSS JOIN LATERAL (
+        SELECT h.sequence,
+          bool_and(h.not_before IS NULL OR h.not_before <= now())
+            OVER (ORDER BY h.sequence) AS due
+        FROM (SELECT sequence, not_before FROM orderly_outbox_message
+              WHERE line = t.line ORDER BY sequence LIMIT $6) h
+      ) w WHERE w.due
     ), heads AS (
       UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
-      FROM taken t CROSS JOIN LATERAL (
-        SELECT w.sequence FROM (
-          SELECT h.sequence,
-            bool_and(h.not_before IS NULL OR h.not_before <= now())
-              OVER (ORDER BY h.sequence) AS due
-          FROM (SELECT sequence, not_before FROM orderly_outbox_message
-                WHERE line = t.line ORDER BY sequence LIMIT $6) h
-        ) w WHERE w.due
-      ) due
-      WHERE m.line = t.line AND m.sequence = due.sequence
+      WHERE m.line = ANY(ARRAY(SELECT line FROM due))
+        AND m.sequence BETWEEN (SELECT min(sequence) FROM due) AND (SELECT max(sequence) FROM due)
+        AND ((m.line, m.sequence) IN (SELECT line, sequence FROM due) OR false)
       RETURNING m.line, m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at,
         m.headers
     )
@@ -283,7 +284,7 @@ struct DeadLetterStatement<Trail: AuditVariant>: PostgresPreparedStatement {
 
 /// A line's first `batch` messages up to the first that is not due, their attempts counted.
 struct ClaimBatchStatement: PostgresPreparedStatement {
-  static let name = "orderly_claim_batch_v1"
+  static let name = "orderly_claim_batch_v2"
   static let sql = """
     WITH due AS (
       SELECT w.sequence FROM (
@@ -295,7 +296,8 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
       ) w WHERE w.due
     ), taken AS (
       UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
-      FROM due WHERE m.line = $1 AND m.sequence = due.sequence
+      WHERE m.line = $1 AND m.sequence = ANY(ARRAY(SELECT sequence FROM due))
+        AND m.sequence BETWEEN (SELECT min(sequence) FROM due) AND (SELECT max(sequence) FROM due)
       RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at, m.headers
     )
     SELECT * FROM taken ORDER BY sequence
@@ -338,7 +340,7 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
 /// estimated cost was more than twice a plan made for one message, so PostgreSQL planned every
 /// acknowledgement again, which cost more than running it (see `PlanCacheTests`).
 struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
-  static var name: String { Trail.isOn ? "orderly_acknowledge_v3_audit" : "orderly_acknowledge_v3" }
+  static var name: String { Trail.isOn ? "orderly_acknowledge_v4_audit" : "orderly_acknowledge_v4" }
   static var sql: String {
     """
     WITH ordered AS (
@@ -380,8 +382,8 @@ struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
       -- updated once per statement.
       UPDATE orderly_outbox_message m
       SET attempts = m.attempts + CASE WHEN m.sequence = ANY($5::int8[]) THEN 0 ELSE 1 END
-      FROM due
-      WHERE m.line = $1 AND m.sequence = due.sequence
+      WHERE m.line = $1 AND m.sequence = ANY(ARRAY(SELECT sequence FROM due))
+        AND m.sequence BETWEEN (SELECT min(sequence) FROM due) AND (SELECT max(sequence) FROM due)
       RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at, m.headers
     ), released AS (
       UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
