@@ -221,35 +221,23 @@ enum PostgresSchema {
           + "restore them, or use a new database"
       }
       if creatingTables {
-        // The age index, missing in an outbox created before it. Looked up first: a
-        // `CREATE INDEX IF NOT EXISTS` would lock the messages against writes even when the
-        // index is there.
-        var indexed = false
-        for try await _ in try await connection.query(
+        // The age index, missing in an outbox created before it, and the former one, dropped.
+        // Looked up first: a `CREATE INDEX IF NOT EXISTS` would lock the messages against
+        // writes even when the index is there.
+        var indexes: Set<String> = []
+        for try await name in try await connection.query(
           """
-          SELECT 1 FROM pg_indexes
-          WHERE schemaname = current_schema() AND indexname = \(ageIndexName)
+          SELECT indexname::text FROM pg_indexes
+          WHERE schemaname = current_schema()
+            AND indexname = ANY(\([ageIndexName, formerAgeIndexName]))
           """,
           logger: logger
-        ) {
-          indexed = true
+        ).decode(String.self) {
+          indexes.insert(name)
         }
-        if !indexed { try await connection.query(ageIndex, logger: logger) }
-        var former = false
-        for try await _ in try await connection.query(
-          """
-          SELECT 1 FROM pg_indexes
-          WHERE schemaname = current_schema() AND indexname = \(formerAgeIndexName)
-          """,
-          logger: logger
-        ) {
-          former = true
-        }
-        if former {
-          try await connection.query(
-            "DROP INDEX orderly_outbox_message_age",
-            logger: logger
-          )
+        if !indexes.contains(ageIndexName) { try await connection.query(ageIndex, logger: logger) }
+        if indexes.contains(formerAgeIndexName) {
+          try await connection.query("DROP INDEX orderly_outbox_message_age", logger: logger)
         }
         // The audit trail's tables, missing in an outbox created before them; looked up first,
         // as the index.
