@@ -102,64 +102,72 @@ struct LineTurnTests {
     #expect(Set(fences.all).count == 1, "\(fences.all)")
   }
 
-  @Test("an outbox created before the age index gets it when a worker opens it")
-  func indexAdded() async throws {
-    guard let database = try await TestDatabase.make() else { return }
-    defer { Task { await database.drop() } }
+  /// An outbox holding one message, "kept", closed, its tables changed by `change` (SQL), and
+  /// opened again by a new worker.
+  private func reopened(_ database: TestDatabase, after change: [String]) async throws
+    -> PostgresOutbox<String>
+  {
     let first = try await database.outbox(of: String.self)
     try await first.append("kept", partition: "k")
     await first.close()
-    try await database.execute("DROP INDEX orderly_outbox_message_appended")
-    let outbox = try await database.outbox(of: String.self)
-    let indexes = try await database.fleetCount(
+    for sql in change { try await database.execute(sql) }
+    return try await database.outbox(of: String.self)
+  }
+
+  /// How many indexes named `name` the test's schema has.
+  private func indexes(named name: String, in database: TestDatabase) async throws -> Int {
+    try await database.fleetCount(
       """
       SELECT count(*)::bigint FROM pg_indexes
-      WHERE schemaname = current_schema() AND indexname = 'orderly_outbox_message_appended'
+      WHERE schemaname = current_schema() AND indexname = '\(name)'
       """
     )
-    #expect(indexes == 1)
+  }
+
+  /// What `outbox` delivers until it has nothing left.
+  private func delivered(by outbox: PostgresOutbox<String>) async throws -> [String] {
     let seen = Recorder<String>()
     try outbox.start(pollInterval: .milliseconds(100)) { seen.record($0.message) }
     try await outbox.waitUntilDelivered()
     await outbox.stop()
-    #expect(seen.all == ["kept"])
+    return seen.all
+  }
+
+  @Test("an outbox created before the age index gets it when a worker opens it")
+  func indexAdded() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await reopened(
+      database,
+      after: ["DROP INDEX orderly_outbox_message_appended"]
+    )
+    let indexes = try await indexes(named: "orderly_outbox_message_appended", in: database)
+    #expect(indexes == 1)
+    let seen = try await delivered(by: outbox)
+    #expect(seen == ["kept"])
   }
 
   @Test("the age index of an earlier version is replaced when a worker opens the outbox")
   func formerIndexReplaced() async throws {
     guard let database = try await TestDatabase.make() else { return }
     defer { Task { await database.drop() } }
-    let first = try await database.outbox(of: String.self)
-    try await first.append("kept", partition: "k")
-    await first.close()
     // The outbox as an earlier version left it: the age index on (appended_at, line, sequence).
-    try await database.execute("DROP INDEX orderly_outbox_message_appended")
-    try await database.execute(
-      """
-      CREATE INDEX orderly_outbox_message_age
-        ON orderly_outbox_message (appended_at, line, sequence)
-      """
+    let outbox = try await reopened(
+      database,
+      after: [
+        "DROP INDEX orderly_outbox_message_appended",
+        """
+        CREATE INDEX orderly_outbox_message_age
+          ON orderly_outbox_message (appended_at, line, sequence)
+        """,
+      ]
     )
-    let outbox = try await database.outbox(of: String.self)
-    let former = try await database.fleetCount(
-      """
-      SELECT count(*)::bigint FROM pg_indexes
-      WHERE schemaname = current_schema() AND indexname = 'orderly_outbox_message_age'
-      """
-    )
-    let current = try await database.fleetCount(
-      """
-      SELECT count(*)::bigint FROM pg_indexes
-      WHERE schemaname = current_schema() AND indexname = 'orderly_outbox_message_appended'
-      """
-    )
+    let former = try await indexes(named: "orderly_outbox_message_age", in: database)
+    let current = try await indexes(named: "orderly_outbox_message_appended", in: database)
     #expect(former == 0)
     #expect(current == 1)
-    let seen = Recorder<String>()
-    try outbox.start(pollInterval: .milliseconds(100)) { seen.record($0.message) }
-    try await outbox.waitUntilDelivered()
-    await outbox.stop()
-    #expect(seen.all == ["kept"])
+    let seen = try await delivered(by: outbox)
+    #expect(seen == ["kept"])
   }
 }
 #endif
