@@ -6,6 +6,26 @@ import OrderlyOutboxCore
 import PostgresNIO
 import Testing
 
+/// The plan PostgreSQL keeps for `statement` on `connection` (planned for any parameters),
+/// one line of `EXPLAIN` per element.
+private func genericPlan<Statement: PostgresPreparedStatement>(
+  of statement: Statement,
+  arguments: String,
+  on connection: PostgresConnection
+) async throws -> [String] {
+  // Prepared by running it once, in a transaction rolled back: the table stays as it is.
+  try await connection.query("BEGIN", logger: TestServer.logger)
+  for try await _ in try await connection.execute(statement, logger: TestServer.logger) {}
+  try await connection.query("ROLLBACK", logger: TestServer.logger)
+  var plan: [String] = []
+  let rows = try await connection.query(
+    PostgresQuery(unsafeSQL: "EXPLAIN EXECUTE \(Statement.name)(\(arguments))"),
+    logger: TestServer.logger
+  )
+  for try await line in rows.decode(String.self) { plan.append(line) }
+  return plan
+}
+
 /// The worker's statements when the messages table's statistics call it empty.
 ///
 /// An autovacuum that runs the moment the queue has drained sees no live row; until the next
@@ -54,26 +74,6 @@ struct StaleStatisticsTests {
       "the statistics should call the table empty; they count \(estimate)"
     )
     return outbox
-  }
-
-  /// The plan PostgreSQL keeps for `statement` on `connection` (planned for any parameters),
-  /// one line of `EXPLAIN` per element.
-  private func genericPlan<Statement: PostgresPreparedStatement>(
-    of statement: Statement,
-    arguments: String,
-    on connection: PostgresConnection
-  ) async throws -> [String] {
-    // Prepared by running it once, in a transaction rolled back: the table stays as it is.
-    try await connection.query("BEGIN", logger: TestServer.logger)
-    for try await _ in try await connection.execute(statement, logger: TestServer.logger) {}
-    try await connection.query("ROLLBACK", logger: TestServer.logger)
-    var plan: [String] = []
-    let rows = try await connection.query(
-      PostgresQuery(unsafeSQL: "EXPLAIN EXECUTE \(Statement.name)(\(arguments))"),
-      logger: TestServer.logger
-    )
-    for try await line in rows.decode(String.self) { plan.append(line) }
-    return plan
   }
 
   /// What in `plan` reads the messages table other than by key: a sequential scan, a read of
@@ -239,6 +239,103 @@ struct StaleStatisticsTests {
     await finish.open()
     await outbox.stop()
     #expect(analyzed, "the worker did not analyze the table within a minute")
+  }
+}
+
+/// The look on a fleet's tables: fresh statistics, a lease row for each of 1,000 lines, a third
+/// of them held, a backlog of 4 messages per line.
+///
+/// Found by the harness's throughput cells: a look that checked the leases with `NOT EXISTS`
+/// was planned as a join that read every lease row under each message of its window (the
+/// planner expected a handful of window messages), 40-85 ms a look, and the fleet's throughput
+/// halved. The look checks each message's lease by its key instead.
+@Suite("The look on a fleet's leases", .timeLimit(.minutes(3)))
+struct LeaseProbeTests {
+  /// Leases (and lines) as a fleet leaves them: one row per line delivered so far, a third held
+  /// by another worker for an hour; 4 messages per line appended in turn; statistics taken.
+  private func fleetTables(_ database: TestDatabase) async throws -> PostgresOutbox<String> {
+    let outbox = try await database.outbox(of: String.self)
+    try await database.execute(
+      """
+      INSERT INTO orderly_outbox_line (line, last_sequence)
+      SELECT 'p:k' || i, 4 FROM generate_series(1, 1000) i
+      """
+    )
+    try await database.execute(
+      """
+      INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
+      SELECT 'p:k' || i,
+        CASE WHEN i % 3 = 1 THEN 'other-worker' END,
+        CASE WHEN i % 3 = 1 THEN now() + interval '1 hour' ELSE now() END,
+        CASE WHEN i % 3 = 1 THEN 1 ELSE 0 END,
+        false
+      FROM generate_series(1, 1000) i
+      """
+    )
+    try await database.execute(
+      """
+      INSERT INTO orderly_outbox_message (line, sequence, id, payload, appended_at)
+      SELECT 'p:k' || (i % 1000 + 1), i / 1000 + 1, gen_random_uuid(), '\\x00',
+        now() + (i / 100) * interval '1 millisecond'
+      FROM generate_series(0, 3999) i
+      """
+    )
+    try await database.execute(
+      "ANALYZE orderly_outbox_line, orderly_outbox_lease, orderly_outbox_message"
+    )
+    return outbox
+  }
+
+  /// What in `plan` reads the leases other than by key: a sequential scan, or a read of the
+  /// lease key without a condition on the line.
+  private func wholeReads(in plan: [String]) -> [String] {
+    var found: [String] = []
+    for (index, line) in plan.enumerated() {
+      guard line.contains(" orderly_outbox_lease") else { continue }
+      if line.contains("Seq Scan on orderly_outbox_lease") {
+        found.append(line)
+      } else if line.contains("orderly_outbox_lease_pkey") {
+        let next = plan.dropFirst(index + 1).first ?? ""
+        if !(next.contains("Index Cond:") && next.contains("line =")) { found.append(line) }
+      }
+    }
+    return found
+  }
+
+  @Test("the look reads each window message's lease by its line, never the whole lease table")
+  func lookProbesLeases() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let outbox = try await fleetTables(database)
+    let leases = try await database.fleetCount(
+      "SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass('orderly_outbox_lease')"
+    )
+    try #require(
+      leases >= 900,
+      "the statistics should count the 1,000 leases; they count \(leases)"
+    )
+    let client = try database.client(maximumConnections: 1)
+    var plan: [String] = []
+    try await client.withConnection { connection in
+      try await connection.query(
+        "SET plan_cache_mode = force_generic_plan",
+        logger: TestServer.logger
+      )
+      plan = try await genericPlan(
+        of: OldestLinesStatement(window: 2_048, stopLine: true, limit: 36),
+        arguments: "2048, true, 36",
+        on: connection
+      )
+    }
+    let whole = wholeReads(in: plan)
+    let probes = plan.filter { $0.contains("orderly_outbox_lease_pkey") }.count
+    #expect(!plan.isEmpty, "no plan")
+    #expect(probes > 0, "the look reads no lease by key:\n\(plan.joined(separator: "\n"))")
+    #expect(
+      whole.isEmpty,
+      "the look reads the leases other than by key: \(whole)\n\(plan.joined(separator: "\n"))"
+    )
+    await outbox.close()
   }
 }
 #endif
