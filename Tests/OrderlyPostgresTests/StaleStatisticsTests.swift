@@ -49,17 +49,26 @@ struct StaleStatisticsTests {
     try await database.execute(
       "ALTER TABLE orderly_outbox_message SET (autovacuum_enabled = false)"
     )
-    try await database.execute(
-      """
-      INSERT INTO orderly_outbox_message (line, sequence, id, payload, appended_at)
-      SELECT 'old' || (i % 100), i, gen_random_uuid(), '\\x00', now()
-      FROM generate_series(1, 4000) i
-      """
-    )
-    try await database.execute("DELETE FROM orderly_outbox_message")
-    // What an autovacuum does as the queue drains while appends go on at the table's end (so
-    // that it cannot cut the emptied pages off).
-    try await database.execute("VACUUM (TRUNCATE false) orderly_outbox_message")
+    // On one connection: the server adds a session's counts of inserted and deleted rows to its
+    // count of live rows when that session sends them (up to a minute later when it is busy),
+    // while the vacuum sets the count outright. Deletes sent by another session after the
+    // appends' counts would take the appended rows off again.
+    try await database.admin.withConnection { connection in
+      for sql in [
+        "SET search_path TO \(database.schema)",
+        """
+        INSERT INTO orderly_outbox_message (line, sequence, id, payload, appended_at)
+        SELECT 'old' || (i % 100), i, gen_random_uuid(), '\\x00', now()
+        FROM generate_series(1, 4000) i
+        """,
+        "DELETE FROM orderly_outbox_message",
+        // What an autovacuum does as the queue drains while appends go on at the table's end
+        // (so that it cannot cut the emptied pages off).
+        "VACUUM (TRUNCATE false) orderly_outbox_message",
+      ] {
+        try await connection.query(PostgresQuery(unsafeSQL: sql), logger: TestServer.logger)
+      }
+    }
     for key in Self.keys {
       try await outbox.append(contentsOf: (0..<20).map { "\(key)-\($0)" }, partition: key)
     }
