@@ -47,24 +47,22 @@ extension ClaimedHead {
 /// in its order, so the look stops as soon as it has `limit`: no sort of the window. Every
 /// check on a message of the window is a probe by its line, written as a scalar subquery, which
 /// PostgreSQL runs as one probe per message whatever its estimates: a message is its line's
-/// first when the line has no message of a lower sequence (one probe of the primary key, which
-/// for a line's first message finds no entry, so reads no row: a probe for the line's lowest
-/// sequence read that message's row too, a fifth more pages a look); a line is free when its
-/// lease row (one probe) is not paused and not held. As joins, PostgreSQL planned
+/// first when it is the line's lowest sequence (one probe of the primary key); a line is free
+/// when its lease row (one probe) is not paused and not held. As joins, PostgreSQL planned
 /// them from the estimated rows of the window, which it cannot know: an estimate of one row
 /// put a scan of every lease under each message (40-85 ms a look with a queue 4,000 deep).
 /// `fresh` is a count, not an EXISTS, for the same reason.
 struct OldestLinesStatement: PostgresPreparedStatement {
-  static let name = "orderly_oldest_lines_v4"
+  static let name = "orderly_oldest_lines_v3"
   static let sql = """
     SELECT m.line, (SELECT count(*) FROM orderly_outbox_lease f WHERE f.line = m.line) = 0
     FROM (
       SELECT line, sequence, appended_at, not_before FROM orderly_outbox_message
       ORDER BY appended_at LIMIT $1
     ) m
-    WHERE (
-        SELECT 1 FROM orderly_outbox_message e
-        WHERE e.line = m.line AND e.sequence < m.sequence LIMIT 1) IS NULL
+    WHERE m.sequence = (
+        SELECT e.sequence FROM orderly_outbox_message e
+        WHERE e.line = m.line ORDER BY e.sequence LIMIT 1)
       AND (m.not_before IS NULL OR m.not_before <= now())
       AND coalesce((
         SELECT NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())
