@@ -26,6 +26,26 @@ private func genericPlan<Statement: PostgresPreparedStatement>(
   return plan
 }
 
+/// What in `plan` reads `table` other than by key: a sequential scan, a read of its primary key
+/// without a condition on the line, or a read through `index` (an index not to be used here).
+private func wholeReads(of table: String, in plan: [String], through index: String? = nil)
+  -> [String]
+{
+  var found: [String] = []
+  for (position, line) in plan.enumerated() {
+    guard line.contains(" \(table)") else { continue }
+    if line.contains("Seq Scan on \(table) ") {
+      found.append(line)
+    } else if line.contains("\(table)_pkey") {
+      let next = plan.dropFirst(position + 1).first ?? ""
+      if !(next.contains("Index Cond:") && next.contains("line =")) { found.append(line) }
+    } else if let index, line.contains(index) {
+      found.append(line)
+    }
+  }
+  return found
+}
+
 /// The worker's statements when the messages table's statistics call it empty.
 ///
 /// An autovacuum that runs the moment the queue has drained sees no live row; until the next
@@ -83,25 +103,6 @@ struct StaleStatisticsTests {
       "the statistics should call the table empty; they count \(estimate)"
     )
     return outbox
-  }
-
-  /// What in `plan` reads the messages table other than by key: a sequential scan, a read of
-  /// the primary key without a condition on the line, or the age index (allowed only where
-  /// `age` says).
-  private func wholeReads(in plan: [String], age: Bool) -> [String] {
-    var found: [String] = []
-    for (index, line) in plan.enumerated() {
-      guard line.contains(" orderly_outbox_message") else { continue }
-      if line.contains("Seq Scan on orderly_outbox_message") {
-        found.append(line)
-      } else if line.contains("orderly_outbox_message_pkey") {
-        let next = plan.dropFirst(index + 1).first ?? ""
-        if !(next.contains("Index Cond:") && next.contains("line =")) { found.append(line) }
-      } else if line.contains("orderly_outbox_message_appended"), !age {
-        found.append(line)
-      }
-    }
-    return found
   }
 
   @Test("every statement a worker runs reads the messages by key, not the whole table")
@@ -206,7 +207,14 @@ struct StaleStatisticsTests {
       ]
       for (name, age, plan) in statements {
         let lines = try await plan()
-        found[name] = (lines, wholeReads(in: lines, age: age))
+        found[name] = (
+          lines,
+          wholeReads(
+            of: "orderly_outbox_message",
+            in: lines,
+            through: age ? nil : "orderly_outbox_message_appended"
+          )
+        )
       }
     }
     #expect(found.count == 5)
@@ -295,22 +303,6 @@ struct LeaseProbeTests {
     return outbox
   }
 
-  /// What in `plan` reads the leases other than by key: a sequential scan, or a read of the
-  /// lease key without a condition on the line.
-  private func wholeReads(in plan: [String]) -> [String] {
-    var found: [String] = []
-    for (index, line) in plan.enumerated() {
-      guard line.contains(" orderly_outbox_lease") else { continue }
-      if line.contains("Seq Scan on orderly_outbox_lease") {
-        found.append(line)
-      } else if line.contains("orderly_outbox_lease_pkey") {
-        let next = plan.dropFirst(index + 1).first ?? ""
-        if !(next.contains("Index Cond:") && next.contains("line =")) { found.append(line) }
-      }
-    }
-    return found
-  }
-
   @Test("the look reads each window message's lease by its line, never the whole lease table")
   func lookProbesLeases() async throws {
     guard let database = try await TestDatabase.make() else { return }
@@ -336,7 +328,7 @@ struct LeaseProbeTests {
         on: connection
       )
     }
-    let whole = wholeReads(in: plan)
+    let whole = wholeReads(of: "orderly_outbox_lease", in: plan)
     let probes = plan.filter { $0.contains("orderly_outbox_lease_pkey") }.count
     #expect(!plan.isEmpty, "no plan")
     #expect(probes > 0, "the look reads no lease by key:\n\(plan.joined(separator: "\n"))")
