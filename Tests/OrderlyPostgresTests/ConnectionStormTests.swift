@@ -8,7 +8,13 @@ import Testing
 
 /// Two workers deliver and a producer appends while the server ends their connections, over
 /// and over, at random moments: nothing confirmed is lost, each key stays in order, no key is
-/// delivered by two workers at once, and no worker stalls or stops.
+/// delivered by two workers at once, and no worker is left stalled or stopped.
+///
+/// A worker whose every statement the storm cuts for its stall limit (two leases) has made no
+/// progress, and its stall watch says so: on a busy machine, where a new connection and a look
+/// for lines take longer than the 20 to 100 ms between two rounds of the storm, that happens. A
+/// stall said is then a true report, not a defect; what the test refuses is a stall that names
+/// nothing, and a worker still stalled once the storm is over and everything is delivered.
 @Suite("PostgresOutbox under a storm of ended connections", .timeLimit(.minutes(6)))
 struct ConnectionStormTests {
   /// How long the storm lasts: 60 seconds, or `ORDERLY_STORM_SECONDS`.
@@ -54,7 +60,7 @@ struct ConnectionStormTests {
   }
 
   @Test(
-    "pg_terminate_backend every 20-100 ms for a minute while two workers deliver and a producer appends: nothing lost, each key in order, no overlap, no worker stalled"
+    "pg_terminate_backend every 20-100 ms for a minute while two workers deliver and a producer appends: nothing lost, each key in order, no overlap, no worker left stalled"
   )
   func storm() async throws {
     guard let database = try await TestDatabase.make() else { return }
@@ -86,12 +92,18 @@ struct ConnectionStormTests {
       }
       workers.append(worker)
     }
-    // Whether a worker ever said it was stalled.
-    let stalls = Mutex<[String]>([])
+    // Each stall a worker said, once per stall, with what it named as waited on.
+    let stalls = Mutex<[(worker: Int, on: [String])]>([])
+    let watched = workers
     let watcher = Task {
+      var wasStalled = watched.map { _ in false }
       while !Task.isCancelled {
-        for (index, worker) in workers.enumerated() where worker.delivererStatistics.isStalled {
-          stalls.withLock { $0.append("worker \(index): \(worker.delivererStatistics.stalledOn)") }
+        for (index, worker) in watched.enumerated() {
+          let statistics = worker.delivererStatistics
+          if statistics.isStalled, !wasStalled[index] {
+            stalls.withLock { $0.append((index, statistics.stalledOn)) }
+          }
+          wasStalled[index] = statistics.isStalled
         }
         try? await Task.sleep(for: .milliseconds(100))
       }
@@ -171,13 +183,24 @@ struct ConnectionStormTests {
       if missing.isEmpty { break }
       try await Task.sleep(for: .milliseconds(100))
     } while ContinuousClock.now < deadline
+    // The storm is over and the workers have work no longer: a worker that said it was
+    // stalled makes progress again (its next look finds nothing), and says so, within a few
+    // of its stall watch's checks (each an eighth of a lease).
+    let settled = ContinuousClock.now + .seconds(30)
+    var stillStalled: [Int] = []
+    repeat {
+      stillStalled = workers.indices.filter { workers[$0].delivererStatistics.isStalled }
+      if stillStalled.isEmpty { break }
+      try await Task.sleep(for: .milliseconds(100))
+    } while ContinuousClock.now < settled
     watcher.cancel()
     _ = await watcher.value
     for worker in workers { await worker.stop() }
 
     let total = confirmed.values.map(\.count).reduce(0, +)
+    let stalled = stalls.withLock { $0 }
     print(
-      "storm: \(ended) rounds of ended connections; \(total) messages confirmed, \(refused) appends refused; \(deliveries.count) deliveries"
+      "storm: \(ended) rounds of ended connections; \(total) messages confirmed, \(refused) appends refused; \(deliveries.count) deliveries; \(stalled.count) stalls said"
     )
     #expect(ended > 100, "the storm ended connections only \(ended) times")
     #expect(total > 100, "only \(total) appends confirmed under the storm (\(refused) refused)")
@@ -188,8 +211,13 @@ struct ConnectionStormTests {
       #expect(backwards.isEmpty, "\(key) went back: \(backwards) in \(numbers)")
     }
     #expect(deliveries.overlaps.isEmpty, "\(deliveries.overlaps)")
-    let stalled = stalls.withLock { $0 }
-    #expect(stalled.isEmpty, "\(stalled)")
+    // A stall said names what the worker waited on, or the statement that last failed.
+    let unnamed = stalled.filter { $0.on.isEmpty }
+    #expect(unnamed.isEmpty, "stalls that name nothing: \(unnamed)")
+    #expect(
+      stillStalled.isEmpty,
+      "still stalled after the storm: workers \(stillStalled); every stall said: \(stalled)"
+    )
   }
 
   /// A message's key and number: `key3:17`.
