@@ -32,11 +32,16 @@ func unwrap(_ error: any Error) -> any Error {
 /// Whether a transaction failed because its connection ended before its `COMMIT` was sent, so
 /// that nothing of it was stored and it may be run again on another connection: the server
 /// ended the connection (SQLSTATE 57P01-57P03: it is shutting down or restarting, or an
-/// administrator ended the session, or closed it without saying why), or the pool handed out a
-/// connection that had just closed.
+/// administrator ended the session, or closed it without saying why), the pool handed out a
+/// connection that had just closed, or the connection broke under a statement before the
+/// `COMMIT` (`connectionError`, `uncleanShutdown`: a query written to a connection the server
+/// had just ended is answered by a reset, "Connection reset by peer", before the server's own
+/// message is read; seen under a storm of ended connections).
 ///
-/// A failure of the `COMMIT` itself is never retried: the server may have committed before the
-/// connection ended.
+/// A transaction whose connection breaks before its `COMMIT` is rolled back by the server. A
+/// failure of the `COMMIT` itself is never retried: the server may have committed before the
+/// connection ended. Nor is a statement's answer that a deadline stopped waiting for
+/// (``ConnectionLost``): it is not known which statement it was.
 func endedBeforeCommit(_ error: any Error) -> Bool {
   if let transaction = error as? PostgresTransactionError, transaction.commitError != nil {
     return false
@@ -46,7 +51,11 @@ func endedBeforeCommit(_ error: any Error) -> Bool {
   }
   if unwrap(error) is ConnectionEnded { return true }
   guard let error = unwrap(error) as? PSQLError else { return false }
-  if error.code == .clientClosedConnection || error.code == .serverClosedConnection { return true }
+  if [.clientClosedConnection, .serverClosedConnection, .connectionError, .uncleanShutdown]
+    .contains(error.code)
+  {
+    return true
+  }
   guard let state = error.serverInfo?[.sqlState] else { return false }
   return ["57P01", "57P02", "57P03"].contains(state)
 }
