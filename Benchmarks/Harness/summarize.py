@@ -161,7 +161,11 @@ def main() -> None:
     earlier = sys.argv[3] if len(sys.argv) == 4 else None
     cells = load(sys.argv[1], build, earlier)
     if build is not None:
-        print(f"Orderly's cells: build {build} (the last commit that changed its code)", end="")
+        print(
+            f"Orderly's cells: build {build} (a build is named by the last commit that had"
+            " changed Orderly's code when it ran)",
+            end="",
+        )
         if EARLIER:
             print(f"; a cell not yet run on it shows build {earlier}, and says so", end="")
         print(".\n")
