@@ -186,13 +186,10 @@ struct ConnectionStormTests {
     // The storm is over and the workers have work no longer: a worker that said it was
     // stalled makes progress again (its next look finds nothing), and says so, within a few
     // of its stall watch's checks (each an eighth of a lease).
-    let settled = ContinuousClock.now + .seconds(30)
-    var stillStalled: [Int] = []
-    repeat {
-      stillStalled = workers.indices.filter { workers[$0].delivererStatistics.isStalled }
-      if stillStalled.isEmpty { break }
-      try await Task.sleep(for: .milliseconds(100))
-    } while ContinuousClock.now < settled
+    _ = await eventually(upTo: .seconds(30), every: .milliseconds(100)) {
+      workers.allSatisfy { !$0.delivererStatistics.isStalled }
+    }
+    let stillStalled = workers.indices.filter { workers[$0].delivererStatistics.isStalled }
     watcher.cancel()
     _ = await watcher.value
     for worker in workers { await worker.stop() }
