@@ -488,12 +488,11 @@ package.targets += [
 
 // MARK: - Shared settings
 
-/// The targets a package depending on Orderly can build: those of the library products and every
-/// target they depend on.
-@MainActor func libraryTargetClosure() -> Set<String> {
+/// The targets `roots` need: themselves and every target they depend on, directly or not.
+@MainActor func targetClosure(of roots: [String]) -> Set<String> {
   let targets = Dictionary(uniqueKeysWithValues: package.targets.map { ($0.name, $0) })
   var closure = Set<String>()
-  var pending = package.products.compactMap { $0 as? Product.Library }.flatMap(\.targets)
+  var pending = roots
   while let name = pending.popLast() {
     guard let target = targets[name], closure.insert(name).inserted else { continue }
     for dependency in target.dependencies {
@@ -505,7 +504,37 @@ package.targets += [
   }
   return closure
 }
-let libraryTargets = libraryTargetClosure()
+
+/// The targets a package depending on Orderly can build: those of the library products and every
+/// target they depend on.
+let libraryTargets = targetClosure(
+  of: package.products.compactMap { $0 as? Product.Library }.flatMap(\.targets)
+)
+
+// A build of a few test targets only: `ORDERLY_TEST_TARGETS=OrderlyCoreTests,OrderlyLaunchTests
+// swift test ...` declares those test targets and what they need (and the products of those),
+// and leaves out every other target: the examples, the `orderly` command, the tools, the other
+// test targets and the modules none of these needs (GRDB is not built for OrderlyCoreTests), so a
+// ThreadSanitizer build (.ci/run) or a developer's quick run (Tools/test-one) compiles only what
+// its suites run. SwiftPM keys its cached manifest by the environment, so an ordinary
+// `swift build` in the same shell still sees every target. A name that is not a test target is
+// an error, not a silent empty run.
+if let only = ProcessInfo.processInfo.environment["ORDERLY_TEST_TARGETS"], !only.isEmpty {
+  let wanted = only.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+  let testTargets = Set(package.targets.filter { $0.type == .test }.map(\.name))
+  let unknown = wanted.filter { !testTargets.contains($0) }
+  guard unknown.isEmpty else {
+    fatalError(
+      "ORDERLY_TEST_TARGETS names \(unknown.joined(separator: ", ")), which is not a test target; "
+        + "the test targets are \(testTargets.sorted().joined(separator: ", "))"
+    )
+  }
+  let kept = targetClosure(of: wanted)
+  package.targets.removeAll { !kept.contains($0.name) }
+  package.products.removeAll { product in
+    !((product as? Product.Library)?.targets.allSatisfy(kept.contains) ?? true)
+  }
+}
 
 for target in package.targets where target.name != "COrderlyPrimitives" {
   var settings = target.swiftSettings ?? []

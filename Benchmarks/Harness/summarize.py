@@ -15,9 +15,9 @@ jobs that never completed after a final drain, counted in the database, and the 
 over every replica's deliveries together (Orderly: its audit trail; procrastinate: its jobs and
 events tables; awa: its handlers' delivery logs).
 
-With EARLIER_BUILD, an Orderly cell that has no run on ORDERLY_BUILD yet shows its runs on
-EARLIER_BUILD, marked with that build, so that a matrix run again after a change to Orderly keeps
-every cell in its tables while the new build's runs come in.
+An Orderly cell with no run on ORDERLY_BUILD shows its runs on EARLIER_BUILD (when given and
+run), else on the build that ran it last, marked with that build: every figure names the build
+it is of, so a change that cannot move a cell needs no new run of it (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
@@ -65,32 +65,34 @@ def load(
 ) -> dict[tuple[str, str], list[dict]]:
     """The runs by (cell, system); a run recorded twice counts once, the later one.
 
-    Orderly's runs count only if made on `build` (the last commit that changed Orderly's code:
-    Benchmarks/Scripts/harness.sh passes it), so that its cells are all of one build; the peers'
-    runs do not depend on it. A cell with no run on `build` takes its runs on `earlier`, if
-    given, and is noted in EARLIER.
+    Orderly's runs of a cell are those of one build: `build` (the last commit that changed the
+    code a harness cell can move: Benchmarks/Scripts/harness.sh passes it) when the cell has runs
+    on it; otherwise those of `earlier`, if given and run; otherwise those of the build that ran
+    the cell last. A cell shown from another build than `build` is noted in EARLIER, and its
+    tables name that build: a figure always says which build it is of, so a change that cannot
+    move a cell needs no new run of it. The peers' runs do not depend on Orderly's build.
     """
     latest: dict[tuple[str, str, int], dict] = {}
-    older: dict[tuple[str, str, int], dict] = {}
+    by_build: dict[tuple[str, str], dict[str, dict[int, dict]]] = {}
     for line in Path(path).read_text().splitlines():
         if line.strip():
             record = json.loads(line)
             key = (record["cell"], record["system"], record["run"])
             if build is not None and record["system"].startswith("orderly"):
-                made = record.get("orderly_build")
-                if made == earlier and made != build:
-                    older[key] = record
-                if made != build:
-                    continue
+                made = str(record.get("orderly_build"))
+                runs = by_build.setdefault((record["cell"], record["system"]), {})
+                # Re-inserted, so that the dictionary's last key is the build that ran last.
+                runs[made] = {**runs.pop(made, {}), record["run"]: record}
+                continue
             latest[key] = record
     cells: dict[tuple[str, str], list[dict]] = {}
     for (cell, system, _), record in sorted(latest.items()):
         cells.setdefault((cell, system), []).append(record)
-    for (cell, system, _), record in sorted(older.items()):
-        if (cell, system) in cells and (cell, system) not in EARLIER:
-            continue
-        EARLIER[(cell, system)] = str(earlier)
-        cells.setdefault((cell, system), []).append(record)
+    for (cell, system), runs in sorted(by_build.items()):
+        chosen = build if build in runs else earlier if earlier in runs else list(runs)[-1]
+        if chosen != build:
+            EARLIER[(cell, system)] = chosen
+        cells[(cell, system)] = [runs[chosen][run] for run in sorted(runs[chosen])]
     return cells
 
 
@@ -163,11 +165,12 @@ def main() -> None:
     if build is not None:
         print(
             f"Orderly's cells: build {build} (a build is named by the last commit that had"
-            " changed Orderly's code when it ran)",
+            " changed the code a cell can move: the PostgreSQL store, the delivery engine, the"
+            " adapter)",
             end="",
         )
         if EARLIER:
-            print(f"; a cell not yet run on it shows build {earlier}, and says so", end="")
+            print("; a cell not run on it shows the build it was run on, and says so", end="")
         print(".\n")
     systems = [s for s in SYSTEMS if any(system == s for _, system in cells)]
 
@@ -209,7 +212,7 @@ def main() -> None:
             if not runs:
                 continue
             print(
-                f"| {label("latency-16", system)}"
+                f"| {label('latency-16', system)}"
                 f" | {spread([phase(r, 'clean_1', 'claim_p50_ms') for r in runs], 1)}"
                 f" | {spread([phase(r, 'clean_1', 'claim_p99_ms') for r in runs], 1)}"
                 f" | {spread([phase(r, 'clean_1', 'completion_rate') for r in runs])} |"

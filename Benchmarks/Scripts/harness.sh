@@ -33,9 +33,9 @@
 # The runs are kept: each finished one is a line of Benchmarks/Harness/results/matrix.jsonl
 # (the figures the tables use, with the run's date and commits), and a run already there is not
 # run again (--again runs it anyway), so an interrupted matrix goes on where it stopped. An
-# Orderly run counts only on the build it was made with (the last commit that changed Orderly's
-# code): after a change to the library its cells run again, and the tables leave the old ones
-# out. The
+# Orderly run is of the build it was made with (below); a cell with no run on the current build
+# is shown from the build that ran it, named in its row. A session's runs are committed once,
+# together, not one commit per cell. The
 # harness's own folders (raw samples, plots) stay under its results/, listed in
 # Benchmarks/.build-harness/runs.txt.
 #
@@ -151,11 +151,13 @@ export ORDERLY_AUDIT=${ORDERLY_AUDIT:-1}
 # inserts one row per call without it).
 export PRODUCER_BATCH_MAX=${PRODUCER_BATCH_MAX:-128} PRODUCER_BATCH_MS=${PRODUCER_BATCH_MS:-25}
 orderly_commit=$(git -C "$root" rev-parse --short HEAD)
-# The last commit that changed Orderly's code: its runs count only with the others of that
-# build (a commit that changes only pages, the modules' DocC catalogs or the peers' adapters
-# keeps them).
-orderly_build=$(git -C "$root" log -1 --format=%h -- Package.swift Modules ':(exclude)Modules/*.docc/*' \
-  Benchmarks/Package.swift Benchmarks/Sources/harness-adapter)
+# The build, named by the last commit that changed the code a harness cell can move: the
+# PostgreSQL store (the worker's statements), the delivery engine (the line loop) and the
+# adapter. A cell is run again only on a new such build, and only the cells the change can move
+# (--cells, --systems); every other change to Modules/ keeps the runs, and the tables name the
+# build each figure is of (CONTRIBUTING.md, "Benchmarks").
+orderly_build=$(git -C "$root" log -1 --format=%h -- Modules/OrderlyPostgres Modules/OrderlyOutboxCore \
+  ':(exclude)Modules/*.docc/*' Benchmarks/Package.swift Benchmarks/Sources/harness-adapter)
 $again || touch "$ledger"
 
 cell_arguments() {

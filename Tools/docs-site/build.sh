@@ -25,11 +25,15 @@ modules=(OrderlyCore OrderlyTestSupport OrderlyRepository OrderlySQLite OrderlyO
 rm -rf "$out"
 mkdir -p "$out"
 
+# The symbol graphs come from the build .ci/run makes first: every trait on (so that
+# OrderlyServer and OrderlyPostgres are documented as their users build them), warnings as
+# errors, in .build-werror. The same folder, traits and flags, so DocC compiles nothing again
+# after that build (and a developer's `.build` is left as it is).
+build=(--scratch-path .build-werror --traits SQLite,Server,Postgres -Xswiftc -warnings-as-errors)
+
 for module in "${modules[@]}"; do
   echo "==> DocC: $module"
-  # The Server and Postgres traits are on, so that OrderlyServer and OrderlyPostgres are
-  # documented as their users build them.
-  swift package --traits SQLite,Server,Postgres --disable-sandbox --allow-writing-to-directory "$out" \
+  swift package "${build[@]}" --disable-sandbox --allow-writing-to-directory "$out" \
     generate-documentation --target "$module" \
     --analyze --warnings-as-errors \
     --transform-for-static-hosting \

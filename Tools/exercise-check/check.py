@@ -24,10 +24,16 @@ is checked, one or more lines inside `<!-- exercise: ... -->`, with clauses sepa
 
 An edited example file is restored afterwards, whatever happens: a failure, Ctrl-C, or a
 SIGTERM or SIGHUP (a CI time limit, a closed terminal) all restore it before the check exits;
-only SIGKILL cannot (then `git checkout -- Examples` does). Run from anywhere:
+only SIGKILL cannot (then `git checkout -- Examples` does). Each edited example is built once;
+its binary is then built again from the restored source, so that no binary of an edited example
+outlives the check (docs-gen and the tests run the built examples). With `--no-rebuild` (CI,
+where nothing runs the examples' binaries after this check without building them first) the
+source is restored without that second build: the next `swift build` rebuilds the example.
+Run from anywhere:
 
-  python3 Tools/exercise-check/check.py          # every lesson
-  python3 Tools/exercise-check/check.py 4 9      # lessons 4 and 9
+  python3 Tools/exercise-check/check.py                 # every lesson
+  python3 Tools/exercise-check/check.py 4 9             # lessons 4 and 9
+  python3 Tools/exercise-check/check.py --no-rebuild    # CI
 """
 
 import os
@@ -42,6 +48,8 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 COURSE = os.path.join(ROOT, "docs", "course")
 RUN_TIMEOUT = 600
 HANG_SECONDS = 20
+# Set by --no-rebuild: restore an edited source without building its example again.
+REBUILD_AFTER_EDIT = True
 
 
 class Failure(Exception):
@@ -122,6 +130,17 @@ def swift(arguments, **kwargs):
     return subprocess.run(["swift", *arguments], cwd=ROOT, capture_output=True, text=True, **kwargs)
 
 
+_bin_paths = {}
+
+
+def bin_path(package):
+    """The folder of a package's built products (asked of SwiftPM once per package)."""
+    key = tuple(package)
+    if key not in _bin_paths:
+        _bin_paths[key] = swift(["build", *package, "--show-bin-path"]).stdout.strip()
+    return _bin_paths[key]
+
+
 def example_source(name):
     folder = os.path.join(ROOT, "Examples", name)
     packaged = os.path.join(folder, "Sources", name, "main.swift")
@@ -172,8 +191,7 @@ def check(spec, scratch):
             built = swift(["build", *package, "--product", name])
             if built.returncode != 0:
                 raise Failure("the changed example does not build:\n" + built.stdout[-3000:] + built.stderr[-3000:])
-            binary = swift(["build", *package, "--show-bin-path"]).stdout.strip()
-            command = [os.path.join(binary, name), *[unquote(a) for a in arguments]]
+            command = [os.path.join(bin_path(package), name), *[unquote(a) for a in arguments]]
             outputs = [run_program(command, spec, scratch)]
             if spec.get("same-twice"):
                 outputs.append(run_program(command, spec, scratch))
@@ -181,8 +199,9 @@ def check(spec, scratch):
             with open(source, "w", encoding="utf-8") as file:
                 file.write(original)
             # The binary of the changed example must not outlive it: docs-gen and the tests run
-            # the built examples.
-            swift(["build", *package, "--product", name])
+            # the built examples. In CI (--no-rebuild) nothing runs it without building first.
+            if REBUILD_AFTER_EDIT:
+                swift(["build", *package, "--product", name])
     elif "run" in spec:
         arguments = spec["run"].split()
         package = []
@@ -192,7 +211,7 @@ def check(spec, scratch):
         built = swift(["build", *package, "--product", product])
         if built.returncode != 0:
             raise Failure(f"`{product}` does not build:\n" + built.stderr[-3000:])
-        binary = os.path.join(swift(["build", *package, "--show-bin-path"]).stdout.strip(), product)
+        binary = os.path.join(bin_path(package), product)
         command = [binary, *[unquote(a) for a in arguments[1:]]]
         outputs = [run_program(command, spec, scratch)]
         if spec.get("same-twice"):
@@ -201,7 +220,7 @@ def check(spec, scratch):
         built = swift(["build", "--product", "orderly"])
         if built.returncode != 0:
             raise Failure("`orderly` does not build:\n" + built.stderr[-3000:])
-        binary = swift(["build", "--show-bin-path"]).stdout.strip()
+        binary = bin_path([])
         env = {**os.environ, "NO_COLOR": "1", "XDG_DATA_HOME": scratch,
                "PATH": binary + os.pathsep + os.environ.get("PATH", "")}
         try:
@@ -238,13 +257,20 @@ def check(spec, scratch):
 
 
 def main():
-    selected = {int(a) for a in sys.argv[1:]}
+    global REBUILD_AFTER_EDIT
+    arguments = sys.argv[1:]
+    if "--no-rebuild" in arguments:
+        REBUILD_AFTER_EDIT = False
+        arguments.remove("--no-rebuild")
+    selected = {int(a) for a in arguments}
     failures = 0
     ran = 0
     for number, path in lessons(selected):
         for item, clauses in exercises(path):
             label = f"lesson {number}, exercise {item}"
             scratch = tempfile.mkdtemp(prefix="orderly-exercise-")
+            # Said before it runs, so that a time limit's report names the exercise it ended.
+            print(f"...  {label}")
             try:
                 verdict = check(parse(clauses), scratch)
                 print(f"ok   {label}: {verdict}")
@@ -261,6 +287,8 @@ def main():
 
 
 if __name__ == "__main__":
+    # Line by line, also into a log file: a time limit's report shows the last exercise begun.
+    sys.stdout.reconfigure(line_buffering=True)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGHUP, stop)
     try:

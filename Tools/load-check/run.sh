@@ -7,12 +7,18 @@
 #                                                     whose front matter says `output: varies`:
 #                                                     equal with its numbers masked)
 #   bash Tools/load-check/run.sh tests [ROUNDS]       `swift test` ROUNDS times in a row (5), then
-#                                                     the concurrency suites under ThreadSanitizer
-#                                                     ROUNDS times
-#   bash Tools/load-check/run.sh all                  both
+#                                                     both of .ci/run's ThreadSanitizer runs (the
+#                                                     concurrency suites; again with the Apple
+#                                                     systems' locks) ROUNDS times each
+#   bash Tools/load-check/run.sh postgres [ROUNDS]    .ci/run's PostgreSQL groups from its
+#                                                     warnings-as-errors build, against a throwaway
+#                                                     cluster, ROUNDS times (1: the fleet group
+#                                                     takes minutes)
+#   bash Tools/load-check/run.sh all                  all three
 #
-# BURNERS=N sets the number of burner processes. It exits 1 at the first failure, naming it, and
-# leaves the failing output in .build-load-check/.
+# The groups, filters and builds are .ci/run's own (.ci/suites.sh names them for both), so what
+# fails CI fails here first. BURNERS=N sets the number of burner processes. It exits 1 at the
+# first failure, naming it, and leaves the failing output in .build-load-check/.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
@@ -49,8 +55,12 @@ stop_burners() {
 }
 trap stop_burners EXIT
 
-# The concurrency suites, as .ci/run names them.
-tsan_filter='OrderlyCoreTests|OrderlyTestSupportTests|OrderlyRepositoryTests|OrderlySQLiteTests|OrderlyOutboxTests|OrderlyLaunchTests|OrderlyTaskStoreTests'
+# The sanitizer suites and the PostgreSQL groups, as .ci/run runs them.
+source .ci/suites.sh
+werror=(--scratch-path .build-werror --traits SQLite,Server,Postgres -Xswiftc -warnings-as-errors)
+tsan=(--scratch-path .build-tsan --sanitize=thread --traits SQLite,Server)
+portable=(--scratch-path .build-portable-tsan --sanitize=thread -Xswiftc -DORDERLY_PORTABLE_LOCKS
+  -Xswiftc -warnings-as-errors)
 
 examples() {
   local n=${rounds:-12}
@@ -96,10 +106,26 @@ examples() {
   return "$failed"
 }
 
+# sanitizer_round NAME TARGETS ARGUMENTS...: one ThreadSanitizer run of .ci/run.
+sanitizer_round() {
+  local name=$1 targets=$2 i=$3
+  shift 3
+  echo "load-check: $name, round $i of ${rounds:-5}"
+  # The suppressions .ci/run uses (each explained there).
+  ORDERLY_TEST_TARGETS=$targets TSAN_OPTIONS="suppressions=$PWD/.ci/tsan-suppressions.txt" \
+    swift test "$@" --filter "${targets//,/|}" >"$out/$name.$i.log" 2>&1 || {
+    echo "FAIL $name, round $i: see $out/$name.$i.log"
+    grep -E '✘|error:|failed|WARNING: ThreadSanitizer' "$out/$name.$i.log" | head -n 30
+    return 1
+  }
+  tail -n 2 "$out/$name.$i.log"
+}
+
 tests() {
   local n=${rounds:-5}
   build swift build --build-tests
-  build swift build --build-tests --scratch-path .build-tsan --sanitize=thread
+  ORDERLY_TEST_TARGETS=$tsan_targets build swift build --build-tests "${tsan[@]}"
+  ORDERLY_TEST_TARGETS=$portable_tsan_targets build swift build --build-tests "${portable[@]}"
   start_burners
   for i in $(seq "$n"); do
     echo "load-check: swift test, round $i of $n"
@@ -111,16 +137,36 @@ tests() {
     tail -n 2 "$out/swift-test.$i.log"
   done
   for i in $(seq "$n"); do
-    echo "load-check: ThreadSanitizer suites, round $i of $n"
-    # The suppressions .ci/run uses (each explained there).
-    TSAN_OPTIONS="suppressions=$PWD/.ci/tsan-suppressions.txt" \
-      swift test --scratch-path .build-tsan --sanitize=thread --filter "$tsan_filter" \
-      >"$out/tsan.$i.log" 2>&1 || {
-      echo "FAIL ThreadSanitizer suites, round $i: see $out/tsan.$i.log"
-      grep -E '✘|error:|failed|WARNING: ThreadSanitizer' "$out/tsan.$i.log" | head -n 30
-      return 1
-    }
-    tail -n 2 "$out/tsan.$i.log"
+    sanitizer_round tsan "$tsan_targets" "$i" "${tsan[@]}" || return 1
+    sanitizer_round portable-tsan "$portable_tsan_targets" "$i" "${portable[@]}" || return 1
+  done
+  stop_burners
+}
+
+postgres() {
+  local n=${rounds:-1}
+  build swift build --build-tests "${werror[@]}"
+  bash Tools/postgres/cluster.sh stop >/dev/null 2>&1 || true
+  ORDERLY_POSTGRES_URL=$(bash Tools/postgres/cluster.sh start --install)
+  export ORDERLY_POSTGRES_URL
+  trap 'stop_burners; bash Tools/postgres/cluster.sh stop >/dev/null 2>&1 || true' EXIT
+  start_burners
+  local i group limit filter skip skipping log
+  for i in $(seq "$n"); do
+    for group in "${postgres_groups[@]}"; do
+      IFS=';' read -r limit filter skip <<<"$group"
+      skipping=()
+      [ -n "$skip" ] && skipping=(--skip "$skip")
+      log="$out/postgres.$i.$(echo "$filter" | tr -c 'A-Za-z0-9\n' _ | cut -c1-60).log"
+      echo "load-check: PostgreSQL tests $filter, round $i of $n (limit $limit)"
+      CI=true timeout --kill-after=15s "$limit" swift test --skip-build "${werror[@]}" \
+        --filter "$filter" "${skipping[@]}" >"$log" 2>&1 || {
+        echo "FAIL PostgreSQL tests $filter, round $i (a time limit ends with 124): see $log"
+        grep -E '✘|error:|failed' "$log" | head -n 30
+        return 1
+      }
+      tail -n 2 "$log"
+    done
   done
   stop_burners
 }
@@ -128,7 +174,8 @@ tests() {
 case "$mode" in
   examples) examples ;;
   tests) tests ;;
-  all) examples && tests ;;
-  *) echo "usage: bash Tools/load-check/run.sh examples|tests|all [ROUNDS]" >&2; exit 2 ;;
+  postgres) postgres ;;
+  all) examples && tests && postgres ;;
+  *) echo "usage: bash Tools/load-check/run.sh examples|tests|postgres|all [ROUNDS]" >&2; exit 2 ;;
 esac
 echo "load-check: passed"
