@@ -79,9 +79,9 @@ public final class TaskStore<Key: Hashable & Sendable> {
 
   private struct Waiting {
     let box: any AnyTaskBox
-    let priority: TaskPriority?
     let requirement: Requirement
-    let run: () async -> Void
+    /// Where the task's own `Task`, made when it was added, waits to be admitted.
+    let gate: TurnGate
   }
 
   private struct Line {
@@ -207,12 +207,24 @@ public final class TaskStore<Key: Hashable & Sendable> {
     }
 
     if let requirement {
-      line.waiting.append(
-        Waiting(box: box, priority: priority, requirement: requirement, run: run)
-      )
+      let gate = TurnGate()
+      line.waiting.append(Waiting(box: box, requirement: requirement, gate: gate))
       lines[key] = line
       emit(.waiting(key: key, task: box.id))
       box.setWaitingHook(waitingHook(forTask: box.id, key: key, isolation: isolation))
+      // Made now, in the caller's task: it inherits the caller's task-local values and (unless
+      // `priority` is given) priority, as `Task {}` does, not those of the task that will end
+      // the one ahead of it.
+      let task = Task(priority: priority) { [weak self] in
+        _ = isolation  // run on the store's actor
+        await gate.wait()
+        // Read on the store's actor, where admission happens: not admitted means cancelled
+        // first (or the store is gone); its line forgets it on its own.
+        guard gate.isOpened else { return }
+        await run()
+        self?.finished(box, key: key)
+      }
+      box.attach(task)
     } else {
       lines[key] = line
       start(box, key: key, priority: priority, run: run)
@@ -239,6 +251,15 @@ public final class TaskStore<Key: Hashable & Sendable> {
     box.attach(task)
   }
 
+  /// A waiting task's turn has come: it runs from now on, in the `Task` it was given when added.
+  private func admit(_ waiting: Waiting, key: Key) {
+    waiting.box.setWaitingHook(nil)
+    lines[key, default: Line()].running.append(waiting.box)
+    states[key, default: KeyState()].performedCount += 1
+    emit(.started(key: key, task: waiting.box.id))
+    waiting.gate.open()
+  }
+
   /// A running task ended: forget it (only it), record its outcome, start what may start now.
   private func finished(_ box: any AnyTaskBox, key: Key, isolation: isolated any Actor = #isolation)
   {
@@ -253,7 +274,9 @@ public final class TaskStore<Key: Hashable & Sendable> {
   private func advance(_ key: Key, isolation: isolated any Actor = #isolation) {
     guard var line = lines[key] else { return }
     while let head = line.waiting.first {
-      if head.box.isResolved {
+      // Cancelled, even if not yet resolved: its `Task` may already have seen the cancellation
+      // and left, so it must not be admitted.
+      if head.box.isResolved || head.box.isCancelled {
         line.waiting.removeFirst()
         end(head.box, key: key, outcome: head.box.outcomeKind ?? .cancelled)
         continue
@@ -267,7 +290,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
       guard mayStart else { break }
       line.waiting.removeFirst()
       lines[key] = line
-      start(head.box, key: key, priority: head.priority, run: head.run)
+      admit(head, key: key)
       line = lines[key] ?? Line()
     }
     lines[key] = line.running.isEmpty && line.waiting.isEmpty ? nil : line

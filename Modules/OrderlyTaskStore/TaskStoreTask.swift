@@ -57,6 +57,8 @@ public struct TaskStoreTask<Success: Sendable>: Sendable, Hashable {
 protocol AnyTaskBox: AnyObject, Sendable {
   var id: UInt64 { get }
   var isResolved: Bool { get }
+  /// Whether the task was cancelled (set before its `Task` is told).
+  var isCancelled: Bool { get }
   /// How the task ended, once it has.
   var outcomeKind: TaskOutcomeKind? { get }
   /// Cancels the task; `caller` is the isolation of the code cancelling it.
