@@ -123,9 +123,11 @@ try await userActs(on: Array(again.prefix(1)))  // the upgrade nudge, read as be
 try await clock.waitForSleepers(1)  // the passcode prompt is up
 clock.advance(by: .milliseconds(10))
 sequencer.cancelAll()
-print("  cancelAll(): idle at once: \(sequencer.isIdle)")
-// The cancelled step's task winds down by itself; wait for its prompt to go.
-while app.passcodeOnScreen { await Task.yield() }
+// One modal at a time: the cancelled prompt is still on screen until its run() returns, so the
+// sequencer is not idle yet, and a step enqueued now would wait for it.
+print("  cancelAll(): idle while the prompt is still up: \(sequencer.isIdle)")
+await sequencer.waitUntilIdle()
+print("  once its run() returned: idle \(sequencer.isIdle), prompt up \(app.passcodeOnScreen)")
 
 print("")
 print("History, one step at a time, in order, with the clock's time:")

@@ -6,9 +6,10 @@ public enum LaunchOutcome: String, Sendable, Equatable, CustomStringConvertible 
   case completed
   /// Its `shouldRun()` returned `false`, so it did not run.
   case skipped
-  /// It was cancelled by ``LaunchSequencer/cancelAll()``.
+  /// It was cancelled by ``LaunchSequencer/cancelAll()`` (or removed by it before it started).
   case cancelled
-  /// It ran longer than its `timeout`; it was cancelled and the next step started.
+  /// It ran longer than its `timeout`; it was cancelled, and the next step started once its
+  /// `run()` had returned.
   case timedOut = "timed out"
 
   /// The outcome in words, as in `timed out`.
@@ -23,8 +24,12 @@ public struct LaunchRecord: Sendable, Equatable, CustomStringConvertible {
   public let id: String
   /// How it ended.
   public let outcome: LaunchOutcome
-  /// How long it took, from the moment it was taken from the line, on the sequencer's clock.
+  /// How long it took, from the moment it was taken from the line until its `run()` returned,
+  /// on the sequencer's clock.
   public let duration: Duration
+  /// Whether, once cancelled or timed out, its `run()` took longer than the sequencer's grace
+  /// period to return (``LaunchEvent/stillRunning(name:after:)`` said so while it did).
+  public let overranGracePeriod: Bool
 
   /// Creates a record.
   ///
@@ -33,15 +38,25 @@ public struct LaunchRecord: Sendable, Equatable, CustomStringConvertible {
   ///   - id: The step's identifier.
   ///   - outcome: How it ended.
   ///   - duration: How long it took.
-  public init(name: String, id: String, outcome: LaunchOutcome, duration: Duration) {
+  ///   - overranGracePeriod: Whether its `run()` returned only after the grace period.
+  public init(
+    name: String,
+    id: String,
+    outcome: LaunchOutcome,
+    duration: Duration,
+    overranGracePeriod: Bool = false
+  ) {
     self.name = name
     self.id = id
     self.outcome = outcome
     self.duration = duration
+    self.overranGracePeriod = overranGracePeriod
   }
 
-  /// `PasscodeLaunchStep: completed`.
-  public var description: String { "\(name): \(outcome)" }
+  /// `PasscodeLaunchStep: completed`, and `(returned after the grace period)` when it overran.
+  public var description: String {
+    "\(name): \(outcome)" + (overranGracePeriod ? " (returned after the grace period)" : "")
+  }
 }
 
 /// Something that happened in a ``LaunchSequencer``, in order.
@@ -52,8 +67,11 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
   case deduplicated(name: String)
   /// A step was taken from the line and is starting.
   case started(name: String)
-  /// A step ended.
+  /// A step ended: its `run()` returned (or it did not run).
   case ended(LaunchRecord)
+  /// A step cancelled or timed out had not returned from `run()` within the grace period; the
+  /// next step waits until it does, so two steps are never on screen together.
+  case stillRunning(name: String, after: Duration)
   /// A pending step was removed by `cancelAll()` before it started.
   case removed(name: String)
   /// The sequencer stopped starting steps.
@@ -68,6 +86,8 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
     case .deduplicated(let name): "deduplicated \(name)"
     case .started(let name): "started \(name)"
     case .ended(let record): "ended \(record)"
+    case .stillRunning(let name, let after):
+      "still running \(name) \(after) after it was cancelled"
     case .removed(let name): "removed \(name)"
     case .suspended: "suspended"
     case .resumed: "resumed"
@@ -97,8 +117,24 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
 /// ## Timing
 ///
 /// ``LaunchStep/shouldRun()`` is asked just before a step would start. A step with a
-/// ``LaunchStep/timeout`` that overruns it (on the injected clock) is cancelled, recorded as
-/// timed out, and the next step starts at once; its task is left to wind down by itself.
+/// ``LaunchStep/timeout`` that overruns it (on the injected clock) is cancelled and recorded as
+/// timed out.
+///
+/// ## One step at a time, always
+///
+/// A modal that is still leaving the screen is still on it, so "one at a time" means one
+/// `run()` at a time. A step cancelled by its timeout or by ``cancelAll()`` stays the
+/// ``currentStep`` until its `run()` returns; only then is it recorded and does the next step
+/// start. A step should return soon after its task is cancelled; one that has not returned
+/// within the grace period (one second by default, on the injected clock) is reported, as a
+/// ``LaunchEvent/stillRunning(name:after:)`` event and in its ``LaunchRecord``, and the line
+/// keeps waiting for it: the next step never starts beside it.
+///
+/// ## Waiting
+///
+/// ``enqueueAndWait(_:)`` enqueues a step and returns its record when it has ended; ``waitUntilIdle()``
+/// returns when nothing runs or waits. Both end early when the waiting task is cancelled; the
+/// steps themselves are not cancelled by that.
 ///
 /// ## State
 ///
@@ -133,12 +169,23 @@ public final class LaunchSequencer {
   public var isIdle: Bool { currentStep == nil && pendingSteps.isEmpty }
 
   @ObservationIgnored private let deduplication: Deduplication
+  @ObservationIgnored private let gracePeriod: Duration
+  /// The running step's token and the pending steps' tokens, in line order: what a
+  /// ``enqueueAndWait(_:)`` caller waits for.
+  @ObservationIgnored private var currentToken: UInt64?
+  @ObservationIgnored private var pendingTokens: [UInt64] = []
+  @ObservationIgnored private var lastToken: UInt64 = 0
+  /// Whether the running step, cancelled, has outlived the grace period.
+  @ObservationIgnored private var currentOverran = false
+  @ObservationIgnored private var stepWaiters:
+    [UInt64: [UInt64: CheckedContinuation<LaunchRecord?, Never>]] = [:]
+  @ObservationIgnored private var lastWaiter: UInt64 = 0
   @ObservationIgnored private let now: @Sendable () -> Duration
   @ObservationIgnored private let sleep: @Sendable (Duration) async throws -> Void
   /// The running step's task, and a number that tells its end from a later step's.
   @ObservationIgnored private var running: (task: Task<Void, Never>, generation: UInt64)?
   @ObservationIgnored private var generation: UInt64 = 0
-  @ObservationIgnored private var idleWaiters: [CheckedContinuation<Void, Never>] = []
+  @ObservationIgnored private var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
   @ObservationIgnored private var listeners: [UInt64: AsyncStream<LaunchEvent>.Continuation] = [:]
   @ObservationIgnored private var lastListener: UInt64 = 0
 
@@ -148,14 +195,19 @@ public final class LaunchSequencer {
   ///   - clock: The clock timeouts and durations are measured on; real time by default.
   ///   - deduplication: Which steps count as duplicates; by default a step whose id is pending or
   ///     running.
+  ///   - gracePeriod: How long a cancelled or timed-out step's `run()` may take to return before
+  ///     the sequencer reports it (``LaunchEvent/stillRunning(name:after:)``); one second by
+  ///     default. The next step waits for it however long it takes.
   public init<C: Clock>(
     clock: C = ContinuousClock(),
-    deduplication: Deduplication = .pendingOrRunning
+    deduplication: Deduplication = .pendingOrRunning,
+    gracePeriod: Duration = .seconds(1)
   ) where C.Duration == Duration {
     let origin = clock.now
     self.now = { origin.duration(to: clock.now) }
     self.sleep = { duration in try await clock.sleep(for: duration) }
     self.deduplication = deduplication
+    self.gracePeriod = gracePeriod
   }
 
   // MARK: - Steps
@@ -167,33 +219,89 @@ public final class LaunchSequencer {
   ///   running.
   @discardableResult
   public func enqueue(_ step: any LaunchStep) -> Bool {
-    if deduplication == .pendingOrRunning {
-      let ids = pendingSteps.map(\.id) + (currentStep.map { [$0.id] } ?? [])
-      if ids.contains(step.id) {
-        emit(.deduplicated(name: step.name))
-        return false
-      }
-    }
-    pendingSteps.append(step)
-    emit(.enqueued(name: step.name))
-    startNextIfPossible()
-    return true
+    admit(step) != nil
   }
 
-  /// Cancels the running step and removes every pending one, at once.
+  /// Enqueues `step` as ``enqueue(_:)`` does and returns its record once it has ended.
   ///
-  /// The running step's task is cancelled and the step is recorded as cancelled; the sequencer
-  /// is idle when this returns. Steps enqueued afterwards run as usual.
-  public func cancelAll() {
-    let removed = pendingSteps
-    pendingSteps = []
-    for step in removed { emit(.removed(name: step.name)) }
-    if let step = currentStep, let running {
-      running.task.cancel()
-      self.running = nil
-      currentStep = nil
-      record(step, .cancelled, startedAt: startedAt)
+  /// When a step with the same id is already pending or running (and the sequencer
+  /// de-duplicates), `step` is not queued, and this returns the record of that step instead:
+  /// the step asked for has run.
+  ///
+  /// - Parameter step: The step to run.
+  /// - Returns: The step's record: how it ended and how long it took. A pending step removed by
+  ///   ``cancelAll()`` ends as ``LaunchOutcome/cancelled`` with a zero duration (it is not in
+  ///   ``history``, as it never started). `nil` only if the waiting task was cancelled first:
+  ///   the step itself is not cancelled by that, and runs in its turn.
+  @discardableResult
+  public func enqueueAndWait(_ step: any LaunchStep) async -> LaunchRecord? {
+    let token = admit(step) ?? tokenOfDuplicate(of: step)
+    guard let token else { return nil }
+    lastWaiter += 1
+    let waiter = lastWaiter
+    return await withTaskCancellationHandler {
+      // resumed by: the step's end (stepEnded, or cancelAll for a pending step), or the
+      // cancellation handler below.
+      await withCheckedContinuation { continuation in
+        if Task.isCancelled {
+          continuation.resume(returning: nil)
+        } else {
+          stepWaiters[token, default: [:]][waiter] = continuation
+        }
+      }
+    } onCancel: {
+      Task { @MainActor [weak self] in self?.cancelStepWaiter(waiter, of: token) }
     }
+  }
+
+  /// Queues `step` unless it is a duplicate; returns its token, or `nil` if it was not queued.
+  private func admit(_ step: any LaunchStep) -> UInt64? {
+    if deduplication == .pendingOrRunning, tokenOfDuplicate(of: step) != nil {
+      emit(.deduplicated(name: step.name))
+      return nil
+    }
+    lastToken += 1
+    pendingSteps.append(step)
+    pendingTokens.append(lastToken)
+    emit(.enqueued(name: step.name))
+    startNextIfPossible()
+    return lastToken
+  }
+
+  /// The token of the pending or running step with `step`'s id.
+  private func tokenOfDuplicate(of step: any LaunchStep) -> UInt64? {
+    if let current = currentStep, current.id == step.id { return currentToken }
+    return pendingSteps.firstIndex { $0.id == step.id }.map { pendingTokens[$0] }
+  }
+
+  private func cancelStepWaiter(_ waiter: UInt64, of token: UInt64) {
+    stepWaiters[token]?.removeValue(forKey: waiter)?.resume(returning: nil)
+    if stepWaiters[token]?.isEmpty == true { stepWaiters[token] = nil }
+  }
+
+  private func resolveStepWaiters(of token: UInt64, with record: LaunchRecord) {
+    guard let waiters = stepWaiters.removeValue(forKey: token) else { return }
+    for waiter in waiters.values { waiter.resume(returning: record) }
+  }
+
+  /// Cancels the running step and removes every pending one.
+  ///
+  /// Pending steps leave the line at once (a ``LaunchEvent/removed(name:)`` event each). The
+  /// running step's task is cancelled; it stays the ``currentStep`` until its `run()` returns,
+  /// and is then recorded as cancelled: the sequencer is idle from that moment, not before, so
+  /// a step enqueued meanwhile starts only after the cancelled one has left the screen.
+  public func cancelAll() {
+    let removed = Array(zip(pendingSteps, pendingTokens))
+    pendingSteps = []
+    pendingTokens = []
+    for (step, token) in removed {
+      emit(.removed(name: step.name))
+      resolveStepWaiters(
+        of: token,
+        with: LaunchRecord(name: step.name, id: step.id, outcome: .cancelled, duration: .zero)
+      )
+    }
+    running?.task.cancel()
     resumeIdleWaitersIfIdle()
   }
 
@@ -214,13 +322,30 @@ public final class LaunchSequencer {
     startNextIfPossible()
   }
 
-  /// Returns when no step is running or waiting.
+  /// Returns when no step is running or waiting, or when the waiting task is cancelled.
   ///
   /// While the sequencer is suspended with steps pending, this waits until it is resumed and
-  /// they have run (or `cancelAll()` removes them).
+  /// they have run (or `cancelAll()` removes them). A step cancelled by ``cancelAll()`` counts
+  /// as running until its `run()` returns.
+  ///
+  /// If the calling task is cancelled, this returns at once without waiting for idleness
+  /// (check `Task.isCancelled`, or ``isIdle``); the steps are not cancelled by that.
   public func waitUntilIdle() async {
     if isIdle { return }
-    await withCheckedContinuation { idleWaiters.append($0) }
+    lastWaiter += 1
+    let waiter = lastWaiter
+    await withTaskCancellationHandler {
+      // resumed by: resumeIdleWaitersIfIdle, or the cancellation handler below.
+      await withCheckedContinuation { continuation in
+        if Task.isCancelled {
+          continuation.resume()
+        } else {
+          idleWaiters[waiter] = continuation
+        }
+      }
+    } onCancel: {
+      Task { @MainActor [weak self] in self?.idleWaiters.removeValue(forKey: waiter)?.resume() }
+    }
   }
 
   /// Everything that happens from now on, in order; ends when the sequencer is freed.
@@ -236,6 +361,10 @@ public final class LaunchSequencer {
   isolated deinit {
     for listener in listeners.values { listener.finish() }
     running?.task.cancel()
+    for waiter in idleWaiters.values { waiter.resume() }
+    for waiters in stepWaiters.values {
+      for waiter in waiters.values { waiter.resume(returning: nil) }
+    }
   }
 
   // MARK: - Running steps
@@ -245,82 +374,122 @@ public final class LaunchSequencer {
   private func startNextIfPossible() {
     guard currentStep == nil, !isSuspended, !pendingSteps.isEmpty else { return }
     let step = pendingSteps.removeFirst()
+    currentToken = pendingTokens.removeFirst()
     currentStep = step
+    currentOverran = false
     startedAt = now()
     generation += 1
     let generation = generation
     emit(.started(name: step.name))
+    let gracePeriod = gracePeriod
     let task = Task { [weak self] in
-      let outcome = await Self.perform(step, sleep: self?.sleep)
+      let outcome = await Self.perform(step, sleep: self?.sleep, gracePeriod: gracePeriod) {
+        self?.overran(step, generation: generation)
+      }
       self?.stepEnded(step, outcome: outcome, generation: generation)
     }
     running = (task, generation)
   }
 
-  /// Asks the step whether to run, then runs it, racing its timeout.
+  /// Asks the step whether to run, then runs it, racing its timeout; a step cancelled or timed
+  /// out is waited for until its `run()` returns (`overran` is called if that takes longer than
+  /// the grace period).
   private static func perform(
     _ step: any LaunchStep,
-    sleep: (@Sendable (Duration) async throws -> Void)?
+    sleep: (@Sendable (Duration) async throws -> Void)?,
+    gracePeriod: Duration,
+    overran: @escaping @MainActor () -> Void
   ) async -> LaunchOutcome {
     guard await step.shouldRun() else {
       return Task.isCancelled ? .cancelled : .skipped
     }
     if Task.isCancelled { return .cancelled }
-    guard let timeout = step.timeout, let sleep else {
-      await step.run()
-      return .completed
-    }
     let race = FirstOutcome()
     let work = Task { @MainActor in
       await step.run()
       race.settle(.completed)
     }
-    let timer = Task { @MainActor in
-      do {
-        try await sleep(timeout)
-        work.cancel()
-        race.settle(.timedOut)
-      } catch {
-        // Cancelled: the step ended first, or the sequencer cancelled it.
+    let timer: Task<Void, Never>? = step.timeout.flatMap { timeout in
+      sleep.map { sleep in
+        Task { @MainActor in
+          do {
+            try await sleep(timeout)
+            work.cancel()
+            race.settle(.timedOut)
+          } catch {
+            // Cancelled: the step ended first, or the sequencer cancelled it.
+          }
+        }
       }
     }
     let outcome = await withTaskCancellationHandler {
       await race.value
     } onCancel: {
       work.cancel()
-      timer.cancel()
+      timer?.cancel()
       Task { @MainActor in race.settle(.cancelled) }
     }
-    timer.cancel()
+    timer?.cancel()
+    guard outcome != .completed else { return outcome }
+    // One run() at a time: the cancelled step is still on screen until its run() returns.
+    let watch: Task<Void, Never>? = sleep.map { sleep in
+      Task { @MainActor in
+        do {
+          try await sleep(gracePeriod)
+          overran()
+        } catch {
+          // Cancelled: the step returned within the grace period.
+        }
+      }
+    }
+    await work.value
+    watch?.cancel()
     return outcome
   }
 
+  /// The cancelled step has not returned within the grace period: said, once.
+  private func overran(_ step: any LaunchStep, generation: UInt64) {
+    guard let running, running.generation == generation, !currentOverran else { return }
+    currentOverran = true
+    emit(.stillRunning(name: step.name, after: gracePeriod))
+  }
+
   private func stepEnded(_ step: any LaunchStep, outcome: LaunchOutcome, generation: UInt64) {
-    // A step cancelled by cancelAll() was recorded then; a newer step may be running now.
     guard let running, running.generation == generation else { return }
     self.running = nil
     currentStep = nil
-    record(step, outcome, startedAt: startedAt)
+    let token = currentToken
+    currentToken = nil
+    let record = record(step, outcome, startedAt: startedAt, overran: currentOverran)
+    if let token { resolveStepWaiters(of: token, with: record) }
     startNextIfPossible()
     resumeIdleWaitersIfIdle()
   }
 
-  private func record(_ step: any LaunchStep, _ outcome: LaunchOutcome, startedAt: Duration) {
+  @discardableResult
+  private func record(
+    _ step: any LaunchStep,
+    _ outcome: LaunchOutcome,
+    startedAt: Duration,
+    overran: Bool = false
+  ) -> LaunchRecord {
     let record = LaunchRecord(
       name: step.name,
       id: step.id,
       outcome: outcome,
-      duration: now() - startedAt
+      duration: now() - startedAt,
+      overranGracePeriod: overran
     )
     history.append(record)
     emit(.ended(record))
+    return record
   }
 
   private func resumeIdleWaitersIfIdle() {
     guard isIdle, !idleWaiters.isEmpty else { return }
     let waiters = idleWaiters
-    idleWaiters = []
-    for waiter in waiters { waiter.resume() }
+    idleWaiters = [:]
+    for waiter in waiters.values { waiter.resume() }
   }
 
   private func emit(_ event: LaunchEvent) {

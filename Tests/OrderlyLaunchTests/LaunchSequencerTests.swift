@@ -144,7 +144,7 @@ struct LaunchSequencerTests {
   }
 
   @Test(
-    "cancelAll, at every point: the sequencer is idle at once and the running step is cancelled",
+    "cancelAll, at every point: pending steps leave at once; the running one is cancelled and ends when its run() returns",
     arguments: ["while asking shouldRun", "while running", "during a timeout", "nothing running"]
   )
   func cancelAll(point: String) async throws {
@@ -169,29 +169,31 @@ struct LaunchSequencerTests {
     sequencer.enqueue(RecordingStep("pending", log: log))
     let events = sequencer.events
     sequencer.cancelAll()
-    #expect(sequencer.isIdle && sequencer.currentStep == nil && sequencer.pendingSteps.isEmpty)
+    #expect(sequencer.pendingSteps.isEmpty)
     var iterator = events.makeAsyncIterator()
     #expect(await iterator.next() == .removed(name: "pending"))
     if point == "nothing running" {
+      #expect(sequencer.isIdle && sequencer.currentStep == nil)
       #expect(sequencer.history.isEmpty)
       sequencer.resume()
     } else {
+      // A step enqueued now waits for the cancelled one to leave.
+      let newer = RecordingStep("newer", log: log)
+      sequencer.enqueue(newer)
+      await settle(sequencer) { sequencer.currentStep?.name == "newer" }
       #expect(sequencer.history.last?.outcome == .cancelled)
+      if point == "while running" || point == "during a timeout" {
+        #expect(step.sawCancellation)
+        try await log.waitForCount(3)
+        #expect(log.values == ["step started", "step cancelled", "newer started"])
+      }
+      gate.fire()
+      await Task.yield()
+      #expect(sequencer.currentStep?.name == "newer")
+      newer.release.fire()
+      await sequencer.waitUntilIdle()
+      #expect(sequencer.history.last?.description == "newer: completed")
     }
-    if point == "while running" || point == "during a timeout" {
-      try await log.waitForCount(2)
-      #expect(step.sawCancellation)
-    }
-    // The cancelled step's end never disturbs a newer step.
-    let newer = RecordingStep("newer", log: log)
-    sequencer.enqueue(newer)
-    #expect(sequencer.currentStep?.name == "newer")
-    gate.fire()
-    await Task.yield()
-    #expect(sequencer.currentStep?.name == "newer")
-    newer.release.fire()
-    await sequencer.waitUntilIdle()
-    #expect(sequencer.history.last?.description == "newer: completed")
   }
 
   @Test("suspend lets the running step finish but starts nothing until resume")
@@ -292,4 +294,172 @@ final class AskingStep: LaunchStep {
 @MainActor
 final class PendingDeepLink {
   var exists = true
+}
+
+/// A step whose `run()` keeps its modal up after cancellation until the test lets it go, as a
+/// dismissal animation would.
+@MainActor
+final class StubbornStep: LaunchStep {
+  let name: String
+  let timeout: Duration?
+  let letGo = Gate()
+  let log: OrderedRecorder<String>
+
+  init(_ name: String, timeout: Duration? = nil, log: OrderedRecorder<String>) {
+    self.name = name
+    self.timeout = timeout
+    self.log = log
+  }
+
+  func run() async {
+    log.record("\(name) started")
+    // Not cancellable: a detached task does not inherit the step's cancellation.
+    await Task.detached { [letGo] in try? await letGo.wait() }.value
+    log.record("\(name) returned")
+  }
+}
+
+@Suite("LaunchSequencer: one run() at a time", .timeLimit(.minutes(1)))
+@MainActor
+struct LaunchSequencerOneAtATimeTests {
+  let log = OrderedRecorder<String>()
+
+  @Test(
+    "a timed-out step still running holds the line until run() returns, and is reported after the grace period"
+  )
+  func timedOutStepHoldsTheLine() async throws {
+    let clock = ManualClock()
+    let sequencer = LaunchSequencer(clock: clock, gracePeriod: .seconds(1))
+    let events = sequencer.events
+    let slow = StubbornStep("slow", timeout: .seconds(5), log: log)
+    let next = RecordingStep("next", log: log)
+    sequencer.enqueue(slow)
+    sequencer.enqueue(next)
+    try await clock.waitForSleepers(1)  // the timeout
+    clock.advance(by: .seconds(5))
+    try await clock.waitForSleepers(1)  // the grace period, while run() has not returned
+    #expect(sequencer.currentStep?.name == "slow")
+    #expect(log.values == ["slow started"])
+    clock.advance(by: .seconds(1))
+    var report: LaunchEvent?
+    for await event in events {
+      if case .stillRunning = event {
+        report = event
+        break
+      }
+    }
+    #expect(report == .stillRunning(name: "slow", after: .seconds(1)))
+    #expect(sequencer.currentStep?.name == "slow")
+    slow.letGo.open()
+    await settle(sequencer) { sequencer.currentStep?.name == "next" }
+    try await log.waitForCount(3)
+    #expect(log.values == ["slow started", "slow returned", "next started"])
+    #expect(
+      sequencer.history == [
+        LaunchRecord(
+          name: "slow",
+          id: "slow",
+          outcome: .timedOut,
+          duration: .seconds(6),
+          overranGracePeriod: true
+        )
+      ]
+    )
+    next.release.fire()
+    await sequencer.waitUntilIdle()
+  }
+
+  @Test("after cancelAll, a step enqueued next starts only when the cancelled run() has returned")
+  func cancelAllThenEnqueue() async throws {
+    let clock = ManualClock()
+    let sequencer = LaunchSequencer(clock: clock)
+    let modal = StubbornStep("modal", log: log)
+    sequencer.enqueue(modal)
+    try await log.waitForCount(1)
+    sequencer.cancelAll()
+    #expect(!sequencer.isIdle)
+    let following = RecordingStep("following", log: log)
+    sequencer.enqueue(following)
+    for _ in 0..<20 { await Task.yield() }
+    #expect(sequencer.currentStep?.name == "modal")
+    #expect(log.values == ["modal started"])
+    modal.letGo.open()
+    await settle(sequencer) { sequencer.currentStep?.name == "following" }
+    try await log.waitForCount(3)
+    #expect(log.values == ["modal started", "modal returned", "following started"])
+    #expect(sequencer.history.map(\.description) == ["modal: cancelled"])
+    following.release.fire()
+    await sequencer.waitUntilIdle()
+  }
+
+  @Test(
+    "enqueueAndWait returns the step's own record; a duplicate's caller gets the running step's"
+  )
+  func awaitOneStep() async throws {
+    let clock = ManualClock()
+    let sequencer = LaunchSequencer(clock: clock)
+    let passcode = RecordingStep("passcode", log: log)
+    let mine = Task { await sequencer.enqueueAndWait(passcode) }
+    try await log.waitForCount(1)
+    let duplicate = Task { await sequencer.enqueueAndWait(RecordingStep("passcode", log: log)) }
+    let removed = Task { await sequencer.enqueueAndWait(RecordingStep("later", log: log)) }
+    await settle(sequencer) { sequencer.pendingSteps.count == 1 }
+    clock.advance(by: .seconds(2))
+    passcode.release.fire()
+    let record = await mine.value
+    let duplicateRecord = await duplicate.value
+    #expect(
+      record
+        == LaunchRecord(
+          name: "passcode",
+          id: "passcode",
+          outcome: .completed,
+          duration: .seconds(2)
+        )
+    )
+    #expect(duplicateRecord == record)
+    sequencer.cancelAll()
+    let removedRecord = await removed.value
+    #expect(removedRecord?.outcome == .cancelled)
+    await sequencer.waitUntilIdle()
+  }
+
+  @Test("a pending step removed by cancelAll ends its enqueueAndWait caller as cancelled")
+  func removedStepEndsItsWaiter() async throws {
+    let sequencer = LaunchSequencer(clock: ManualClock())
+    let first = RecordingStep("first", log: log)
+    sequencer.enqueue(first)
+    try await log.waitForCount(1)
+    let waiting = Task { await sequencer.enqueueAndWait(RecordingStep("second", log: log)) }
+    await settle(sequencer) { sequencer.pendingSteps.count == 1 }
+    sequencer.cancelAll()
+    let record = await waiting.value
+    #expect(
+      record == LaunchRecord(name: "second", id: "second", outcome: .cancelled, duration: .zero)
+    )
+    await sequencer.waitUntilIdle()
+  }
+
+  @Test("waitUntilIdle and enqueueAndWait end when their task is cancelled; the step goes on")
+  func waitsEndOnCancellation() async throws {
+    let sequencer = LaunchSequencer(clock: ManualClock())
+    let step = RecordingStep("step", log: log)
+    sequencer.enqueue(step)
+    try await log.waitForCount(1)
+    let idle = Task { () -> Bool in
+      await sequencer.waitUntilIdle()
+      return sequencer.isIdle
+    }
+    let one = Task { await sequencer.enqueueAndWait(RecordingStep("step", log: log)) }
+    idle.cancel()
+    one.cancel()
+    let wasIdle = await idle.value
+    let record = await one.value
+    #expect(!wasIdle)
+    #expect(record == nil)
+    #expect(sequencer.currentStep?.name == "step")
+    step.release.fire()
+    await sequencer.waitUntilIdle()
+    #expect(sequencer.history.map(\.description) == ["step: completed"])
+  }
 }
