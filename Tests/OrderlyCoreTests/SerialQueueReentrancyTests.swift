@@ -101,6 +101,33 @@ struct SerialQueueReentrancyTests {
   }
 
   @Test(
+    "a cycle closed through jobs submitted with enqueue is detected, not a silent hang",
+    .timeLimit(.minutes(1)),
+    arguments: QueueKind.allCases, ["enqueue(...).value", "enqueueAndWait", "waitUntilIdle"]
+  )
+  func cycleThroughEnqueuedJobs(kind: QueueKind, closing: String) async throws {
+    let a = kind.make(name: "a")
+    let b = kind.make(name: "b")
+    // A job of a waits on b, whose job waits on a: the job of a can never end.
+    let result = await a.enqueue { () async throws -> Int in
+      try await b.enqueue { () async throws -> Int in
+        switch closing {
+        case "enqueue(...).value": return try await a.enqueue { 1 }.value
+        case "enqueueAndWait": return try await a.enqueueAndWait { 1 }
+        default:
+          try await a.waitUntilIdle()
+          return 1
+        }
+      }.value
+    }.result
+    var error: QueueError?
+    if case .failure(let failure) = result { error = failure as? QueueError }
+    #expect(error == .reentrantWait(queue: "a"))
+    let after = try await a.enqueueAndWait { 2 }
+    #expect(after == 2)
+  }
+
+  @Test(
     "a task started from an ended job is not mistaken for a reentrant wait",
     arguments: QueueKind.allCases
   )

@@ -79,7 +79,9 @@ public final class ActorQueue<ActorType: Actor>: OrderlyQueue {
       priority: (priority ?? Task.currentPriority).rawValue
     )
     let task = Task(priority: priority) { [core] () async throws -> Success in
-      try await Self.run(node, core: core, on: actor, in: nil, parentFrame: nil, operation)
+      // Its parent frame is the caller's job, if any (inherited): cycles across queues are seen.
+      try await Self.run(
+        node, core: core, on: actor, in: nil, parentFrame: JobFrame.current, operation)
     }
     return QueuedTask(backing: .attached(task, node), owner: core)
   }

@@ -47,7 +47,8 @@ public final class MainActorQueue: OrderlyQueue {
       priority: (priority ?? Task.currentPriority).rawValue
     )
     let task = Task(priority: priority) { @MainActor [core] () async throws -> Success in
-      try await core.runTurn(node, in: nil, parentFrame: nil, operation: operation)
+      // Its parent frame is the caller's job, if any (inherited): cycles across queues are seen.
+      try await core.runTurn(node, in: nil, parentFrame: JobFrame.current, operation: operation)
     }
     return QueuedTask(backing: .attached(task, node), owner: core)
   }

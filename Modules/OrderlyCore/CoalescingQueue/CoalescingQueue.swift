@@ -94,7 +94,7 @@ public final class CoalescingQueue: Sendable {
     let task = Task(priority: priority) { [self] () async throws -> Success in
       _ = isolation  // start on the caller's actor, as `Task {}` does
       do {
-        return try await core.runTurn(mine.node, in: nil, parentFrame: nil) {
+        return try await core.runTurn(mine.node, in: nil, parentFrame: JobFrame.current) {
           // A job replaced just as it began must not run.
           let replaced = waiting.withLock(announcingTo: self) { current -> Bool in
             if current === mine { current = nil }

@@ -111,14 +111,17 @@ final class JobQueueCore: Sendable {
       // Nonisolated work runs on the executor; an operation isolated to an actor still hops to
       // its actor when called.
       let task = executor.task(priority: priority) { [self] () async throws -> Success in
-        try await runTurn(node, in: nil, parentFrame: nil, operation: operation)
+        // The new task inherited the caller's task-local values: its frame is the caller's
+        // job, if any, so a wait on that job's queue from this job is seen as the cycle it is.
+        try await runTurn(node, in: nil, parentFrame: JobFrame.current, operation: operation)
       }
       return QueuedTask(backing: .attached(task, node), owner: self)
     }
     let task = Task(priority: priority) { [self] () async throws -> Success in
       // Capturing `isolation` makes this task start on the caller's actor, as `Task {}` does.
       _ = isolation
-      return try await runTurn(node, in: nil, parentFrame: nil, operation: operation)
+      // The job's parent is the caller's job, if any (inherited): cycles across queues are seen.
+      return try await runTurn(node, in: nil, parentFrame: JobFrame.current, operation: operation)
     }
     return QueuedTask(backing: .attached(task, node), owner: self)
   }
