@@ -103,7 +103,8 @@ struct SerialQueueReentrancyTests {
   @Test(
     "a cycle closed through jobs submitted with enqueue is detected, not a silent hang",
     .timeLimit(.minutes(1)),
-    arguments: QueueKind.allCases, ["enqueue(...).value", "enqueueAndWait", "waitUntilIdle"]
+    arguments: QueueKind.allCases,
+    ["enqueue(...).value", "enqueueAndWait", "waitUntilIdle"]
   )
   func cycleThroughEnqueuedJobs(kind: QueueKind, closing: String) async throws {
     let a = kind.make(name: "a")

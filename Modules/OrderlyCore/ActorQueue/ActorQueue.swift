@@ -81,7 +81,13 @@ public final class ActorQueue<ActorType: Actor>: OrderlyQueue {
     let task = Task(priority: priority) { [core] () async throws -> Success in
       // Its parent frame is the caller's job, if any (inherited): cycles across queues are seen.
       try await Self.run(
-        node, core: core, on: actor, in: nil, parentFrame: JobFrame.current, operation)
+        node,
+        core: core,
+        on: actor,
+        in: nil,
+        parentFrame: JobFrame.current,
+        operation
+      )
     }
     return QueuedTask(backing: .attached(task, node), owner: core)
   }
