@@ -56,7 +56,8 @@ let waiting = PasscodeStep(unlockAfter: nil)
 sequencer.enqueue(waiting)
 try await waiting.shown.wait()
 sequencer.cancelAll()
-try await waiting.gone.wait()
+// The cancelled step is recorded once its run() has returned (the prompt dismissed).
+await sequencer.waitUntilIdle()
 print("   \(sequencer.history.last.map(String.init(describing:)) ?? "no history")")
 
 print("3. The signal's edge cases:")

@@ -407,15 +407,17 @@ public final class LaunchSequencer {
     let race = FirstOutcome()
     let work = Task { @MainActor in
       await step.run()
-      race.settle(.completed)
+      // Cancelled by the sequencer (cancelAll): it ended because it was cancelled. A timeout
+      // settles first, below, before it cancels the work.
+      race.settle(Task.isCancelled ? .cancelled : .completed)
     }
     let timer: Task<Void, Never>? = step.timeout.flatMap { timeout in
       sleep.map { sleep in
         Task { @MainActor in
           do {
             try await sleep(timeout)
-            work.cancel()
             race.settle(.timedOut)
+            work.cancel()
           } catch {
             // Cancelled: the step ended first, or the sequencer cancelled it.
           }
