@@ -50,6 +50,13 @@
 /// A job enqueued at a higher priority, or a higher-priority task awaiting a job's `value`,
 /// raises the running job and the jobs ahead of it to that priority, as awaiting a `Task` does.
 ///
+/// - Important: Raising a job that already runs, or one that waits ahead, uses
+///   `UnsafeCurrentTask.escalatePriority(to:)` and `Task.escalatePriority(to:)`, which Apple
+///   systems have from macOS 26, iOS 26, tvOS 26, watchOS 26 and visionOS 26 (and Linux with
+///   every toolchain this package supports). On earlier Apple systems only what Swift itself
+///   escalates is raised: awaiting the `value` of a job submitted with `enqueue` raises that
+///   job's own task; the jobs ahead of it and detached jobs keep their priority.
+///
 /// ## Lifetime
 ///
 /// Dropping the last reference to a queue does not drop jobs already enqueued: they still run,
