@@ -95,7 +95,7 @@ step() {
   elif [ "$status" -ne 0 ]; then
     result="failed (exit $status)"
   fi
-  step_rows+=("$name|$limit|$seconds|$result")
+  step_rows+=("$name"$'\x1f'"$limit"$'\x1f'"$seconds"$'\x1f'"$result")
   printf '==> %s  %s: %s in %d s\n' "$(date -u '+%H:%M:%S')" "$name" "$result" "$seconds"
   return "$status"
 }
@@ -106,7 +106,7 @@ step_table() {
   printf '\n==> steps (seconds)\n'
   printf '  %-78s %6s %8s  %s\n' step limit seconds result
   for row in "${step_rows[@]}"; do
-    IFS='|' read -r name limit seconds result <<<"$row"
+    IFS=$'\x1f' read -r name limit seconds result <<<"$row"
     printf '  %-78s %6s %8s  %s\n' "${name:0:78}" "$limit" "$seconds" "$result"
   done
   printf '  %-78s %6s %8s\n' "total (from the first step)" "" "$total"

@@ -336,7 +336,9 @@ struct ExamplesTests {
 
         """
     )
-    #expect(output.contains("cancelAll(): idle at once: true"))
+    // One modal at a time: not idle while the cancelled prompt is still up; idle once it left.
+    #expect(output.contains("cancelAll(): idle while the prompt is still up: false"))
+    #expect(output.contains("once its run() returned: idle true, prompt up false"))
     #expect(output.contains("[modal] passcode prompt dismissed (cancelled)"))
     #expect(!output.contains("opening notes://"))
   }
