@@ -129,6 +129,42 @@ struct SerialQueueCancellationTests {
   }
 
   @Test(
+    "cancelAll leaves a running enqueueAndWait job's caller uncancelled, and ends waiting ones",
+    arguments: QueueKind.allCases
+  )
+  func cancelAllSparesCallersTask(kind: QueueKind) async throws {
+    let queue = kind.make()
+    let started = Gate()
+    let release = Gate()
+    let caller = Task { () async throws -> [Bool] in
+      let insideAfterCancelAll = try await queue.enqueueAndWait {
+        started.open()
+        try await release.wait()
+        return Task.isCancelled
+      }
+      // The rest of the caller's work, after the call returned.
+      return [insideAfterCancelAll, Task.isCancelled]
+    }
+    try await started.wait()
+    var events = queue.events.makeAsyncIterator()
+    let waiter = Task { () async -> [Bool] in
+      var threwCancellation = false
+      do { try await queue.enqueueAndWait {} } catch {
+        threwCancellation = error is CancellationError
+      }
+      return [threwCancellation, Task.isCancelled]
+    }
+    await events.skip(to: 1, where: isEnqueued)
+    queue.cancelAll()
+    let waited = await waiter.value
+    #expect(waited == [true, false])
+    release.open()
+    let seen = try await caller.value
+    #expect(seen == [false, false])
+    #expect(try await queue.enqueue { 7 }.value == 7)
+  }
+
+  @Test(
     "after a running detached job is cancelled, later detached jobs are not",
     arguments: QueueKind.allCases
   )

@@ -67,9 +67,10 @@ struct JobLineState {
       }
     }
 
-    func cancelRunning(into wakeups: inout Wakeups) {
+    func cancelRunning(into wakeups: inout Wakeups, sparingCallersTask: Bool = false) {
       switch self {
-      case .turn(let node): node.cancelRunning(into: &wakeups)
+      case .turn(let node):
+        node.cancelRunning(into: &wakeups, sparingCallersTask: sparingCallersTask)
       case .detached(let job): job.cancelRunning(into: &wakeups)
       }
     }
@@ -362,8 +363,13 @@ struct JobLineState {
 
   /// Cancels every waiting entry and requests cancellation of the running ones.
   mutating func cancelAll(wakeups: inout Wakeups) {
-    for running in running { running.entry.cancelRunning(into: &wakeups) }
-    for running in released { running.entry.cancelRunning(into: &wakeups) }
+    // A job running in its caller's task (`enqueueAndWait`) is the caller's to cancel: a
+    // cancelled task stays cancelled, so cancelling it here would leave the caller's work after
+    // the call (the rest of a view's `.task`, a request handler) cancelled too.
+    for running in running { running.entry.cancelRunning(into: &wakeups, sparingCallersTask: true) }
+    for running in released {
+      running.entry.cancelRunning(into: &wakeups, sparingCallersTask: true)
+    }
     let cancelled = line
     line = []
     pendingCount = 0

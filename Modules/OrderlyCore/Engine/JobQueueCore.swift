@@ -387,7 +387,12 @@ final class JobQueueCore: Sendable {
     try await waitForTurn(node)
     let begins =
       !Task.isCancelled
-      && node.begin(in: task ?? RunningTask.current, owner: self, parent: parentFrame)
+      && node.begin(
+        in: task ?? RunningTask.current,
+        callersTask: task != nil,
+        owner: self,
+        parent: parentFrame
+      )
     guard begins else {
       if node.endRunning() { await node.parkUntilUnpinned() }
       finish(node.id, outcome: .cancelled)

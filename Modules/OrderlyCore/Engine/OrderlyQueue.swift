@@ -38,9 +38,18 @@ extension OrderlyQueue {
 
   /// Cancels every running job and every pending one; the queue stays usable.
   ///
-  /// Pending jobs leave the line at once and their awaiters resume with `CancellationError`.
-  /// Running jobs see `Task.isCancelled`; for a job started by `enqueueAndWait` that is the
-  /// caller's task. Jobs enqueued after this call run as usual.
+  /// Pending jobs leave the line at once and their awaiters resume with `CancellationError`
+  /// (an `enqueueAndWait` caller that was waiting gets the error; its own task is not
+  /// cancelled). Running jobs that run in a task of the queue's (`enqueue`, `enqueueDetached`)
+  /// see `Task.isCancelled`. Jobs enqueued after this call run as usual.
+  ///
+  /// A job of `enqueueAndWait` that has already started runs in its caller's own task, and
+  /// `cancelAll()` leaves it running: a cancelled task stays cancelled, so cancelling it would
+  /// leave the rest of the caller's work (the rest of a view's `.task`, a request handler)
+  /// cancelled after the call returned. It is the caller's to cancel, by cancelling its task.
+  /// Work that another party must be able to stop goes through `enqueue`, awaiting `value`:
+  /// `cancelAll()` then ends the job and the awaiter gets its error, with its own task
+  /// untouched.
   public func cancelAll() {
     _engine.core.cancelAll()
   }

@@ -151,11 +151,14 @@ final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Se
   ///
   /// - Parameters:
   ///   - task: The task the job runs in.
+  ///   - callersTask: Whether `task` is the caller's own (`enqueueAndWait`), which `cancelAll()`
+  ///     leaves alone.
   ///   - owner: The queue running the job; the node is its reentrancy frame until it ends.
   ///   - parent: The frame that was current when the job began.
   /// - Returns: `false` if the job was cancelled after it was granted; it must not run.
   func begin(
     in task: RunningTask?,
+    callersTask: Bool = false,
     owner: JobQueueCore,
     parent: (any RunningJobFrame)?
   ) -> Bool {
@@ -163,7 +166,7 @@ final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Se
       state -> (Bool, TaskPriority?) in
       guard state.phase == .granted, !state.pins.cancelRequested else { return (false, nil) }
       state.phase = .running
-      let escalation = state.pins.start(in: task)
+      let escalation = state.pins.start(in: task, callersTask: callersTask)
       state.owner = owner
       state.parentFrame = parent
       return (true, escalation == 0 ? nil : TaskPriority(rawValue: escalation))

@@ -81,8 +81,15 @@ protocol PinnedJob: AnyObject, Sendable {
 extension PinnedJob {
   /// Cancels the job once it has its turn: before it begins, it will not run; while it runs,
   /// its task is cancelled (by `wakeups`, after the locks are released).
-  func cancelRunning(into wakeups: inout Wakeups) {
-    let task = withPins { phase, pins in pins.requestCancellation(in: phase) }
+  ///
+  /// - Parameters:
+  ///   - wakeups: Where the cancellation of a running job's task is collected.
+  ///   - sparingCallersTask: Whether a job running in its caller's own task is left alone (see
+  ///     ``PinState/requestCancellation(in:sparingCallersTask:)``).
+  func cancelRunning(into wakeups: inout Wakeups, sparingCallersTask: Bool = false) {
+    let task = withPins { phase, pins in
+      pins.requestCancellation(in: phase, sparingCallersTask: sparingCallersTask)
+    }
     if let task { wakeups.append(.cancelTask(task, self)) }
   }
 
@@ -135,6 +142,9 @@ struct PinState {
   /// not as an optional `TaskPriority`: every job's start reads it, and the optional went
   /// through value witnesses there.
   private var pendingEscalation: UInt8 = 0
+  /// Whether the job runs in its caller's own task (`enqueueAndWait`) rather than a task of
+  /// the queue's: ``requestCancellation(in:sparingCallersTask:)`` may then leave it alone.
+  private(set) var runsInCallersTask = false
   private var pins = 0
   private var endWaiter: UnsafeContinuation<Void, Never>?
 
@@ -145,8 +155,9 @@ struct PinState {
   ///
   /// - Returns: The priority the job's task must be raised to (`TaskPriority.rawValue`), if a
   ///   higher-priority task waited behind the job before it began; 0 otherwise.
-  mutating func start(in task: RunningTask?) -> UInt8 {
+  mutating func start(in task: RunningTask?, callersTask: Bool = false) -> UInt8 {
     runningTask = task
+    runsInCallersTask = callersTask
     let escalation = pendingEscalation
     pendingEscalation = 0
     return escalation
@@ -169,12 +180,23 @@ struct PinState {
 
   /// Records a cancellation of a job in `phase`: a granted job will not begin; a running job
   /// is pinned and its task returned, to cancel once the lock is released.
-  mutating func requestCancellation(in phase: JobPhase) -> RunningTask? {
+  ///
+  /// - Parameters:
+  ///   - phase: The job's phase now.
+  ///   - sparingCallersTask: Whether a running job that runs in its caller's own task is left
+  ///     alone. `cancelAll()` spares it: cancelling a task cannot be undone, so the caller
+  ///     would still see `Task.isCancelled` after the call returned.
+  /// - Returns: The running job's task to cancel, pinned; `nil` if there is none to cancel.
+  mutating func requestCancellation(
+    in phase: JobPhase,
+    sparingCallersTask: Bool = false
+  ) -> RunningTask? {
     switch phase {
     case .granted:
       cancelRequested = true
       return nil
     case .running:
+      if sparingCallersTask, runsInCallersTask { return nil }
       cancelRequested = true
       return pin()
     case .waiting, .finished, .cancelled:

@@ -346,11 +346,16 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   // MARK: - Control and introspection
 
   /// Cancels every running and pending job of every key; the queue stays usable.
+  ///
+  /// As on a ``SerialQueue``, an `enqueueAndWait(forKey:)` job that has started runs in its
+  /// caller's task and is left running (see ``OrderlyQueue/cancelAll()``).
   public func cancelAll() {
     for core in lines.withLock({ Array($0.values) }) { core.cancelAll() }
   }
 
   /// Cancels the running and pending jobs of one key.
+  ///
+  /// An `enqueueAndWait(forKey:)` job that has started is left running, as by ``cancelAll()``.
   ///
   /// - Parameter key: The key whose jobs to cancel.
   public func cancelAll(forKey key: Key) {

@@ -33,7 +33,10 @@
 /// Cancelling a job that has not started (through its ``QueuedTask``, ``cancelAll()``, or by
 /// cancelling the task awaiting ``enqueueAndWait(name:isolation:operation:)``) removes it from
 /// the line in amortized O(1): it never runs and its awaiter resumes at once with
-/// `CancellationError`. A running job sees `Task.isCancelled`.
+/// `CancellationError`. A running job sees `Task.isCancelled`, with one exception:
+/// ``cancelAll()`` leaves an ``enqueueAndWait(name:isolation:operation:)`` job that has started
+/// alone, because it runs in its caller's own task and a cancelled task stays cancelled after
+/// the call returns (see ``OrderlyQueue/cancelAll()``).
 ///
 /// ## Reentrancy
 ///
