@@ -3,16 +3,30 @@ public import OrderlyCore
 /// The notes of the serial task executor article, behind a repository that runs every call through one
 /// `SerialQueue`.
 ///
-/// Calls made concurrently, say one `Task {}` per tap, start and finish in the order they were
-/// made: each call takes its place in line when it is made, and runs only after the previous call
-/// has finished. Every method throws a ``NotesError`` naming the operation and keeping what went
-/// wrong underneath.
+/// Calls run one at a time, in the order they took their place in line, each only after the
+/// previous one has finished. Every method throws a ``NotesError`` naming the operation and
+/// keeping what went wrong underneath.
 ///
-/// ```swift
-/// let repository = NotesRepository(service: InMemoryNotesService())
-/// Task { try await repository.create(title: "Milk") }
-/// Task { print(try await repository.notes()) }  // sees the note: it runs second
-/// ```
+/// Where a call takes its place:
+///
+/// - ``submit(_:priority:)`` puts it in line before it returns, from any code, synchronous or
+///   not, on any actor or none. Calls submitted one after another run in the order written:
+///
+///   ```swift
+///   let repository = NotesRepository(service: InMemoryNotesService())
+///   repository.submit(.create(title: "Milk"))
+///   repository.submit(.create(title: "Eggs"))
+///   let all = repository.submit(.notes)  // runs third: sees both notes
+///   ```
+///
+/// - The async methods (``create(title:body:isolation:)``, ``notes(isolation:)``, ...) take
+///   their place when they are called, which in a `Task {}` is when that task starts. Tasks made
+///   one after another on the main actor at one priority start in the order made, so
+///   `Task { try await repository.create(title: "Milk") }` then `Task { try await
+///   repository.notes() }` on the main actor sees the note. Tasks made from nonisolated code,
+///   from another actor or at different priorities may start in any order; submit there.
+///
+/// Either way a call runs like `Task {}`: with its caller's task-local values and priority.
 ///
 /// Unlike the serial task executor article's repository, the queue's jobs hold the service
 /// strongly: a call never turns into a silent empty result because the repository went away. A call cancelled before its turn
@@ -60,11 +74,7 @@ public final class NotesRepository: Sendable {
   public func notes(isolation: isolated (any Actor)? = #isolation) async throws(NotesError)
     -> [Note]
   {
-    try await perform(.fetchNotes, summary: { Note.count($0.count) }) { service in
-      try await service.fetchNotes()
-    } failure: {
-      .fetchNotes(reason: $0)
-    }
+    try await perform(.notes)
   }
 
   /// One note.
@@ -78,12 +88,7 @@ public final class NotesRepository: Sendable {
     id: Note.ID,
     isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) -> Note {
-    try await perform(.fetchNote, summary: { $0.summary }) { service in
-      guard let note = try await service.fetchNote(id: id) else { throw NoteNotFound(id: id) }
-      return note
-    } failure: {
-      .fetchNote(id: id, reason: $0)
-    }
+    try await perform(.note(id: id))
   }
 
   /// Creates a note.
@@ -101,12 +106,7 @@ public final class NotesRepository: Sendable {
     body: String = "",
     isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) -> Note {
-    try await perform(.createNote, summary: { $0.summary }) { service in
-      try NoteTextError.check(title: title, body: body)
-      return try await service.createNote(title: title, body: body)
-    } failure: {
-      .createNote(reason: $0)
-    }
+    try await perform(.create(title: title, body: body))
   }
 
   /// Changes a note's title and text.
@@ -126,12 +126,7 @@ public final class NotesRepository: Sendable {
     body: String = "",
     isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) -> Note {
-    try await perform(.updateNote, summary: { $0.summary }) { service in
-      try NoteTextError.check(title: title, body: body)
-      return try await service.updateNote(id: id, title: title, body: body)
-    } failure: {
-      .updateNote(id: id, reason: $0)
-    }
+    try await perform(.update(id: id, title: title, body: body))
   }
 
   /// Deletes a note.
@@ -144,10 +139,46 @@ public final class NotesRepository: Sendable {
     id: Note.ID,
     isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) {
-    try await perform(.deleteNote, summary: { _ in "deleted note \(id)" }) { service in
-      try await service.deleteNote(id: id)
-    } failure: {
-      .deleteNote(id: id, reason: $0)
+    try await perform(.delete(id: id))
+  }
+
+  /// Puts a call in line before returning, from any code, synchronous or not, on any actor or
+  /// none: calls submitted one after another run in the order written, whatever order the
+  /// tasks that await them start in.
+  ///
+  /// The call runs like `Task {}`: with the caller's task-local values and, unless `priority`
+  /// is given, its priority (a `Task {}` made later to await it changes neither).
+  ///
+  /// ```swift
+  /// let milk = repository.submit(.create(title: "Milk"))
+  /// let eggs = repository.submit(.create(title: "Eggs"))
+  /// let all = repository.submit(.notes)   // runs third: sees both notes
+  /// Task { print(try await all.value) }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - request: What to call: ``NotesRequest/notes``, ``NotesRequest/create(title:body:)``, ...
+  ///   - priority: The call's priority; `nil` for the caller's.
+  /// - Returns: The call's handle; dropping it does not cancel the call.
+  @discardableResult
+  public func submit<Answer>(
+    _ request: NotesRequest<Answer>,
+    priority: TaskPriority? = nil
+  ) -> NotesCall<Answer> {
+    // Numbered and put in line under one lock, so the log's numbers follow the line.
+    callCount.withLock(announcingTo: self) { count in
+      count += 1
+      let call = count
+      let job = queue.enqueue(
+        name: "\(request.operation) #\(call)",
+        priority: priority,
+        isolation: nil
+      ) { [service, log] () async throws -> Answer in
+        try await log.track(request.operation, call: call, summary: request.summary) {
+          try await request.body(service)
+        }
+      }
+      return NotesCall(job: job, failure: request.failure, number: call)
     }
   }
 
@@ -161,33 +192,22 @@ public final class NotesRepository: Sendable {
 
   // MARK: - Running calls
 
-  /// Numbers the call and puts it in line under one lock, so numbers follow the order of the
-  /// line; then waits for it, mapping any error to the operation's ``NotesError``.
-  private func perform<Answer: Sendable>(
-    _ operation: NotesOperation,
-    summary: @escaping @Sendable (Answer) -> String,
-    isolation: isolated (any Actor)? = #isolation,
-    body: @escaping @Sendable (any NotesService) async throws -> Answer,
-    failure: (String) -> NotesError
+  /// Submits the call and waits for its answer; cancelling the waiting task cancels the call.
+  private func perform<Answer>(
+    _ request: NotesRequest<Answer>,
+    isolation: isolated (any Actor)? = #isolation
   ) async throws(NotesError) -> Answer {
-    let job = callCount.withLock(announcingTo: self) { count in
-      count += 1
-      let call = count
-      return queue.enqueueDetached(name: "\(operation) #\(call)") {
-        [service, log] () async throws -> Answer in
-        try await log.track(operation, call: call, summary: summary) { try await body(service) }
-      }
-    }
+    let call = submit(request)
     do {
       return try await withTaskCancellationHandler(
-        operation: { try await job.value },
-        onCancel: { job.cancel() },
+        operation: { try await call.job.value },
+        onCancel: { call.cancel() },
         isolation: isolation
       )
     } catch is CancellationError {
-      throw failure("cancelled")
+      throw request.failure("cancelled")
     } catch {
-      throw failure("\(error)")
+      throw request.failure("\(error)")
     }
   }
 }

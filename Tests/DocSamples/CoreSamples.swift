@@ -51,9 +51,11 @@ func runningBlockingWork(record: String) {
 func repositoryOverview() {
   // sample: repository-overview
   let repository = NotesRepository(service: InMemoryNotesService())
-  Task { try await repository.create(title: "milk") }
-  Task { try await repository.create(title: "eggs") }
-  Task { print(try await repository.notes().map(\.title)) }  // ["milk", "eggs"]
+  // From any code, on any actor or none: each call is in line when submit returns.
+  repository.submit(.create(title: "milk"))
+  repository.submit(.create(title: "eggs"))
+  let titles = repository.submit(.notes)
+  Task { print(try await titles.value.map(\.title)) }  // ["milk", "eggs"]
   // end sample
 }
 
