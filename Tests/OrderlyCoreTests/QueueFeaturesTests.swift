@@ -129,6 +129,41 @@ struct QueueFeaturesTests {
     #expect(queue.isIdle)
   }
 
+  @Test(
+    "CoalescingQueue: a job that has begun is never cancelled or superseded by a newer enqueue"
+  )
+  func coalescingNeverTouchesTheRunningJob() async throws {
+    let queue = CoalescingQueue()
+    let touched = OrderedRecorder<Int>()
+    let total = await withTaskGroup(of: Int.self) { group in
+      for producer in 0..<8 {
+        group.addTask {
+          var began = 0
+          for index in 0..<1_500 {
+            let id = producer * 10_000 + index
+            let job = queue.enqueue { () -> Bool in
+              // Yields let a newer enqueue race the job's first steps.
+              await Task.yield()
+              await Task.yield()
+              return Task.isCancelled
+            }
+            switch await job.result {
+            case .success(let sawCancellation):
+              began += 1
+              if sawCancellation { touched.record(id) }
+            case .failure: break
+            }
+          }
+          return began
+        }
+      }
+      return await group.reduce(0, +)
+    }
+    #expect(total > 0)
+    #expect(touched.values.isEmpty)
+    #expect(queue.isIdle)
+  }
+
   @Test("AsyncSemaphore.signal says whether it resumed a waiter")
   func signalResult() async throws {
     let semaphore = AsyncSemaphore(value: 0)

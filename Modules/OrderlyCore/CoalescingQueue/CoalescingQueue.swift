@@ -79,17 +79,20 @@ public final class CoalescingQueue: Sendable {
       -> Success
   ) -> QueuedTask<Success> {
     let basePriority = (priority ?? Task.currentPriority).rawValue
-    // Admitted and recorded under one lock, so the newest job is always the one kept.
+    // Admitted, recorded and the replaced job marked under one lock, so the newest job is
+    // always the one kept, and a replaced job that begins meanwhile finds its mark under that
+    // lock before it runs anything. Marked outside it, a job could begin between the two, see
+    // no mark, start its work and then be cancelled by the `cancel` below.
     let (mine, replaced) = waiting.withLock(announcingTo: self) { waiting in
       let node = core.admitTurn(named: name, priority: basePriority)
       let mine = Waiting(node: node)
       defer { waiting = mine }
+      waiting?.markReplaced()
       return (mine, waiting)
     }
-    if let replaced {
-      replaced.markReplaced()
-      core.cancel(replaced.node)
-    }
+    // Takes a replaced job that has not begun out of line at once; one that has begun already
+    // throws `superseded` on its own, and cancelling it then changes nothing.
+    if let replaced { core.cancel(replaced.node) }
     let queueName = core.name
     let task = Task(priority: priority) { [self] () async throws -> Success in
       _ = isolation  // start on the caller's actor, as `Task {}` does
