@@ -165,6 +165,46 @@ struct SerialQueueCancellationTests {
   }
 
   @Test(
+    "a cancelled job's closure is released with no lock held: a deinit it runs may use the queue",
+    .timeLimit(.minutes(1)),
+    arguments: QueueKind.allCases
+  )
+  func closureReleasedOutsideTheLock(kind: QueueKind) async throws {
+    let queue = kind.make()
+    let recorder = OrderedRecorder<String>()
+    /// Holds the queue with a running job until `release` opens.
+    func holdQueue() async throws -> Gate {
+      let started = Gate()
+      let release = Gate()
+      queue.enqueueDetached {
+        started.open()
+        try? await release.wait()
+      }
+      try await started.wait()
+      return release
+    }
+    // Each closure holds the only reference to an object whose deinit uses the queue.
+    var release = try await holdQueue()
+    let detached = queue.enqueueDetached {
+      [owner = UsesQueueOnDeinit(queue, recorder, "detached")] in _ = owner
+    }
+    let synchronous = queue.enqueueDetachedSynchronously {
+      [owner = UsesQueueOnDeinit(queue, recorder, "synchronous")] in _ = owner
+    }
+    detached.cancel()
+    synchronous.cancel()
+    release.open()
+    try await recorder.waitForCount(2)
+    release = try await holdQueue()
+    queue.execute { [owner = UsesQueueOnDeinit(queue, recorder, "execute")] in _ = owner }
+    queue.cancelAll()  // drops the waiting `execute` closure unrun
+    release.open()
+    try await recorder.waitForCount(3)
+    #expect(Set(recorder.values) == ["detached", "synchronous", "execute"])
+    try await queue.waitUntilIdle()
+  }
+
+  @Test(
     "after a running detached job is cancelled, later detached jobs are not",
     arguments: QueueKind.allCases
   )
@@ -204,5 +244,24 @@ struct SerialQueueCancellationTests {
     #expect(try await job.value == 5)
     job.cancel()
     #expect(try await job.value == 5)
+  }
+}
+
+/// An object whose deinit reads the queue's state and submits to it: run under the queue's
+/// lock, both would wait for that lock forever.
+final class UsesQueueOnDeinit: Sendable {
+  let queue: TestQueue
+  let recorder: OrderedRecorder<String>
+  let label: String
+
+  init(_ queue: TestQueue, _ recorder: OrderedRecorder<String>, _ label: String) {
+    self.queue = queue
+    self.recorder = recorder
+    self.label = label
+  }
+
+  deinit {
+    _ = queue.pendingCount
+    queue.execute { [recorder, label] in recorder.record(label) }
   }
 }

@@ -191,16 +191,17 @@ class RunnableJob: RunnableJobStorage, PinnedJob, RunningJobFrame, @unchecked Se
       state.result = .failure(CancellationError())
       return true
     }
-    if cancelled {
-      // After the lock: releasing the work may run any deinitializer the closure captured.
-      dropWork()
-      wakeups.append(.cancelAwaiters(self))
-    }
+    // The work is released by the wakeup, once every lock is released: it may run any
+    // deinitializer the closure captured, and this is called under the queue's lock, which
+    // such a deinitializer may take (by submitting to the queue, or reading its counts).
+    if cancelled { wakeups.append(.cancelAwaiters(self)) }
     return cancelled
   }
 
-  /// Resumes whoever awaits the job with its cancellation; called with no lock held.
+  /// Releases the cancelled job's work and resumes whoever awaits the job with its
+  /// cancellation; called with no lock held.
   final func resumeAwaitersCancelled() {
+    dropWork()
     let awaiters = withState { state in
       defer { state.awaiters = [] }
       return state.awaiters
@@ -309,9 +310,9 @@ final class DetachedJob<Success: Sendable>: RunnableJob, @unchecked Sendable {
   /// job).
   // Safe: written once in `init`, before the job is shared; afterwards taken only inside the
   // job's lock, by the `takeWork` closure of `begin(in:owner:takeWork:)`, which runs only while
-  // the job is `.granted`, or cleared by `dropWork()`, which `cancelWaiting(into:)` calls only
-  // after it moved the job from `.waiting` to `.cancelled` under that lock, so no `takeWork` can
-  // follow. The lock orders every access as it would for a field of the locked state.
+  // the job is `.granted`, or cleared by `dropWork()`, which runs (from the wakeup that
+  // `cancelWaiting(into:)` collects) only after the job moved from `.waiting` to `.cancelled`
+  // under that lock, so no `takeWork` can follow, and runs once per job. The lock orders every access as it would for a field of the locked state.
   nonisolated(unsafe) private var operation: Work?
 
   @_specialize(where Success == Void)

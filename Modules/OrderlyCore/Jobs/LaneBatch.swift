@@ -40,7 +40,8 @@ final class LaneBatch: RunnableJob, @unchecked Sendable {
   // line (the inbox hands its jobs to the line under both locks). It is granted under the queue's
   // lock, after which nothing appends; the runner takes the closures in `begin`, under the job's
   // lock, after the grant; `dropWork` runs only after `cancelWaiting` moved the batch from
-  // `.waiting` to `.cancelled`, under the queue's lock, so no append or take follows it.
+  // `.waiting` to `.cancelled` under the queue's lock (from the wakeup it collects, once that
+  // lock is released, on the same thread), so no append or take follows it.
   nonisolated(unsafe) private var work: ContiguousArray<LaneWork>
 
   /// A batch holding one closure.
