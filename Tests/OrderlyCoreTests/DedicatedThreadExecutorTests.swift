@@ -97,7 +97,7 @@ struct DedicatedThreadExecutorTests {
     #expect(value == 42)
   }
 
-  @Test("shutdown runs what was enqueued, then work enqueued later runs on its own caller")
+  @Test("shutdown runs what was enqueued, then work enqueued later still runs")
   func shutdown() async throws {
     let executor = DedicatedThreadExecutor(name: "short-lived")
     let queue = SerialQueue(executor: executor)
@@ -108,5 +108,26 @@ struct DedicatedThreadExecutorTests {
     executor.shutdown()  // a second call does nothing
     #expect(try await queue.enqueueDetached { 7 }.value == 7)
     #expect(ran.values == Array(0..<10))
+  }
+
+  @Test("a job enqueued after shutdown runs on the cooperative pool, never inside its enqueuer")
+  func afterShutdownNotInline() async throws {
+    let executor = DedicatedThreadExecutor(name: "stopped")
+    executor.shutdown()
+    // The job waits for its creator to have returned from `Task(...)`. Run inline, inside the
+    // creator's call, it would wait for itself: the deadline turns that into a failure.
+    let creatorReturned = DispatchSemaphore(value: 0)
+    let task = Task(executorPreference: executor) { () -> Bool in
+      creatorReturned.wait(timeout: .now() + .seconds(30)) == .success
+    }
+    creatorReturned.signal()
+    let ranAfterCreatorReturned = await task.value
+    #expect(ranAfterCreatorReturned)
+    // And a queue on the stopped executor keeps running its jobs, in order.
+    let queue = SerialQueue(executor: executor)
+    let ran = OrderedRecorder<Int>()
+    for index in 0..<5 { queue.enqueueDetached { ran.record(index) } }
+    try await queue.waitUntilIdle()
+    #expect(ran.values == Array(0..<5))
   }
 }

@@ -66,10 +66,12 @@ public final class DedicatedThreadExecutor: TaskExecutor, Sendable {
       state.jobs.append(unowned)
       return true
     }
-    // A job enqueued after shutdown still runs, on the caller's thread: dropping it would
-    // leave its task suspended for ever.
+    // A job enqueued after shutdown still runs (dropping it would leave its task suspended
+    // for ever), on Swift's cooperative pool: not inline on the enqueuing thread, where it
+    // would run inside its enqueuer's call (a `Task(...)` being created, a continuation being
+    // resumed, perhaps under its caller's lock).
     guard accepted else {
-      unowned.runSynchronously(on: asUnownedTaskExecutor())
+      globalConcurrentExecutor.enqueue(ExecutorJob(unowned))
       return
     }
     available.signal()
@@ -77,8 +79,9 @@ public final class DedicatedThreadExecutor: TaskExecutor, Sendable {
 
   /// Runs the jobs already enqueued, then ends the threads; returns once they have ended.
   ///
-  /// Jobs enqueued afterwards run on the thread that enqueues them. Do not call it from one of
-  /// the executor's own threads.
+  /// Jobs enqueued afterwards still run, in order for a queue, on Swift's cooperative pool
+  /// (`globalConcurrentExecutor`) instead of these threads: never on the thread that enqueues
+  /// them, inside its call. Do not call it from one of the executor's own threads.
   public func shutdown() {
     let first = state.withLock(announcingTo: self) { state -> Bool in
       defer { state.stopping = true }
