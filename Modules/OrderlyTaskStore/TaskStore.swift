@@ -1,3 +1,4 @@
+internal import DequeModule
 public import Observation
 
 /// Something that happened in a ``TaskStore``, in order.
@@ -29,11 +30,16 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 /// @MainActor @Observable final class Model {
 ///   enum TaskKey { case search, save }
 ///   private let tasks = TaskStore<TaskKey>()
+///   private let service = SearchService()
+///   var results: [String] = []
 ///
 ///   var isSearching: Bool { tasks.isRunning(forKey: .search) }
 ///
 ///   func queryChanged(_ text: String) {
-///     tasks.addTask(forKey: .search, policy: .cancelPrevious) { try await self.search(text) }
+///     tasks.addTask(forKey: .search, policy: .cancelPrevious) { [weak self, service] in
+///       let found = try await service.search(text)
+///       self?.results = found
+///     }
 ///   }
 /// }
 /// ```
@@ -52,16 +58,31 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 /// Every task has its own identity: a task that ends only ever removes itself, so an older task
 /// of a key never clears the state of a newer one (the bug of the task store it grew from).
 ///
+/// ## Observation
+///
+/// The store is `Observable`, key by key: a view that reads ``isRunning(forKey:isolation:)``,
+/// ``runningCount(forKey:isolation:)``, ``queuedCount(forKey:isolation:)`` or
+/// ``state(forKey:isolation:)`` for one key is invalidated only by changes to that key.
+///
+/// ## Memory
+///
+/// A key's line is freed as soon as it has nothing running or waiting. Its ``KeyState`` (its
+/// count and last outcome) is kept after that, for the ``idleKeyLimit`` keys that went idle most
+/// recently (1,000 by default); an older idle key's state is forgotten and reads as a key never
+/// used. Each ``events(bufferingNewest:isolation:)`` listener buffers at most the number of
+/// events it asks for.
+///
 /// ## Lifetime
 ///
 /// Releasing the store cancels every task it holds; waiting tasks never run, and their awaiters
-/// resume with `CancellationError` at once.
+/// resume with `CancellationError` at once. A task's closure that captures the model owning the
+/// store strongly keeps the model, and so the store, alive while it runs: capture the model
+/// weakly in long-running work (`{ [weak self] in ... }`), as `Task {}` would need.
 ///
-/// Available from macOS 14, iOS 17, tvOS 17 and watchOS 10: it is `@Observable`, and
+/// Available from macOS 14, iOS 17, tvOS 17 and watchOS 10: it is `Observable`, and
 /// Observation first shipped with those systems.
 @available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
-@Observable
-public final class TaskStore<Key: Hashable & Sendable> {
+public final class TaskStore<Key: Hashable & Sendable>: Observable {
   /// A key's counters and last result.
   public struct KeyState: Sendable, Equatable {
     /// How many tasks of the key have started running.
@@ -93,14 +114,27 @@ public final class TaskStore<Key: Hashable & Sendable> {
 
   private var lines: [Key: Line] = [:]
   private var states: [Key: KeyState] = [:]
-  @ObservationIgnored private var lastID: UInt64 = 0
-  @ObservationIgnored private var listeners:
-    [UInt64: AsyncStream<TaskStoreEvent<Key>>.Continuation] =
-      [:]
-  @ObservationIgnored private var lastListener: UInt64 = 0
+  /// Keys that went idle, oldest first, with the `idleMarks` value each had then: an entry whose
+  /// mark no longer matches is stale (the key was busy again since).
+  private var idleKeys = Deque<(key: Key, mark: UInt64)>()
+  private var idleMarks: [Key: UInt64] = [:]
+  private var lastIdleMark: UInt64 = 0
+  private var lastID: UInt64 = 0
+  private var listeners: [UInt64: AsyncStream<TaskStoreEvent<Key>>.Continuation] = [:]
+  private var lastListener: UInt64 = 0
+  private let registrar = ObservationRegistrar()
+
+  /// How many idle keys keep their ``KeyState``; the oldest idle key's is forgotten first.
+  public let idleKeyLimit: Int
 
   /// Creates an empty store.
-  public init() {}
+  ///
+  /// - Parameter idleKeyLimit: How many keys with nothing running or waiting keep their
+  ///   ``KeyState`` (count and last outcome), the most recently idle first; 1,000 by default.
+  ///   A value below 0 counts as 0.
+  public init(idleKeyLimit: Int = 1_000) {
+    self.idleKeyLimit = max(0, idleKeyLimit)
+  }
 
   deinit {
     for line in lines.values {
@@ -140,6 +174,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
   ) -> TaskStoreTask<Success> {
     var line = lines[key] ?? Line()
     line.running.removeAll { $0.isResolved }
+    idleMarks[key] = nil  // busy again: an idle entry of the key is stale
 
     if case .joinExisting = policy,
       let existing = line.running.last(where: { $0 is TaskBox<Success> }) as? TaskBox<Success>
@@ -186,6 +221,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
         lines[key] = line
         box.drop(.dropped(key: "\(key)", policy: policy))
         end(box, key: key, outcome: .dropped)
+        didChange(key)
         return handle
       }
       requirement = nil
@@ -229,6 +265,7 @@ public final class TaskStore<Key: Hashable & Sendable> {
       lines[key] = line
       start(box, key: key, priority: priority, run: run)
     }
+    didChange(key)
     return handle
   }
 
@@ -293,7 +330,42 @@ public final class TaskStore<Key: Hashable & Sendable> {
       admit(head, key: key)
       line = lines[key] ?? Line()
     }
-    lines[key] = line.running.isEmpty && line.waiting.isEmpty ? nil : line
+    if line.running.isEmpty && line.waiting.isEmpty {
+      lines[key] = nil
+      wentIdle(key)
+    } else {
+      lines[key] = line
+    }
+    didChange(key)
+  }
+
+  /// Tells observers of `key` that its state changed.
+  private func didChange(_ key: Key) {
+    let path = \TaskStore<Key>.[observedKey: key]
+    registrar.willSet(self, keyPath: path)
+    registrar.didSet(self, keyPath: path)
+  }
+
+  /// Records that `key`'s line is free, and forgets the state of the oldest idle keys beyond
+  /// ``idleKeyLimit``.
+  private func wentIdle(_ key: Key) {
+    lastIdleMark += 1
+    idleMarks[key] = lastIdleMark
+    idleKeys.append((key, lastIdleMark))
+    while idleKeys.count > idleKeyLimit, let oldest = idleKeys.popFirst() {
+      guard idleMarks[oldest.key] == oldest.mark, lines[oldest.key] == nil else { continue }
+      idleMarks[oldest.key] = nil
+      states[oldest.key] = nil
+      didChange(oldest.key)
+    }
+  }
+
+  /// What observation tracks for one key: reading a key's state accesses this path, and any
+  /// change to that key (only) is announced on it.
+  private subscript(observedKey key: Key) -> Int { 0 }
+
+  private func access(_ key: Key) {
+    registrar.access(self, keyPath: \TaskStore<Key>.[observedKey: key])
   }
 
   /// Records a task's end and announces it, once per task whatever path gets here first.
@@ -393,7 +465,8 @@ public final class TaskStore<Key: Hashable & Sendable> {
   ///   - isolation: The caller's actor; leave the default.
   /// - Returns: The number of running tasks.
   public func runningCount(forKey key: Key, isolation: isolated any Actor = #isolation) -> Int {
-    lines[key]?.running.count { !$0.isResolved } ?? 0
+    access(key)
+    return lines[key]?.running.count { !$0.isResolved } ?? 0
   }
 
   /// How many tasks of `key` wait for their turn.
@@ -403,7 +476,8 @@ public final class TaskStore<Key: Hashable & Sendable> {
   ///   - isolation: The caller's actor; leave the default.
   /// - Returns: The number of waiting tasks, not counting those cancelled while waiting.
   public func queuedCount(forKey key: Key, isolation: isolated any Actor = #isolation) -> Int {
-    lines[key]?.liveWaitingCount ?? 0
+    access(key)
+    return lines[key]?.liveWaitingCount ?? 0
   }
 
   /// The counters and last outcome of `key`.
@@ -413,17 +487,25 @@ public final class TaskStore<Key: Hashable & Sendable> {
   ///   - isolation: The caller's actor; leave the default.
   /// - Returns: The key's state; zero and `nil` for a key never used.
   public func state(forKey key: Key, isolation: isolated any Actor = #isolation) -> KeyState {
-    states[key] ?? KeyState()
+    access(key)
+    return states[key] ?? KeyState()
   }
 
   /// Everything that happens from now on, in order; ends when the store is freed.
   ///
-  /// - Parameter isolation: The caller's actor; leave the default.
+  /// - Parameters:
+  ///   - limit: How many events the listener buffers while it does not read; past that, the
+  ///     oldest unread events are dropped. 1,000 by default; a value below 1 counts as 1.
+  ///   - isolation: The caller's actor; leave the default.
   /// - Returns: A new, independent listener.
-  public func events(isolation: isolated any Actor = #isolation) -> AsyncStream<
-    TaskStoreEvent<Key>
-  > {
-    let (stream, continuation) = AsyncStream.makeStream(of: TaskStoreEvent<Key>.self)
+  public func events(
+    bufferingNewest limit: Int = 1_000,
+    isolation: isolated any Actor = #isolation
+  ) -> AsyncStream<TaskStoreEvent<Key>> {
+    let (stream, continuation) = AsyncStream.makeStream(
+      of: TaskStoreEvent<Key>.self,
+      bufferingPolicy: .bufferingNewest(max(1, limit))
+    )
     lastListener += 1
     listeners[lastListener] = continuation
     return stream

@@ -63,17 +63,25 @@ struct PasscodeStep: LaunchStep {
 @MainActor @Observable final class SearchModel {
   enum TaskKey { case search }
   private let tasks = TaskStore<TaskKey>()
+  private let service = SearchService()
+  var results: [String] = []
 
   var isSearching: Bool { tasks.isRunning(forKey: .search) }
 
   func queryChanged(_ query: String) {
-    tasks.addTask(forKey: .search, policy: .cancelPrevious) { try await self.search(query) }
+    // [weak self]: a search still running does not keep a closed screen's model alive;
+    // releasing the model releases the store, which cancels the search.
+    tasks.addTask(forKey: .search, policy: .cancelPrevious) { [weak self, service] in
+      let found = try await service.search(query)
+      self?.results = found
+    }
   }
 }
 // end sample
 
-extension SearchModel {
-  func search(_ query: String) async throws {}
+/// The slow search the sample calls.
+struct SearchService: Sendable {
+  func search(_ query: String) async throws -> [String] { [] }
 }
 
 func sqliteOverview() async throws {
