@@ -160,8 +160,11 @@ public final class LaunchSequencer {
   public private(set) var currentStep: (any LaunchStep)?
   /// The steps waiting, in the order they will run.
   public private(set) var pendingSteps: [any LaunchStep] = []
-  /// Every step that has ended, oldest first.
+  /// The steps that have ended, oldest first: the last ``historyLimit`` of them (100 by
+  /// default); older records are dropped as new ones arrive.
   public private(set) var history: [LaunchRecord] = []
+  /// How many records ``history`` keeps.
+  @ObservationIgnored public let historyLimit: Int
   /// Whether the sequencer holds back new steps (see ``suspend()``).
   public private(set) var isSuspended = false
 
@@ -198,11 +201,15 @@ public final class LaunchSequencer {
   ///   - gracePeriod: How long a cancelled or timed-out step's `run()` may take to return before
   ///     the sequencer reports it (``LaunchEvent/stillRunning(name:after:)``); one second by
   ///     default. The next step waits for it however long it takes.
+  ///   - historyLimit: How many records ``history`` keeps, the newest; 100 by default. A value
+  ///     below 0 counts as 0.
   public init<C: Clock>(
     clock: C = ContinuousClock(),
     deduplication: Deduplication = .pendingOrRunning,
-    gracePeriod: Duration = .seconds(1)
+    gracePeriod: Duration = .seconds(1),
+    historyLimit: Int = 100
   ) where C.Duration == Duration {
+    self.historyLimit = max(0, historyLimit)
     let origin = clock.now
     self.now = { origin.duration(to: clock.now) }
     self.sleep = { duration in try await clock.sleep(for: duration) }
@@ -350,9 +357,13 @@ public final class LaunchSequencer {
 
   /// Everything that happens from now on, in order; ends when the sequencer is freed.
   ///
-  /// Each read starts an independent listener.
+  /// Each read starts an independent listener. A listener buffers at most 1,000 events it has
+  /// not read; past that, the oldest unread events are dropped.
   public var events: AsyncStream<LaunchEvent> {
-    let (stream, continuation) = AsyncStream.makeStream(of: LaunchEvent.self)
+    let (stream, continuation) = AsyncStream.makeStream(
+      of: LaunchEvent.self,
+      bufferingPolicy: .bufferingNewest(1_000)
+    )
     lastListener += 1
     listeners[lastListener] = continuation
     return stream
@@ -483,6 +494,7 @@ public final class LaunchSequencer {
       overranGracePeriod: overran
     )
     history.append(record)
+    if history.count > historyLimit { history.removeFirst(history.count - historyLimit) }
     emit(.ended(record))
     return record
   }

@@ -45,6 +45,25 @@ private func settle(_ sequencer: LaunchSequencer, until condition: () -> Bool) a
 struct LaunchSequencerTests {
   let log = OrderedRecorder<String>()
 
+  @Test("history keeps the newest historyLimit records; an unread events listener the newest 1,000")
+  func boundedHistoryAndEvents() async throws {
+    let sequencer = LaunchSequencer(clock: ManualClock(), deduplication: .none, historyLimit: 3)
+    let events = sequencer.events
+    for index in 0..<1_005 {
+      let step = RecordingStep("step \(index)", log: log)
+      step.release.fire()
+      _ = await sequencer.enqueueAndWait(step)
+    }
+    let kept = sequencer.history.map(\.name)
+    #expect(kept == ["step 1002", "step 1003", "step 1004"])
+    // Each step made three events (enqueued, started, ended): 3,015 in all. The listener kept
+    // the last 1,000, so its 1,000th is the last step's end.
+    var iterator = events.makeAsyncIterator()
+    var read: [LaunchEvent] = []
+    for _ in 0..<1_000 { if let event = await iterator.next() { read.append(event) } }
+    #expect(read.last?.description == "ended step 1004: completed")
+  }
+
   @Test("steps run one at a time, in enqueue order")
   func order() async throws {
     let sequencer = LaunchSequencer(clock: ManualClock())
