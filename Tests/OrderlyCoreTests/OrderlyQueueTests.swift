@@ -5,7 +5,7 @@ import Testing
 /// An actor for the `ActorQueue` case.
 private actor Holder {}
 
-/// One of the four queues behind the shared protocol, and a way to enqueue a job on it.
+/// One of the six queues behind the shared protocol, and a way to enqueue a job on it.
 private struct Subject: Sendable, CustomTestStringConvertible {
   let label: String
   let queue: any OrderlyQueue
@@ -37,6 +37,18 @@ private struct Subject: Sendable, CustomTestStringConvertible {
     {
       let queue = MainActorQueue(name: "shared.main")
       return Subject(label: "MainActorQueue", queue: queue) { gate in
+        queue.enqueue { try await gate.wait() }
+      }
+    }(),
+    {
+      let queue = KeyedSerialQueue<Int>(name: "shared.keyed")
+      return Subject(label: "KeyedSerialQueue", queue: queue) { gate in
+        queue.enqueueDetached(forKey: 7) { try await gate.wait() }
+      }
+    }(),
+    {
+      let queue = CoalescingQueue(name: "shared.coalescing")
+      return Subject(label: "CoalescingQueue", queue: queue) { gate in
         queue.enqueue { try await gate.wait() }
       }
     }(),

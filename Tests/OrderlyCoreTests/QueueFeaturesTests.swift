@@ -95,6 +95,26 @@ struct QueueFeaturesTests {
     #expect(try await queue.enqueue { 5 }.value == 5)
   }
 
+  @Test("CoalescingQueue: enqueued back to back on an idle queue, the first and the last run")
+  func coalescingFromIdle() async throws {
+    let queue = CoalescingQueue(name: "refresh")
+    let ran = OrderedRecorder<String>()
+    let handles = ["s", "sw", "swi", "swift"].map { query in
+      queue.enqueue { ran.record(query) }
+    }
+    var outcomes: [String] = []
+    for handle in handles {
+      switch await handle.result {
+      case .success: outcomes.append("ran")
+      case .failure(let error as QueueError) where error == .superseded(queue: "refresh"):
+        outcomes.append("superseded")
+      case .failure(let error): outcomes.append("\(error)")
+      }
+    }
+    #expect(outcomes == ["ran", "superseded", "superseded", "ran"])
+    #expect(ran.values == ["s", "swift"])
+  }
+
   @Test("CoalescingQueue: 16 producers × 200 jobs; every job runs or is superseded, one at a time")
   func coalescingStress() async throws {
     let queue = CoalescingQueue()

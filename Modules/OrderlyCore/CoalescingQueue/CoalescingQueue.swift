@@ -25,7 +25,7 @@
 /// Cancelling the waiting job (through its ``QueuedTask`` or ``cancelAll()``) removes it, and its
 /// awaiter throws `CancellationError`; a running job sees `Task.isCancelled`. A job that awaits a
 /// job of its own queue throws ``QueueError/reentrantWait(queue:)``, as on a ``SerialQueue``.
-public final class CoalescingQueue: Sendable {
+public final class CoalescingQueue: OrderlyQueue {
   /// The waiting job's mark: set when a newer job replaces it.
   private final class Waiting: Sendable {
     let node: TurnNode
@@ -39,9 +39,6 @@ public final class CoalescingQueue: Sendable {
 
     func markReplaced() { replaced.store(true, ordering: .releasing) }
   }
-
-  /// The queue's name, used in its events and errors.
-  public var name: String { core.name }
 
   let core: JobQueueCore
   /// The job waiting for its turn, if any.
@@ -83,12 +80,18 @@ public final class CoalescingQueue: Sendable {
     // always the one kept, and a replaced job that begins meanwhile finds its mark under that
     // lock before it runs anything. Marked outside it, a job could begin between the two, see
     // no mark, start its work and then be cancelled by the `cancel` below.
-    let (mine, replaced) = waiting.withLock(announcingTo: self) { waiting in
+    //
+    // Only a job still waiting for its turn is replaced: one that has its turn (it was admitted
+    // to an idle queue, or the job ahead of it has just ended) is the current run, and runs.
+    let (mine, replaced) = waiting.withLock(announcingTo: self) {
+      waiting -> (Waiting, Waiting?) in
       let node = core.admitTurn(named: name, priority: basePriority)
       let mine = Waiting(node: node)
-      defer { waiting = mine }
-      waiting?.markReplaced()
-      return (mine, waiting)
+      let previous = waiting
+      waiting = mine
+      guard let previous, previous.node.isWaiting else { return (mine, nil) }
+      previous.markReplaced()
+      return (mine, previous)
     }
     // Takes a replaced job that has not begun out of line at once; one that has begun already
     // throws `superseded` on its own, and cancelling it then changes nothing.
@@ -113,27 +116,12 @@ public final class CoalescingQueue: Sendable {
     return QueuedTask(backing: .attached(task, mine.node), owner: core)
   }
 
-  /// Cancels the running job and the waiting one; the queue stays usable.
-  public func cancelAll() {
-    core.cancelAll()
-  }
-
-  /// The number of jobs waiting for their turn: 0 or 1.
-  public var pendingCount: Int { core.pendingCount }
-
-  /// Whether no job is running or waiting.
-  public var isIdle: Bool { core.isIdle }
-
-  /// Returns once every job enqueued before this call has ended or been replaced.
+  /// The engine that runs the queue's jobs (see ``OrderlyQueue``); not for use outside Orderly.
   ///
-  /// - Parameter isolation: The caller's isolation; leave the default.
-  /// - Throws: `CancellationError` if the waiting task is cancelled;
-  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue.
-  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
-    try await core.waitUntilIdle(isolation: isolation)
-  }
-
-  /// A sequence of everything that happens to this queue's jobs from now on, in order; a
-  /// replaced job shows as cancelled.
-  public var events: AsyncStream<QueueEvent> { core.events }
+  /// Through it the queue has what every Orderly queue has: ``OrderlyQueue/cancelAll()`` (the
+  /// running job and the waiting one), ``OrderlyQueue/pendingCount`` (0 or 1),
+  /// ``OrderlyQueue/waitUntilIdle(isolation:)`` (every job enqueued before the call has ended
+  /// or been replaced), ``OrderlyQueue/isIdle`` and ``OrderlyQueue/events`` (a replaced job
+  /// shows as cancelled).
+  public var _engine: QueueEngine { QueueEngine(core: core) }
 }

@@ -1,8 +1,9 @@
 /// What every Orderly queue offers beside submitting work: its name, its counts, waiting until it
 /// is idle, cancelling everything, and its events.
 ///
-/// ``SerialQueue``, ``ConcurrentQueue``, ``ActorQueue`` and ``MainActorQueue`` conform. Write code
-/// that only controls or observes a queue against this protocol, and it works with any of them:
+/// ``SerialQueue``, ``ConcurrentQueue``, ``ActorQueue``, ``MainActorQueue``, ``KeyedSerialQueue``
+/// and ``CoalescingQueue`` conform. Write code that only controls or observes a queue against
+/// this protocol, and it works with any of them:
 ///
 /// ```swift
 /// func shutDown(_ queue: some OrderlyQueue) async {
@@ -20,21 +21,105 @@ public protocol OrderlyQueue: AnyObject, Sendable {
 
 /// The engine behind an Orderly queue, as ``OrderlyQueue`` reaches it; it has no API of its own.
 public struct QueueEngine: Sendable {
-  let core: JobQueueCore
+  /// One line of jobs (every queue but the keyed one), or a line per key.
+  enum Lines: Sendable {
+    case one(JobQueueCore)
+    case perKey(any KeyedLines)
+  }
+
+  let lines: Lines
+
+  init(core: JobQueueCore) {
+    lines = .one(core)
+  }
+
+  init(keyed: any KeyedLines) {
+    lines = .perKey(keyed)
+  }
+
+  var name: String {
+    switch lines {
+    case .one(let core): core.name
+    case .perKey(let keyed): keyed.name
+    }
+  }
+
+  var pendingCount: Int {
+    switch lines {
+    case .one(let core): core.pendingCount
+    case .perKey(let keyed): keyed.eachLine { $0.pendingCount }.reduce(0, +)
+    }
+  }
+
+  var runningCount: Int {
+    switch lines {
+    case .one(let core): core.runningCount
+    case .perKey(let keyed): keyed.eachLine { $0.runningCount }.reduce(0, +)
+    }
+  }
+
+  var isIdle: Bool {
+    switch lines {
+    case .one(let core): core.isIdle
+    case .perKey(let keyed): keyed.eachLine { $0.isIdle }.allSatisfy { $0 }
+    }
+  }
+
+  func cancelAll() {
+    switch lines {
+    case .one(let core): core.cancelAll()
+    case .perKey(let keyed): _ = keyed.eachLine { $0.cancelAll() }
+    }
+  }
+
+  func waitUntilIdle(isolation: isolated (any Actor)?) async throws {
+    switch lines {
+    case .one(let core): try await core.waitUntilIdle(isolation: isolation)
+    case .perKey(let keyed): try await keyed.waitUntilEveryLineIdle(isolation: isolation)
+    }
+  }
+
+  var events: AsyncStream<QueueEvent> {
+    switch lines {
+    case .one(let core): core.events
+    case .perKey(let keyed): keyed.hub.subscribe()
+    }
+  }
+
+  /// Whether the current task runs inside a job of the queue (of any key's line).
+  var isCurrent: Bool {
+    switch lines {
+    case .one(let core): core.isCurrent
+    case .perKey(let keyed): keyed.eachLine { $0.isCurrent }.contains(true)
+    }
+  }
+}
+
+/// A queue with a line per key (``KeyedSerialQueue``), as its ``QueueEngine`` reaches it.
+protocol KeyedLines: Sendable {
+  var name: String { get }
+  /// Where every line's events go.
+  var hub: EventHub { get }
+  /// `body` applied to each line that exists now (a key with a job running or waiting).
+  func eachLine<Result>(_ body: (JobQueueCore) -> Result) -> [Result]
+  /// Returns once every job enqueued before the call, on any line, has ended.
+  func waitUntilEveryLineIdle(isolation: isolated (any Actor)?) async throws
 }
 
 extension OrderlyQueue {
   /// The queue's name, used in its events and errors.
-  public var name: String { _engine.core.name }
+  public var name: String { _engine.name }
 
-  /// The number of jobs waiting for their turn, not counting running ones.
-  public var pendingCount: Int { _engine.core.pendingCount }
+  /// The number of jobs waiting for their turn, not counting running ones (for a keyed queue,
+  /// over every key).
+  public var pendingCount: Int { _engine.pendingCount }
 
-  /// The number of jobs that have started and not yet ended (suspended ones included).
-  public var runningCount: Int { _engine.core.runningCount }
+  /// The number of jobs that have started and not yet ended (suspended ones included; for a
+  /// keyed queue, over every key).
+  public var runningCount: Int { _engine.runningCount }
 
   /// Whether no job is running or waiting.
-  public var isIdle: Bool { _engine.core.isIdle }
+  public var isIdle: Bool { _engine.isIdle }
 
   /// Cancels every running job and every pending one; the queue stays usable.
   ///
@@ -51,7 +136,7 @@ extension OrderlyQueue {
   /// `cancelAll()` then ends the job and the awaiter gets its error, with its own task
   /// untouched.
   public func cancelAll() {
-    _engine.core.cancelAll()
+    _engine.cancelAll()
   }
 
   /// Returns once every job enqueued before this call has ended.
@@ -63,7 +148,7 @@ extension OrderlyQueue {
   ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue, which
   ///   would wait for itself.
   public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
-    try await _engine.core.waitUntilIdle(isolation: isolation)
+    try await _engine.waitUntilIdle(isolation: isolation)
   }
 
   /// A sequence of everything that happens to this queue's jobs from now on, in order.
@@ -74,7 +159,7 @@ extension OrderlyQueue {
   /// the next event. The sequence ends when the queue and its last job are freed. With no
   /// listener, the queue builds no events at all. For an ``ActorQueue`` or a
   /// ``MainActorQueue``, `started` means the job was given its turn.
-  public var events: AsyncStream<QueueEvent> { _engine.core.events }
+  public var events: AsyncStream<QueueEvent> { _engine.events }
 }
 
 /// A queue whose jobs can tell that they run inside it: ``SerialQueue`` and ``ConcurrentQueue``.
@@ -89,7 +174,7 @@ extension AssertableQueue {
   /// `true` in a running job's operation, and in a child task or a `Task {}` started from it
   /// while the job still runs (they inherit its task-local record); `false` anywhere else,
   /// including a `Task.detached {}` started from a job (it inherits nothing).
-  public var isCurrent: Bool { _engine.core.isCurrent }
+  public var isCurrent: Bool { _engine.isCurrent }
 
   /// Stops a debug build if the current task is not inside a job of this queue (see
   /// ``isCurrent``); does nothing in a release build, like `assert`.
@@ -103,7 +188,12 @@ extension AssertableQueue {
     file: StaticString = #fileID,
     line: UInt = #line
   ) {
-    _engine.core.assertCurrent(message, file: file, line: line)
+    assert(
+      _engine.isCurrent,
+      QueueAssertions.failure(queue: _engine.name, message: message()),
+      file: file,
+      line: line
+    )
   }
 
   /// Stops the program, in debug and release builds alike, if the current task is not inside a
@@ -118,6 +208,11 @@ extension AssertableQueue {
     file: StaticString = #fileID,
     line: UInt = #line
   ) {
-    _engine.core.preconditionCurrent(message, file: file, line: line)
+    precondition(
+      _engine.isCurrent,
+      QueueAssertions.failure(queue: _engine.name, message: message()),
+      file: file,
+      line: line
+    )
   }
 }

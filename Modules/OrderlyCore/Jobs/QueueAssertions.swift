@@ -12,21 +12,4 @@ extension JobQueueCore {
   /// or the current thread runs the queue's `execute(_:)` closures.
   var isCurrent: Bool { isRunningLaneWorkHere || JobFrame.isInside(self) }
 
-  func assertCurrent(_ message: () -> String, file: StaticString, line: UInt) {
-    assert(
-      isCurrent,
-      QueueAssertions.failure(queue: name, message: message()),
-      file: file,
-      line: line
-    )
-  }
-
-  func preconditionCurrent(_ message: () -> String, file: StaticString, line: UInt) {
-    precondition(
-      isCurrent,
-      QueueAssertions.failure(queue: name, message: message()),
-      file: file,
-      line: line
-    )
-  }
 }

@@ -82,6 +82,11 @@ final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Se
     withState { $0.phase == .cancelled || $0.pins.cancelRequested }
   }
 
+  /// Whether the node still waits for its turn: not yet granted, not cancelled, not begun.
+  var isWaiting: Bool {
+    withState { $0.phase == .waiting }
+  }
+
   /// Whether the node has its turn already, so the waiting task need not suspend.
   var isGranted: Bool {
     withState { $0.phase == .granted }

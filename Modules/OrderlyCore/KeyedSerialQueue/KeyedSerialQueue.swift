@@ -26,7 +26,7 @@
 /// slot already holds its key's line (its `started` event is sent when it gets its key's turn).
 /// A job that waits on another key's line while holding a global slot can deadlock if every
 /// slot is held that way: avoid waiting across keys under a limit.
-public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
+public final class KeyedSerialQueue<Key: Hashable & Sendable>: OrderlyQueue {
   /// The queue's name; a key's line reports events as `name[key]`.
   public let name: String
   /// How many jobs may run at once across all keys, or `nil` for no limit.
@@ -38,7 +38,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
   /// waiter that may not be running (see ``BargingLock``). The stall watchdog caught a
   /// cooperative thread waiting here under load.
   private let lines = BargingLock<[Key: JobQueueCore]>([:])
-  private let hub = EventHub()
+  let hub = EventHub()
   private let permits: AsyncSemaphore?
   /// Where every key's jobs run, if not on the cooperative pool.
   private let executor: (any ExecutorPreference)?
@@ -345,14 +345,6 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
 
   // MARK: - Control and introspection
 
-  /// Cancels every running and pending job of every key; the queue stays usable.
-  ///
-  /// As on a ``SerialQueue``, an `enqueueAndWait(forKey:)` job that has started runs in its
-  /// caller's task and is left running (see ``OrderlyQueue/cancelAll()``).
-  public func cancelAll() {
-    for core in lines.withLock({ Array($0.values) }) { core.cancelAll() }
-  }
-
   /// Cancels the running and pending jobs of one key.
   ///
   /// An `enqueueAndWait(forKey:)` job that has started is left running, as by ``cancelAll()``.
@@ -383,15 +375,24 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
     lines.withLock { $0.count }
   }
 
-  /// Whether no job of any key is running or waiting.
-  public var isIdle: Bool { busyKeyCount == 0 }
-
-  /// Returns once every job enqueued before this call, for any key, has ended.
+  /// The engine that runs the queue's jobs (see ``OrderlyQueue``); not for use outside Orderly.
   ///
-  /// - Parameter isolation: The caller's isolation; leave the default.
-  /// - Throws: `CancellationError` if the waiting task is cancelled (the jobs are not);
-  ///   ``QueueError/reentrantWait(queue:)`` if called from inside a job of this queue.
-  public func waitUntilIdle(isolation: isolated (any Actor)? = #isolation) async throws {
+  /// Through it the queue has what every Orderly queue has, over all of its keys:
+  /// ``OrderlyQueue/cancelAll()`` (an `enqueueAndWait(forKey:)` job that has started runs in its
+  /// caller's task and is left running), ``OrderlyQueue/waitUntilIdle(isolation:)`` (every job
+  /// enqueued before the call, for any key), ``OrderlyQueue/isIdle``,
+  /// ``OrderlyQueue/pendingCount``, ``OrderlyQueue/runningCount`` and ``OrderlyQueue/events``
+  /// (events of one key arrive in the order they happened; a key's line reports as `name[key]`
+  /// in ``QueueEvent/queueName``).
+  public var _engine: QueueEngine { QueueEngine(keyed: self) }
+}
+
+extension KeyedSerialQueue: KeyedLines {
+  func eachLine<Result>(_ body: (JobQueueCore) -> Result) -> [Result] {
+    lines.withLock { Array($0.values) }.map(body)
+  }
+
+  func waitUntilEveryLineIdle(isolation: isolated (any Actor)?) async throws {
     let cores = lines.withLock { Array($0.values) }
     for core in cores { try JobFrame.checkNotInside(core, always: true) }
     // Registered in one locked section, so jobs enqueued after this call delay no waiter.
@@ -407,10 +408,4 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: Sendable {
       }
     }
   }
-
-  /// A sequence of everything that happens to this queue's jobs, for every key, from now on.
-  ///
-  /// Events of one key arrive in the order they happened; a key's line reports as
-  /// `name[key]` in ``QueueEvent/queueName``. Otherwise as ``SerialQueue/events``.
-  public var events: AsyncStream<QueueEvent> { hub.subscribe() }
 }
