@@ -28,7 +28,7 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 ///
 /// ```swift
 /// @MainActor @Observable final class Model {
-///   enum TaskKey { case search, save }
+///   nonisolated enum TaskKey { case search, save }
 ///   private let tasks = TaskStore<TaskKey>()
 ///   private let service = SearchService()
 ///   var results: [String] = []
@@ -52,6 +52,15 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 /// be called from nonisolated code and race; here such a call does not compile (`#isolation` is
 /// `nil` there, and `nil` is not an actor). The store is not `Sendable`, so it cannot be handed to
 /// a second actor either.
+///
+/// ## Key types
+///
+/// A key is `Hashable & Sendable`: a store's events and handles carry it across actors. In a
+/// target whose default isolation is the main actor (`.defaultIsolation(MainActor.self)`, as
+/// Xcode 26 sets up an app target), a key type declared there is main-actor isolated, and its
+/// `Hashable` conformance too, which such a key cannot use: the compiler says "main
+/// actor-isolated conformance of 'TaskKey' to 'Hashable' cannot satisfy conformance requirement
+/// for a 'Sendable' type parameter". Declare the key type `nonisolated`, as above.
 ///
 /// ## Identity
 ///

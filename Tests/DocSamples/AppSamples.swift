@@ -61,7 +61,7 @@ struct PasscodeStep: LaunchStep {
 
 // sample: task-store-overview
 @MainActor @Observable final class SearchModel {
-  enum TaskKey { case search }
+  nonisolated enum TaskKey { case search }  // nonisolated: see below
   private let tasks = TaskStore<TaskKey>()
   private let service = SearchService()
   var results: [String] = []
