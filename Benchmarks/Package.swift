@@ -32,6 +32,8 @@ let package = Package(
         "CMallocInfo",
         .product(name: "OrderlyCore", package: "Orderly"),
         .product(name: "OrderlyOutbox", package: "Orderly"),
+        .product(name: "OrderlyTaskStore", package: "Orderly"),
+        .product(name: "OrderlyLaunch", package: "Orderly"),
         .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
         .product(name: "GRDB", package: "GRDB.swift"),
       ]

@@ -58,7 +58,7 @@ print(
 )
 var missed = 0
 for scenario in scenarios + laneScenarios + executorScenarios + producerShapeScenarios
-  + outboxScenarios
+  + outboxScenarios + appModuleScenarios
 where only.map({ scenario.name.contains($0) }) ?? true {
   let jobs = jobsOverride ?? (quick ? scenario.jobs.quick : scenario.jobs.full)
   if case .pending(let reason) = scenario.target {
