@@ -63,6 +63,8 @@ let gallery: [GalleryEntry] = [
     summary: "LaunchSignal bridges a delegate callback into a step.", command: "swift run launch-step-signal"),
   GalleryEntry(name: "task-store-policies", title: "TaskStore policies", lesson: 11,
     summary: "Three taps on Save under each of the seven policies, on a timeline.", command: "swift run task-store-policies"),
+  GalleryEntry(name: "task-store-context", title: "A waiting task's context", lesson: 11,
+    summary: "A task that waits for its turn runs with its own caller's task-locals and priority.", command: "swift run task-store-context"),
   GalleryEntry(name: "task-store-model", title: "A model with a TaskStore", lesson: 11,
     summary: "Buttons that follow isRunning, a Cancel that works, printed as they change.", command: "swift run task-store-model"),
   GalleryEntry(name: "notes-repository", title: "NotesRepository", lesson: 12,

@@ -409,6 +409,14 @@ struct ExamplesTests {
     #expect(output.contains("that thread is one of the cooperative pool's: no"))
   }
 
+  @Test("task-store-context: the waiting save runs with its own caller's request id and priority")
+  func taskStoreContext() async throws {
+    let output = try await runExample("task-store-context")
+    #expect(output.contains("  running: 1, waiting: 1"))
+    #expect(output.contains("  save 1 ran for request A at priority TaskPriority.high"))
+    #expect(output.contains("  save 2 ran for request B at priority TaskPriority.low"))
+  }
+
   @Test("task-store-model: the buttons follow isRunning; cancel stops the late answer")
   func taskStoreModel() async throws {
     let output = try await runExample("task-store-model")
