@@ -210,7 +210,7 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     _ attempts: [AuditAttempt]
   ) -> @Sendable (Database, _ removed: Set<Int64>) throws -> Void {
     guard audit.isOn else { return { _, _ in } }
-    let (outbox, retention) = (outbox, audit.retention)
+    let (outbox, retention) = (outbox, audit.retentionSeconds)
     let now = Date()
     let prune = outbox.state.withLock(announcingTo: outbox) { state -> Bool in
       guard now.timeIntervalSince(state.auditPruned ?? .distantPast) >= 600 else { return false }
@@ -221,8 +221,7 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
       try OutboxAuditStore.begin(db)
       try OutboxAuditStore.write(db, attempts, removed: removed, worker: AuditWorker.current)
       if prune {
-        let seconds = Double(retention.components.seconds)
-        try OutboxAuditStore.prune(db, before: now.addingTimeInterval(-seconds))
+        try OutboxAuditStore.prune(db, before: now.addingTimeInterval(-retention))
       }
     }
   }

@@ -105,6 +105,18 @@ struct OutboxAuditCommandTests {
       #expect(result.stdout.contains("VIOLATION \(kind):"), "\(kind) in \(result.stdout)")
     }
     #expect(result.stdout.contains("another-host/1/x"))
+    // The JSON has every field, `null` for one with no value (a SQLite row has no fence).
+    let json = try await file.audit(["--format", "json"])
+    let object = try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any]
+    let violations = (object?["report"] as? [String: Any])?["violations"] as? [[String: Any]]
+    let found = try #require(violations)
+    #expect(!found.isEmpty)
+    for violation in found {
+      #expect(violation.keys.contains("partition"), "\(violation)")
+      for row in violation["records"] as? [[String: Any]] ?? [] {
+        #expect(row["fence"] is NSNull, "\(row)")
+      }
+    }
     #expect(result.stdout.split(separator: "\n").last?.contains("violation(s)") == true)
     // One key only: b's violations, not a's.
     let onlyB = try await file.audit(["--key", "b"])

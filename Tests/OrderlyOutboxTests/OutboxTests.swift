@@ -391,6 +391,18 @@ struct OutboxTests {
     ) {
       try RetryPolicy(jitter: 2)
     }
+    // An audit retention: any length longer than zero, fractions of a second included.
+    var noRetention = OutboxDeliveryOptions()
+    noRetention.audit = OutboxAuditOptions(isOn: true, retention: .zero)
+    #expect(
+      throws: OutboxError.invalidOption(
+        "audit retention must be longer than zero (got 0.0 seconds); the default is 7 days"
+      )
+    ) { try outbox.start(noRetention, deliver: .each { _ in }) }
+    var shortRetention = OutboxDeliveryOptions()
+    shortRetention.audit = OutboxAuditOptions(isOn: true, retention: .milliseconds(500))
+    try outbox.start(shortRetention, deliver: .each { _ in })
+    await outbox.stop()
     try outbox.start { _ in }
     #expect(throws: OutboxError.alreadyStarted) { try outbox.start { _ in } }
     #expect(OutboxError.alreadyStarted.description.contains("call stop()"))

@@ -28,6 +28,15 @@ public struct OutboxAuditViolation: Sendable, Codable, Equatable {
   public var detail: String
   /// The trail's rows that prove it (none for a vanished number: its proof is the absence).
   public var records: [OutboxAuditRecord]
+
+  /// Writes every field, `null` for one with no value (as every `orderly outbox` JSON does).
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(kind, forKey: .kind)
+    try container.encode(partition, forKey: .partition)
+    try container.encode(detail, forKey: .detail)
+    try container.encode(records, forKey: .records)
+  }
 }
 
 /// The audit of a trail: what was checked, and every violation.

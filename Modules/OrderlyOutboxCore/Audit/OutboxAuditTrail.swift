@@ -78,6 +78,21 @@ public struct OutboxAuditRecord: Sendable, Codable, Equatable {
     self.endedAt = endedAt
     self.outcome = outcome
   }
+
+  /// Writes every field, `null` for one with no value (as every `orderly outbox` JSON does).
+  public func encode(to encoder: any Encoder) throws {
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(number, forKey: .number)
+    try container.encode(partition, forKey: .partition)
+    try container.encode(sequence, forKey: .sequence)
+    try container.encode(messageID, forKey: .messageID)
+    try container.encode(attempt, forKey: .attempt)
+    try container.encode(fence, forKey: .fence)
+    try container.encode(worker, forKey: .worker)
+    try container.encode(startedAt, forKey: .startedAt)
+    try container.encode(endedAt, forKey: .endedAt)
+    try container.encode(outcome, forKey: .outcome)
+  }
 }
 
 /// A run of sequence numbers the store handed out, every one of which must be delivered (a
@@ -177,10 +192,16 @@ public struct OutboxAuditOptions: Sendable, Equatable {
   ///
   /// - Parameters:
   ///   - isOn: Whether attempts are recorded.
-  ///   - retention: How long rows are kept; longer than zero.
+  ///   - retention: How long rows are kept; longer than zero (fractions of a second count).
   public init(isOn: Bool, retention: Duration = .seconds(7 * 24 * 3600)) {
     self.isOn = isOn
     self.retention = retention
+  }
+
+  /// ``retention`` in seconds, fractions included: what both stores prune by.
+  package var retentionSeconds: Double {
+    let parts = retention.components
+    return Double(parts.seconds) + Double(parts.attoseconds) / 1e18
   }
 
   /// No trail: the default.

@@ -45,9 +45,9 @@ extension DeliveryOptions {
     guard pollInterval > .zero else {
       throw .invalidOption("pollInterval must be longer than zero (got \(pollInterval))")
     }
-    if audit.isOn, audit.retention < .seconds(1) {
+    if audit.isOn, audit.retention <= .zero {
       throw .invalidOption(
-        "audit retention must be 1 second or longer (got \(audit.retention)); the default is 7 days"
+        "audit retention must be longer than zero (got \(audit.retention)); the default is 7 days"
       )
     }
     if case .each = handler, batchSize != 1 {

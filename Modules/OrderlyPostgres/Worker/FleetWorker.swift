@@ -227,7 +227,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
   /// 1,000 at a time.
   func auditLoop() async {
     let (client, logger) = (client, logger)
-    let retention = Double(settings.options.audit.retention.components.seconds)
+    let retention = settings.options.audit.retentionSeconds
     while !Task.isCancelled {
       do {
         var removed = 0
