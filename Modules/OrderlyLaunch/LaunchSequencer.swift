@@ -187,6 +187,9 @@ public final class LaunchSequencer {
   @ObservationIgnored private let sleep: @Sendable (Duration) async throws -> Void
   /// The running step's task, and a number that tells its end from a later step's.
   @ObservationIgnored private var running: (task: Task<Void, Never>, generation: UInt64)?
+  /// Started by ``cancelAll()`` for the running step: says so if its `run()` outlives the grace
+  /// period; cancelled when the step ends.
+  @ObservationIgnored private var graceWatch: Task<Void, Never>?
   @ObservationIgnored private var generation: UInt64 = 0
   @ObservationIgnored private var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
   @ObservationIgnored private var listeners: [UInt64: AsyncStream<LaunchEvent>.Continuation] = [:]
@@ -308,7 +311,20 @@ public final class LaunchSequencer {
         with: LaunchRecord(name: step.name, id: step.id, outcome: .cancelled, duration: .zero)
       )
     }
-    running?.task.cancel()
+    if let running, let step = currentStep, graceWatch == nil {
+      running.task.cancel()
+      // One run() at a time: the step stays on screen until its run() returns; if that takes
+      // longer than the grace period, say so.
+      let (sleep, gracePeriod, generation) = (sleep, gracePeriod, running.generation)
+      graceWatch = Task { [weak self] in
+        do {
+          try await sleep(gracePeriod)
+          self?.overran(step, generation: generation)
+        } catch {
+          // Cancelled: the step returned within the grace period.
+        }
+      }
+    }
     resumeIdleWaitersIfIdle()
   }
 
@@ -415,6 +431,12 @@ public final class LaunchSequencer {
       return Task.isCancelled ? .cancelled : .skipped
     }
     if Task.isCancelled { return .cancelled }
+    // No timeout: the step runs in this task, which `cancelAll()` cancels (and watches for the
+    // grace period); no race and no task of its own.
+    guard let timeout = step.timeout, let sleep else {
+      await step.run()
+      return Task.isCancelled ? .cancelled : .completed
+    }
     let race = FirstOutcome()
     let work = Task { @MainActor in
       await step.run()
@@ -422,39 +444,36 @@ public final class LaunchSequencer {
       // settles first, below, before it cancels the work.
       race.settle(Task.isCancelled ? .cancelled : .completed)
     }
-    let timer: Task<Void, Never>? = step.timeout.flatMap { timeout in
-      sleep.map { sleep in
-        Task { @MainActor in
-          do {
-            try await sleep(timeout)
-            race.settle(.timedOut)
-            work.cancel()
-          } catch {
-            // Cancelled: the step ended first, or the sequencer cancelled it.
-          }
-        }
+    let timer = Task { @MainActor in
+      do {
+        try await sleep(timeout)
+        race.settle(.timedOut)
+        work.cancel()
+      } catch {
+        // Cancelled: the step ended first, or the sequencer cancelled it.
       }
     }
     let outcome = await withTaskCancellationHandler {
       await race.value
     } onCancel: {
       work.cancel()
-      timer?.cancel()
+      timer.cancel()
       Task { @MainActor in race.settle(.cancelled) }
     }
-    timer?.cancel()
+    timer.cancel()
     guard outcome != .completed else { return outcome }
-    // One run() at a time: the cancelled step is still on screen until its run() returns.
-    let watch: Task<Void, Never>? = sleep.map { sleep in
-      Task { @MainActor in
+    // One run() at a time: the step, timed out or cancelled, is still on screen until its
+    // run() returns. (Cancelled by `cancelAll()`, the sequencer watches the grace period.)
+    let watch: Task<Void, Never>? =
+      outcome == .timedOut
+      ? Task { @MainActor in
         do {
           try await sleep(gracePeriod)
           overran()
         } catch {
           // Cancelled: the step returned within the grace period.
         }
-      }
-    }
+      } : nil
     await work.value
     watch?.cancel()
     return outcome
@@ -470,6 +489,8 @@ public final class LaunchSequencer {
   private func stepEnded(_ step: any LaunchStep, outcome: LaunchOutcome, generation: UInt64) {
     guard let running, running.generation == generation else { return }
     self.running = nil
+    graceWatch?.cancel()
+    graceWatch = nil
     currentStep = nil
     let token = currentToken
     currentToken = nil

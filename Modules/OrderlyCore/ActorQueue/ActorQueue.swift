@@ -84,8 +84,7 @@ public final class ActorQueue<ActorType: Actor>: OrderlyQueue {
         node,
         core: core,
         on: actor,
-        in: nil,
-        parentFrame: JobFrame.current,
+        callersTask: false,
         operation
       )
     }
@@ -116,8 +115,7 @@ public final class ActorQueue<ActorType: Actor>: OrderlyQueue {
       node,
       core: core,
       on: actor,
-      in: RunningTask.current,
-      parentFrame: JobFrame.current,
+      callersTask: true,
       operation
     )
   }
@@ -128,11 +126,10 @@ public final class ActorQueue<ActorType: Actor>: OrderlyQueue {
     _ node: TurnNode,
     core: JobQueueCore,
     on actor: isolated ActorType,
-    in task: RunningTask?,
-    parentFrame: (any RunningJobFrame)?,
+    callersTask: Bool,
     _ operation: @Sendable (isolated ActorType) async throws -> Success
   ) async throws -> Success {
-    try await core.runTurn(node, in: task, parentFrame: parentFrame) {
+    try await core.runTurn(node, callersTask: callersTask) {
       try await operation(actor)
     }
   }

@@ -48,7 +48,7 @@ public final class MainActorQueue: OrderlyQueue {
     )
     let task = Task(priority: priority) { @MainActor [core] () async throws -> Success in
       // Its parent frame is the caller's job, if any (inherited): cycles across queues are seen.
-      try await core.runTurn(node, in: nil, parentFrame: JobFrame.current, operation: operation)
+      try await core.runTurn(node, callersTask: false, operation: operation)
     }
     return QueuedTask(backing: .attached(task, node), owner: core)
   }
@@ -73,8 +73,7 @@ public final class MainActorQueue: OrderlyQueue {
     return try await Self.run(
       node,
       core: core,
-      in: RunningTask.current,
-      parentFrame: JobFrame.current,
+      callersTask: true,
       operation
     )
   }
@@ -83,11 +82,10 @@ public final class MainActorQueue: OrderlyQueue {
   private static func run<Success: Sendable>(
     _ node: TurnNode,
     core: JobQueueCore,
-    in task: RunningTask?,
-    parentFrame: (any RunningJobFrame)?,
+    callersTask: Bool,
     _ operation: @MainActor () async throws -> Success
   ) async throws -> Success {
-    try await core.runTurn(node, in: task, parentFrame: parentFrame, operation: operation)
+    try await core.runTurn(node, callersTask: callersTask, operation: operation)
   }
 
   /// The engine that runs the queue's jobs (see ``OrderlyQueue``); not for use outside Orderly.

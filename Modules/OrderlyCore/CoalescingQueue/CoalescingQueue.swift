@@ -100,7 +100,7 @@ public final class CoalescingQueue: OrderlyQueue {
     let task = Task(priority: priority) { [self] () async throws -> Success in
       _ = isolation  // start on the caller's actor, as `Task {}` does
       do {
-        return try await core.runTurn(mine.node, in: nil, parentFrame: JobFrame.current) {
+        return try await core.runTurn(mine.node, callersTask: false) {
           // A job replaced just as it began must not run.
           let replaced = waiting.withLock(announcingTo: self) { current -> Bool in
             if current === mine { current = nil }

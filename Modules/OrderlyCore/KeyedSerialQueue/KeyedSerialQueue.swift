@@ -245,8 +245,7 @@ public final class KeyedSerialQueue<Key: Hashable & Sendable>: OrderlyQueue {
     )
     return try await core.runTurn(
       node,
-      in: RunningTask.current,
-      parentFrame: JobFrame.current
+      callersTask: true
     ) {
       _ = isolation
       if let permits { return try await permits.withPermit(operation: operation) }
