@@ -376,6 +376,9 @@ final class JobQueueCore: Sendable {
   ///     `cancelAll()` leaves alone, rather than a task made for the job (`enqueue`).
   ///   - isolation: Where `operation` runs.
   ///   - operation: The job's work.
+  /// - Returns: What `operation` returned.
+  /// - Throws: What `operation` threw; `CancellationError` if the job was cancelled before it
+  ///   began.
   ///
   /// The job's task and its parent frame (the caller's job, if any: a task made for an
   /// `enqueue` job inherited the caller's task-local values) are read after the wait, not
