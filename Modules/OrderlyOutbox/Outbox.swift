@@ -500,10 +500,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// repeats does not spin): the line is delivered again from its first message when it is
   /// next scheduled (an append, a look at the file, a new start).
   func refusedOutOfOrder(_ partition: String?) {
-    state.withLock(announcingTo: self) { state in
-      state.refusedOutOfOrder += 1
-      state.delivering[partition] = nil
-    }
+    state.withLock(announcingTo: self) { state in state.refusedOutOfOrder += 1 }
   }
 
   // MARK: - Dead letters

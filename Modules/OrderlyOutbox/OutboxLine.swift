@@ -114,8 +114,10 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
       return try outbox.claimHeads(of: partition, upTo: limit, in: db)
     }
     guard let taken else {
+      // Refused as out of order: nothing was recorded; the line (held by this deliverer, the
+      // only one) is delivered again at once from its first message, as on every store.
       outbox.refusedOutOfOrder(partition)
-      return .end(.stopped)
+      return .again
     }
     let waiters = outbox.state.withLock(announcingTo: outbox) { state in
       if limit != nil, taken.isEmpty { state.delivering[partition] = nil }

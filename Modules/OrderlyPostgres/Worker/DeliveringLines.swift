@@ -109,15 +109,24 @@ extension FleetWorker {
     lose(line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
   }
 
-  /// Gives the line up after the database's own statement refused an acknowledgement or a
+  /// What the worker does after the database's own statement refused an acknowledgement or a
   /// move to the dead letters: under a stale fence, or (never expected: a defect kept from
   /// committing, logged as an error) for messages that were not the line's first.
-  func refusedByStore(_ line: String, fence: Int64, outOfOrder: Bool) {
+  ///
+  /// The rule, the same on every store: a stale fence means another worker holds the line, so
+  /// this one gives it up (counted in `acknowledgementsRefused` and
+  /// `orderRefusals.staleFence`), and the next holder delivers the message again. An
+  /// out-of-order refusal leaves this worker the line's holder: counted in
+  /// `orderRefusals.outOfOrder` only, it keeps the line and delivers it again at once from its
+  /// first message.
+  ///
+  /// - Returns: Whether the worker keeps the line (an out-of-order refusal).
+  func refusedByStore(_ line: String, fence: Int64, outOfOrder: Bool) -> Bool {
     count { statistics in
-      statistics.acknowledgementsRefused += 1
       if outOfOrder {
         statistics.orderRefusals.outOfOrder += 1
       } else {
+        statistics.acknowledgementsRefused += 1
         statistics.orderRefusals.staleFence += 1
       }
     }
@@ -126,10 +135,10 @@ extension FleetWorker {
         "the database refused an acknowledgement that would have broken its key's order; nothing was recorded, and the key is delivered again from its first message",
         metadata: ["worker": "\(id)", "partition": "\(Line.shown(line))", "fence": "\(fence)"]
       )
-      lose(line, fence: fence, why: "its acknowledgement was out of order (fence \(fence))")
-    } else {
-      lose(line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
+      return true
     }
+    lose(line, fence: fence, why: "its acknowledgement was refused (fence \(fence))")
+    return false
   }
 }
 #endif

@@ -153,9 +153,10 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
       return try await audits ? run(Audited.self) : run(Unaudited.self)
     }
     guard let paused = answer.paused else {
-      // The database refused it: under the fence, or as out of order.
-      worker.refusedByStore(line, fence: held, outOfOrder: !answer.ordered)
-      return .end(.stopped)
+      // The database refused it: under the fence (the line is given up), or as out of order
+      // (the line is kept and delivered again from its first message).
+      let keeps = worker.refusedByStore(line, fence: held, outOfOrder: !answer.ordered)
+      return keeps ? .again : .end(.stopped)
     }
     if answer.removed { announce() }
     if paused { return .end(.stopped) }
@@ -223,12 +224,12 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
     }
     guard moved else {
       // Refused under the fence, or (the message is not the line's first) as out of order.
-      worker.refusedByStore(
+      let keeps = worker.refusedByStore(
         line,
         fence: held,
         outOfOrder: worker.isLive(line, fence: held) ? !(await isFirst(message.sequence)) : false
       )
-      return .end(.stopped)
+      return keeps ? .again : .end(.stopped)
     }
     announce()
     return stopsLine ? .end(.stopped) : .again
