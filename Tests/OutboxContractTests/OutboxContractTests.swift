@@ -150,6 +150,48 @@ struct OutboxContractTests {
     }
   }
 
+  @Test(
+    "a delivery that fails while its key is paused is left at the head for a retry, never set aside",
+    arguments: Store.all
+  )
+  func pauseDuringFailure(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    try await subject.outbox.append("m", partition: "k", headers: [:])
+    let attempts = Recorder<Int>()
+    let failing = Gate()
+    let paused = Gate()
+    // One attempt only: a failure outside a pause makes the message a dead letter at once.
+    try subject.start(retry: quickRetry(maximumAttempts: 1), onDeadLetter: .continueLine) {
+      envelope in
+      attempts.record(envelope.attempt)
+      failing.open()
+      try await paused.wait()
+      throw Refused()
+    }
+    try await failing.wait()
+    try await subject.outbox.pause(partition: "k")
+    paused.open()
+    // The line settles the failure, made while its key is paused, and gives the key up.
+    let deadline = ContinuousClock.now + .seconds(30)
+    while subject.outbox.delivererStatistics.keysHeld > 0, ContinuousClock.now < deadline {
+      await Task.yield()
+    }
+    await subject.outbox.stop()
+    let counts = try await subject.outbox.counts()
+    #expect(counts.deadLetters == 0)
+    #expect(counts.pending == 1)
+    #expect(attempts.all == [1])
+    // Resumed and started again, the message is delivered.
+    try await subject.outbox.resume(partition: "k")
+    let delivered = Recorder<Int>()
+    try subject.start(retry: quickRetry(maximumAttempts: 1), onDeadLetter: .continueLine) {
+      envelope in delivered.record(envelope.attempt)
+    }
+    try await subject.outbox.waitUntilDelivered()
+    await subject.finish()
+    #expect(delivered.all.count == 1)
+  }
+
   @Test("resume() alone ends a retry wait", arguments: Store.all)
   func resumeEndsRetryWait(store: Store) async throws {
     try await retryWaitEnds(on: store) { outbox in outbox.resume() }

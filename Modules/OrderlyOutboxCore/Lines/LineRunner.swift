@@ -195,7 +195,10 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     }
     let (done, error) = failure(thrown, handed: handed.count)
     let failed = handed[done]
-    let halt = store.haltAfterFailure(error)
+    // One rule on every store: a line that must stop now (its key or the outbox paused or
+    // stopping, its lease lost) stops after a failure too, leaving the message at its head for
+    // a retry; it is never set aside as a dead letter while the line is held back.
+    let halt = store.haltAfterFailure(error) ?? store.halt()
     // A line that can no longer record anything leaves its messages to its next holder.
     if halt == .abandon {
       return (.end(.stopped), attempts(handed[...done], .cut))

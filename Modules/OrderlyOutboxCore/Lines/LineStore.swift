@@ -26,6 +26,10 @@ package protocol LineStore<Message>: Sendable {
   /// Whether the line stops after an attempt that failed with `error`, neither retrying nor
   /// setting the message aside (the outbox is stopping, or the line can no longer deliver).
   ///
+  /// The runner also stops when ``halt()`` says so (a pause included): a failure while the
+  /// line is held back never sets the message aside. Answer here only what is particular to a
+  /// failure.
+  ///
   /// - Parameter error: What the attempt threw.
   /// - Returns: `nil` to go on to the retry policy.
   func haltAfterFailure(_ error: any Error) -> LineHalt?

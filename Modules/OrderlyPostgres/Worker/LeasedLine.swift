@@ -41,7 +41,8 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
     }
   }
 
-  func haltAfterFailure(_ error: any Error) -> LineHalt? { halt() }
+  /// Nothing particular to a failure: the runner also asks ``halt()``.
+  func haltAfterFailure(_ error: any Error) -> LineHalt? { nil }
 
   /// Over once the line has had a quarter of the lease and the worker has no free slot for a
   /// line that waits.
