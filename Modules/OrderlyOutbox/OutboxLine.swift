@@ -175,14 +175,16 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     return stops ? .end(.stopped) : .again
   }
 
-  /// Tried again after the standard retry policy's wait, on the outbox's clock, until the
-  /// outbox stops or closes (the message stays on disk, and is delivered again by the next
-  /// start: at least once).
-  func recordFailed(_ error: any Error, failures: Int) -> Duration? {
+  /// Tried again, after the runner's wait on the outbox's clock, until the outbox stops or
+  /// closes (the message stays on disk, and is delivered again by the next start: at least
+  /// once).
+  func recordFailed(_ error: any Error, failures: Int) -> Bool {
     let failure = outbox.failure(error)
-    if outbox.isStopping || failure == .closed(path: outbox.path ?? ":memory:") { return nil }
-    return RetryPolicy.standard.delay(afterAttempt: failures)
+    return !(outbox.isStopping || failure == .closed(path: outbox.path ?? ":memory:"))
   }
+
+  /// No cap: the file has no lease to keep.
+  var longestRecordWait: Duration? { nil }
 
   /// Tells the callers of `waitUntilDelivered` (a new call throws the error at once until a
   /// write succeeds), then waits.

@@ -55,6 +55,34 @@ struct LineRunnerTests {
   }
 
   @Test(
+    "a failed write waits the standard policy's delays on every store, capped at the store's longest wait"
+  )
+  func recordBackOff() async throws {
+    for longest in [Duration?.none, .milliseconds(1_500)] {
+      let store = MemoryLine(messages: ["a"])
+      store.failingWrites = 3
+      store.longestRecordWait = longest
+      let rule = try MemoryLine.rule()
+      let events = rule.hub.subscribe()
+      let runner = LineRunner<String>(rule: rule, onDeadLetter: .stopLine) { _ in }
+      _ = await runner.run(store)
+      rule.hub.finish()
+      var waits: [Duration] = []
+      for await event in events {
+        if case .recordFailed(_, _, _, let wait) = event { waits.append(wait) }
+      }
+      // RetryPolicy.standard: 1 s, 2 s, 4 s, each within 20 % jitter; capped at 1.5 s.
+      let expected: [Duration] = [.seconds(1), .seconds(2), .seconds(4)]
+      #expect(waits.count == 3)
+      for (wait, base) in zip(waits, expected) {
+        let bound = longest.map { min(base * 1.2, $0) } ?? base * 1.2
+        #expect(wait <= bound, "\(wait) for \(base), cap \(String(describing: longest))")
+        #expect(wait >= min(base * 0.8, longest ?? base), "\(wait) for \(base)")
+      }
+    }
+  }
+
+  @Test(
     "a failed write is reported (recordFailed) and tried again until it succeeds; the turn's end gives the line up"
   )
   func recordFailedAndYield() async throws {
@@ -186,6 +214,7 @@ private final class MemoryLine: LineStore, Sendable {
     var turnOverAfter: Int?
     var audits = false
     var trail: [String] = []
+    var longestRecordWait: Duration? = .zero
   }
 
   private let state: Mutex<State>
@@ -353,7 +382,12 @@ private final class MemoryLine: LineStore, Sendable {
     return stopsLine ? .end(.stopped) : .again
   }
 
-  func recordFailed(_ error: any Error, failures: Int) -> Duration? { .zero }
+  func recordFailed(_ error: any Error, failures: Int) -> Bool { true }
+
+  var longestRecordWait: Duration? {
+    get { state.withLock { $0.longestRecordWait } }
+    set { state.withLock { $0.longestRecordWait = newValue } }
+  }
 
   func waitToRecordAgain(_ delay: Duration, after error: any Error) async -> Bool { true }
 }

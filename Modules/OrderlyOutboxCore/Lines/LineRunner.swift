@@ -344,9 +344,10 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         thrown = error
       }
       failures += 1
-      guard let delay = store.recordFailed(thrown, failures: failures) else {
-        return .end(.stopped)
-      }
+      guard store.recordFailed(thrown, failures: failures) else { return .end(.stopped) }
+      // One back-off on every store: the standard policy's, capped where a lease must be kept.
+      var delay = RetryPolicy.standard.delay(afterAttempt: failures)
+      if let longest = store.longestRecordWait { delay = min(delay, longest) }
       if let about {
         rule.hub.emit(
           .recordFailed(

@@ -114,17 +114,23 @@ package protocol LineStore<Message>: Sendable {
   /// - Parameter attempts: The attempts (never empty).
   func recordAudit(_ attempts: [AuditAttempt]) async
 
-  /// After an acknowledgement or a move to the dead letters failed: how long to wait before the
-  /// next try, or `nil` to stop the line (its message stays, and is delivered again later).
+  /// After an acknowledgement or a move to the dead letters failed: whether to try the write
+  /// again, or `false` to stop the line (its message stays, and is delivered again later).
   ///
   /// The store logs, and tells whoever waits for it; the runner emits
-  /// ``OutboxEvent/recordFailed(id:sequence:reason:retryIn:)``.
+  /// ``OutboxEvent/recordFailed(id:sequence:reason:retryIn:)`` and waits, on every store, the
+  /// delays of `RetryPolicy.standard` (1 s, doubling, with jitter), capped at
+  /// ``longestRecordWait``.
   ///
   /// - Parameters:
   ///   - error: Why the write failed.
   ///   - failures: How many tries of this write have failed, counting this one.
-  /// - Returns: The wait, or `nil`.
-  func recordFailed(_ error: any Error, failures: Int) -> Duration?
+  /// - Returns: Whether to try again.
+  func recordFailed(_ error: any Error, failures: Int) -> Bool
+
+  /// The longest wait between tries of a failed write, or `nil` for none beyond the standard
+  /// policy's: a store with leases must try again before its lease runs out.
+  var longestRecordWait: Duration? { get }
 
   /// Waits before the next try of a failed write; ends early when the outbox stops.
   ///

@@ -289,9 +289,9 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
   /// Not known whether it committed: tried again while the lease holds (deleting twice is
   /// harmless, and a next message taken twice only counts one more attempt); if the lease
   /// does not hold, or the worker is stopping, the next holder delivers the message again.
-  func recordFailed(_ error: any Error, failures: Int) -> Duration? {
+  func recordFailed(_ error: any Error, failures: Int) -> Bool {
     if Task.isCancelled || worker.state.withLock(announcingTo: worker, { $0.ending }) {
-      return nil
+      return false
     }
     worker.logger.warning(
       "could not record a delivery's outcome; trying again",
@@ -301,8 +301,11 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
         "error": "\(outboxError(error, database: worker.outbox.database))",
       ]
     )
-    return min(.milliseconds(50 * failures), worker.settings.tick)
+    return true
   }
+
+  /// A quarter of the lease: the worker tries again, and renews, before the lease runs out.
+  var longestRecordWait: Duration? { worker.settings.tick }
 
   func waitToRecordAgain(_ delay: Duration, after error: any Error) async -> Bool {
     // Safe as library code: a short pause between tries of one statement, real time as the
