@@ -217,7 +217,8 @@ package.targets += [
     dependencies: [
       "OrderlyOutboxCore",
       .target(name: "OrderlyOutbox", condition: sqlite),
-      // `orderly outbox --url`: with the Postgres trait only (`swift run --traits Postgres`).
+      // `orderly outbox --url`: with the Postgres trait only (`swift run --traits SQLite,Postgres`;
+      // `--traits` replaces the default, and the `orderly` command needs SQLite).
       .target(name: "OrderlyPostgres", condition: postgres),
       .product(name: "Logging", package: "swift-log", condition: postgres),
       .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -84,7 +84,7 @@ struct OutboxChaos: AsyncParsableCommand {
     }
     #if !Postgres
     throw ValidationError(
-      "chaos needs the Postgres trait: run swift run --traits Postgres orderly outbox chaos ..."
+      "chaos needs the Postgres trait: run swift run --traits SQLite,Postgres orderly outbox chaos ..."
     )
     #endif
   }

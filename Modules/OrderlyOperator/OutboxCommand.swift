@@ -59,7 +59,7 @@ package struct OutboxCommand: AsyncParsableCommand {
     discussion: """
       Name the outbox with --database PATH (an SQLite outbox file) or --url URL (PostgreSQL, \
       postgresql://USER[:PASSWORD]@HOST[:PORT]/DATABASE; needs the Postgres trait: swift run \
-      --traits Postgres orderly outbox ...). Every change is one transaction, safe while \
+      --traits SQLite,Postgres orderly outbox ...). Every change is one transaction, safe while \
       workers deliver. A file or database that is not an outbox is refused and left as it was. \
       Exit status: 0 done, 1 refused or failed, 64 wrong usage.
       """,
@@ -99,7 +99,7 @@ struct OutboxTarget: ParsableArguments {
     case (nil, .some):
       #if !Postgres
       throw ValidationError(
-        "--url needs the Postgres trait: run swift run --traits Postgres orderly outbox ..."
+        "--url needs the Postgres trait: run swift run --traits SQLite,Postgres orderly outbox ..."
       )
       #endif
     default: break
