@@ -11,7 +11,7 @@
 /// |---|---|---|
 /// | ``enqueue(name:priority:isolation:operation:)`` | `Task { }` | in a new task with the caller's priority, task-local values and actor isolation |
 /// | ``enqueueDetached(name:priority:operation:)-63whl`` | `Task.detached { }` | on the queue's runner task, inheriting nothing |
-/// | ``enqueueDetached(name:priority:operation:)-8aju8`` (a closure with no `await`) | `DispatchQueue.async` | on the runner task, called in a plain loop with no async frame: the cheapest path |
+/// | ``enqueueDetached(name:priority:operation:)-8aju8`` (a closure with no `await`) | `DispatchQueue.async` | on the runner task, called in a plain loop with no async frame: the cheapest path with a handle |
 /// | ``execute(_:)`` (a synchronous closure, no handle) | `DispatchQueue.async` | on the runner task, with the closures enqueued beside it, in one loop: fire-and-forget at a closure's cost |
 /// | ``enqueueAndWait(name:isolation:operation:)`` | `await` | in the caller's own task, once its turn comes |
 ///
@@ -127,7 +127,8 @@ public final class SerialQueue: AssertableQueue {
   ///
   /// Callable from synchronous code. The job inherits nothing from the caller: no actor, no
   /// task-local values, no priority. No task is created for it: the queue's runner task runs
-  /// detached jobs back to back, which makes this the cheapest way to submit work.
+  /// detached jobs back to back, which makes this cheaper than `enqueue` (``execute(_:)``, with
+  /// no handle, is the cheapest of all).
   ///
   /// - Parameters:
   ///   - name: A name for the job, shown in ``events``.
@@ -146,7 +147,7 @@ public final class SerialQueue: AssertableQueue {
   }
 
   /// Enqueues a synchronous job that runs like `Task.detached { }`, after every job enqueued
-  /// before it: the cheapest way to submit a state change.
+  /// before it: the cheapest way to submit a state change and keep a handle to it.
   ///
   /// The queue's runner task calls a run of synchronous jobs in a plain loop, as a
   /// `DispatchQueue` calls its blocks: no async frame and no task switch per job. Everything
