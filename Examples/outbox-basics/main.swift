@@ -3,7 +3,9 @@
 // message for good (a dead letter, which stops the line so nothing overtakes it); dropping the
 // dead letter lets the rest through. The server is an in-memory fake that takes 20 ms to answer.
 // Time is a manual clock, moved on by the code that prints the events: every run prints the
-// same times, and the backoff waits (100 ms, then 200 ms) are exact.
+// same times, and the backoff waits (100 ms, then 200 ms) are exact. The outbox is a real file
+// (in a temporary folder, removed at the end): the app is closed after the offline changes and
+// opened again, and the changes are still there.
 import Foundation
 import OrderlyOutbox
 import OrderlyRepository
@@ -42,9 +44,14 @@ final class FakeServer: Sendable {
 }
 
 let clock = ManualClock()
-let outbox = try Outbox<NoteMutation>(clock: clock)
+// A file of its own, as an app keeps one in its Application Support folder.
+let folder = FileManager.default.temporaryDirectory
+  .appendingPathComponent("outbox-basics-\(UUID().uuidString)")
+try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+let path = folder.appendingPathComponent("outbox.sqlite").path
+var outbox = try Outbox<NoteMutation>(path: path, clock: clock)
 let server = FakeServer()
-let events = outbox.events
+var events = outbox.events
 
 /// `[120 ms]`: a time on the clock, as the events are printed with it.
 func stamp(_ time: Duration) -> String {
@@ -59,7 +66,7 @@ let serverTime = Duration.milliseconds(20)
 /// attempt (the server's 20 ms) and each backoff wait, once the outbox is asleep on it.
 ///
 /// The stream keeps what was not read yet for the next call.
-func show(until last: (OutboxEvent) -> Bool) async throws {
+@MainActor func show(until last: (OutboxEvent) -> Bool) async throws {
   var iterator = events.makeAsyncIterator()
   while let event = await iterator.next() {
     print("  \(stamp(clock.now.offset)) \(event)")
@@ -89,6 +96,13 @@ for (index, mutation): (Int, NoteMutation) in [
   print("  #\(index + 1) \(mutation)")
 }
 try await show { $0.sequence == 5 }
+
+print("")
+print("The app is closed, and opened again on the same file:")
+try await outbox.close()
+outbox = try Outbox<NoteMutation>(path: path, clock: clock)
+events = outbox.events
+print("  Pending: \(outbox.pendingCount), each in the order it was made")
 
 print("")
 print("Online: the first attempts fail, and are retried with backoff")
@@ -133,3 +147,6 @@ for (id, note) in server.notes.sorted(by: { $0.key < $1.key }) {
   print("  note \(id): \(note.title) (\(note.body.isEmpty ? "empty" : note.body))")
 }
 if server.notes.isEmpty { print("  none: note 1 was created, edited and deleted, in that order") }
+
+try await outbox.close()
+try FileManager.default.removeItem(at: folder)
