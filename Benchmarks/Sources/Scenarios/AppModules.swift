@@ -7,26 +7,10 @@ import OrderlyTaskStore
   func run() async {}
 }
 
-/// `nanosecondsPerJob` for work isolated to the main actor, as the app modules' is.
-@MainActor func mainActorNanosecondsPerJob(
-  _ jobs: Int,
-  _ body: @MainActor () async throws -> Void
-) async rethrows -> Double {
-  let clock = ContinuousClock()
-  markInstructionRegion()
-  let start = clock.now
-  try await body()
-  let elapsed = start.duration(to: clock.now)
-  markInstructionRegion()
-  let nanoseconds =
-    Double(elapsed.components.seconds) * 1e9 + Double(elapsed.components.attoseconds) / 1e9
-  return nanoseconds / Double(jobs)
-}
-
 /// `jobs` tasks added under one key with `.enqueue` and run, one after another, on the main
 /// actor: the store's bookkeeping, its `Task` per task and the handle's `value`.
 @MainActor func taskStoreAddedAndRun(_ jobs: Int) async throws -> Double {
-  try await mainActorNanosecondsPerJob(jobs) {
+  try await nanosecondsPerJob(jobs) {
     let store = TaskStore<Int>()
     for _ in 0..<jobs { try await store.addTask(forKey: 0, policy: .enqueue) {}.value }
   }
@@ -34,14 +18,14 @@ import OrderlyTaskStore
 
 /// The same work with a bare `Task {}` per task, awaited, on the main actor.
 @MainActor func mainActorTaskAwaited(_ jobs: Int) async throws -> Double {
-  await mainActorNanosecondsPerJob(jobs) {
+  await nanosecondsPerJob(jobs) {
     for _ in 0..<jobs { await Task {}.value }
   }
 }
 
 /// `jobs` launch steps enqueued and run, each awaited until the sequencer is idle again.
 @MainActor func launchStepEnqueuedAndRun(_ jobs: Int) async throws -> Double {
-  await mainActorNanosecondsPerJob(jobs) {
+  await nanosecondsPerJob(jobs) {
     let sequencer = LaunchSequencer(deduplication: .none)
     for index in 0..<jobs {
       sequencer.enqueue(NoOpStep(id: "\(index)"))

@@ -53,7 +53,11 @@ func markInstructionRegion() {
 }
 
 /// Runs `body` and returns its time per job in nanoseconds.
-func nanosecondsPerJob(_ jobs: Int, _ body: () async throws -> Void) async rethrows -> Double {
+func nanosecondsPerJob(
+  _ jobs: Int,
+  isolation: isolated (any Actor)? = #isolation,
+  _ body: () async throws -> Void
+) async rethrows -> Double {
   let clock = ContinuousClock()
   markInstructionRegion()
   let start = clock.now
