@@ -116,7 +116,7 @@ extension OutboxStore {
         """,
       arguments: [id.uuidString]
     ) {
-      return record(row, deadLetter: nil)
+      return try record(row, deadLetter: nil)
     }
     guard
       let row = try Row.fetchOne(
@@ -128,17 +128,18 @@ extension OutboxStore {
         arguments: [id.uuidString]
       )
     else { return nil }
-    return record(
+    return try record(
       row,
       deadLetter: (Date(timeIntervalSince1970: row["failedAt"]), row["reason"])
     )
   }
 
-  private static func record(_ row: Row, deadLetter: (failedAt: Date, reason: String)?)
+  private static func record(_ row: Row, deadLetter: (failedAt: Date, reason: String)?) throws
     -> OutboxStoredMessage
   {
-    OutboxStoredMessage(
-      id: UUID(uuidString: row["id"]) ?? UUID(),
+    let table = deadLetter == nil ? OutboxSchema.messageTable : OutboxSchema.deadLetterTable
+    return OutboxStoredMessage(
+      id: try UnreadableRow.id(of: row, in: table),
       sequence: row["sequence"],
       partition: row["partition"],
       payload: row["payload"],

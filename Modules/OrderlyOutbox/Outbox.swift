@@ -519,7 +519,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
         return try OutboxStore.deadLetterRows(db).map { row in
           let payload: Data = row["payload"]
           return DeadLetter(
-            id: UUID(uuidString: row["id"]) ?? UUID(),
+            id: try UnreadableRow.id(of: row, in: OutboxSchema.deadLetterTable),
             sequence: row["sequence"],
             partition: row["partition"],
             message: try? decoder.decode(Message.self, from: payload),

@@ -113,7 +113,7 @@ enum OutboxAuditStore {
         number: row["number"],
         partition: row["partition"],
         sequence: row["sequence"],
-        messageID: UUID(uuidString: row["id"]) ?? UUID(),
+        messageID: try UnreadableRow.id(of: row, in: table),
         attempt: row["attempt"],
         fence: nil,
         worker: row["worker"],

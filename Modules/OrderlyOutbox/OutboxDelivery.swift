@@ -764,15 +764,17 @@ extension Outbox {
     do {
       return try await database.read { db -> OutboxError? in
         for partition in stopped where try OutboxStore.count(db, partition: partition) > 0 {
-          let id = try String.fetchOne(
-            db,
-            sql: "SELECT id FROM \(OutboxStore.deadLetters) WHERE partition IS ? "
-              + "ORDER BY sequence LIMIT 1",
-            arguments: [partition]
-          )
+          guard
+            let row = try Row.fetchOne(
+              db,
+              sql: "SELECT id, sequence FROM \(OutboxStore.deadLetters) WHERE partition IS ? "
+                + "ORDER BY sequence LIMIT 1",
+              arguments: [partition]
+            )
+          else { continue }
           return .lineStopped(
             partition: partition,
-            deadLetter: id.flatMap(UUID.init(uuidString:)) ?? UUID()
+            deadLetter: try UnreadableRow.id(of: row, in: OutboxSchema.deadLetterTable)
           )
         }
         return nil

@@ -6,6 +6,33 @@ import Foundation
 import GRDB
 import OrderlyOutboxCore
 
+/// A row whose identifier does not read as one: reported, never replaced by an invented one
+/// (the audit trail, say, then misses an attempt rather than making one up).
+struct UnreadableRow: Error, CustomStringConvertible {
+  let table: String
+  let sequence: Int64?
+  let value: String?
+
+  /// `row 7 of outbox_message has an unreadable id "x" ...`.
+  var description: String {
+    let shown = value.map { "\"\($0)\"" } ?? "none"
+    let which = sequence.map { "the row of sequence \($0)" } ?? "a row"
+    return "\(which) of \(table) has an unreadable id (\(shown)): the file was changed "
+      + "outside Orderly; restore it from a backup, or drop that row with sqlite3"
+  }
+
+  /// The row's `id` column as a `UUID`.
+  ///
+  /// - Throws: ``UnreadableRow`` when it is missing or is not a UUID.
+  static func id(of row: Row, in table: String) throws -> UUID {
+    let text: String? = row["id"]
+    guard let text, let id = UUID(uuidString: text) else {
+      throw UnreadableRow(table: table, sequence: row["sequence"], value: text)
+    }
+    return id
+  }
+}
+
 /// A message row, as read for delivery or merging.
 struct StoredMessage: Sendable {
   let sequence: Int64
@@ -20,9 +47,9 @@ struct StoredMessage: Sendable {
   /// The earliest time it may be delivered; `nil` when it has none (or it was not read).
   let notBefore: Date?
 
-  init(row: Row) {
+  init(row: Row) throws {
     sequence = row["sequence"]
-    id = UUID(uuidString: row["id"]) ?? UUID()
+    id = try UnreadableRow.id(of: row, in: OutboxSchema.messageTable)
     partition = row["partition"]
     entity = row["entity"]
     payload = row["payload"]
@@ -113,7 +140,7 @@ package enum OutboxStore {
       db,
       sql: "SELECT * FROM \(messages) WHERE entity = ? ORDER BY sequence DESC LIMIT 1",
       arguments: [entity]
-    ).map(StoredMessage.init(row:))
+    ).map { try StoredMessage(row: $0) }
   }
 
   static func replacePayload(_ db: Database, sequence: Int64, payload: Data) throws {
@@ -147,7 +174,7 @@ package enum OutboxStore {
           """
       )
     let arguments: StatementArguments = partition.map { [$0, limit] } ?? [limit]
-    return try Row.fetchAll(statement, arguments: arguments).map(StoredMessage.init(row:))
+    return try Row.fetchAll(statement, arguments: arguments).map { try StoredMessage(row: $0) }
   }
 
   /// Every line that has messages, the one whose first message is oldest first.
