@@ -207,7 +207,9 @@ struct OutboxCommandBadInputTests {
       ["status", "--url", "postgresql://u@localhost/db"],
       in: folder,
       status: 64,
-      saying: ["--url needs the Postgres trait", "swift run --traits SQLite,Postgres orderly outbox"]
+      saying: [
+        "--url needs the Postgres trait", "swift run --traits SQLite,Postgres orderly outbox",
+      ]
     )
     #endif
     try await refuses(
