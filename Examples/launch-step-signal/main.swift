@@ -25,9 +25,8 @@ final class PasscodePrompt {
 
 struct PasscodeStep: LaunchStep {
   let unlockAfter: Duration?
-  /// Fired once the prompt is on screen, and once it is gone: for this demo's narration.
+  /// Fired once the prompt is on screen: for this demo's narration.
   let shown = LaunchSignal<Void>()
-  let gone = LaunchSignal<Void>()
 
   func run() async {
     let prompt = PasscodePrompt()
@@ -35,7 +34,6 @@ struct PasscodeStep: LaunchStep {
     prompt.onUnlock = { unlocked.fire() }
     prompt.present(unlockAfter: unlockAfter)
     shown.fire()
-    defer { gone.fire() }
     do {
       try await unlocked.wait()
       print("    unlocked")
