@@ -111,8 +111,9 @@ final class JobQueueCore: Sendable {
       // Nonisolated work runs on the executor; an operation isolated to an actor still hops to
       // its actor when called.
       let task = executor.task(priority: priority) { [self] () async throws -> Success in
-        // The new task inherited the caller's task-local values: its frame is the caller's
-        // job, if any, so a wait on that job's queue from this job is seen as the cycle it is.
+        // The new task inherited the caller's task-local values: its frame (read by runTurn
+        // after the wait) is the caller's job, if any, so a wait on that job's queue from this
+        // job is seen as the cycle it is.
         try await runTurn(node, callersTask: false, operation: operation)
       }
       return QueuedTask(backing: .attached(task, node), owner: self)
@@ -120,7 +121,8 @@ final class JobQueueCore: Sendable {
     let task = Task(priority: priority) { [self] () async throws -> Success in
       // Capturing `isolation` makes this task start on the caller's actor, as `Task {}` does.
       _ = isolation
-      // The job's parent is the caller's job, if any (inherited): cycles across queues are seen.
+      // The job's parent is the caller's job, if any (inherited; runTurn reads it after the
+      // wait): cycles across queues are seen.
       return try await runTurn(node, callersTask: false, operation: operation)
     }
     return QueuedTask(backing: .attached(task, node), owner: self)
