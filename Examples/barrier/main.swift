@@ -82,8 +82,11 @@ print("")
 print("On the clock: reads 1-3, the refresh (4), reads 5-7, on ConcurrentQueue(limit: 3):")
 let story = StoryClock()
 let clocked = ConcurrentQueue(name: "clocked", limit: 3)
+let enqueuedAt = story.now
 func read(_ number: Int, taking milliseconds: Int) {
   clocked.enqueue {
+    // A job that starts later than it was enqueued waited in line: drawn as a dotted box.
+    if story.now > enqueuedAt { story.record(.waiting, number, "read", at: enqueuedAt) }
     story.record(.start, number, "read")
     let end = try await story.work(for: .milliseconds(milliseconds))
     story.record(.finish, number, "read: \(milliseconds) ms", at: end)
@@ -93,6 +96,7 @@ read(1, taking: 30)
 read(2, taking: 50)
 read(3, taking: 40)
 clocked.enqueueBarrier(name: "refresh") {
+  if story.now > enqueuedAt { story.record(.waiting, 4, "refresh", at: enqueuedAt) }
   story.record(.start, 4, "refresh")
   let end = try await story.work(for: .milliseconds(25))
   story.record(.finish, 4, "refresh: 25 ms, alone", at: end)

@@ -69,6 +69,7 @@ print("")
 print("On the clock: three saves of each document, one line per document:")
 let story = StoryClock()
 let clocked = KeyedSerialQueue<String>(name: "clocked")
+let enqueuedAt = story.now
 let times = ["notes.md": [20, 30, 25], "todo.txt": [35, 10, 40], "plan.key": [15, 45, 20]]
 for version in 1...3 {
   for (index, document) in documents.enumerated() {
@@ -76,6 +77,10 @@ for version in 1...3 {
     let job = index * 3 + version
     let milliseconds = times[document]?[version - 1] ?? 10
     clocked.enqueue(forKey: document) {
+      // A save that starts later than it was enqueued waited in its document's line.
+      if story.now > enqueuedAt {
+        story.record(.waiting, job, "\(document) v\(version)", at: enqueuedAt)
+      }
       story.record(.start, job, "\(document) v\(version)")
       let end = try await story.work(for: .milliseconds(milliseconds))
       story.record(.finish, job, "\(document) v\(version): saved", at: end)

@@ -19,7 +19,15 @@ for call in 1...7 {
   jobs.append(queue.enqueue { try await service.perform(call, log: log) })
 }
 try await queue.waitUntilIdle()
-for entry in log.entries { print("  \(entry)") }
+// Every call but the first was put in line behind call 1 when it was enqueued, and waited there
+// for its turn: the dotted boxes of the picture.
+var lines = log.entries.map { "\($0)" }
+let waits = log.entries.filter { entry in
+  guard case .start = entry.kind else { return false }
+  return entry.call > 1
+}
+lines.insert(contentsOf: waits.map { "waiting \($0.call) \($0.operation)" }, at: 1)
+for line in lines { print("  \(line)") }
 print("Verdict: \(log.verdict)")
 
 print("Typed results and errors reach the caller unchanged:")
