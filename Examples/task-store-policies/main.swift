@@ -59,10 +59,40 @@ final class Tap {
   }
 }
 
+// course: a tap
+/// One tap on Save, under the policy being shown.
+///
+/// A task under the key "save": it saves for 30 ms; cancelled, it rolls back for 10 ms more,
+/// and ends as cancelled.
+@MainActor
+func save(
+  _ tap: Tap,
+  in store: TaskStore<String>,
+  policy: TaskStorePolicy,
+  clock: ManualClock,
+  timeline: Timeline
+) -> TaskStoreTask<Int> {
+  store.addTask(forKey: "save", policy: policy) {
+    tap.startedAt = timeline.now
+    do {
+      try await clock.sleep(for: .milliseconds(30))
+    } catch {
+      tap.cancelledAt = timeline.now
+      // Rolling back cannot be cancelled: a fresh task, not this cancelled one, waits.
+      await Task { try? await clock.sleep(for: .milliseconds(10)) }.value
+      tap.endedAt = timeline.now
+      throw error
+    }
+    tap.endedAt = timeline.now
+    return tap.number
+  }
+}
+
 let policies: [TaskStorePolicy] = [
   .cancelPrevious, .cancelPreviousAndWait, .enqueue, .concurrent(limit: 2), .dropNew,
   .keepLatest, .joinExisting,
 ]
+// course end: a tap
 
 print("Three taps on Save at 0, 10 and 20 ms; a save takes 30 ms, a rollback 10 ms.")
 print("One column = 5 ms.  · waiting  █ saving  ░ rolling back  ✓ saved  ✗ cancelled")
@@ -88,22 +118,7 @@ for policy in policies {
     if let index = tapSteps.firstIndex(of: current) {
       let tap = Tap(number: index + 1, tappedAt: current)
       taps.append(tap)
-      handles.append(
-        store.addTask(forKey: "save", policy: policy) {
-          tap.startedAt = timeline.now
-          do {
-            try await clock.sleep(for: .milliseconds(30))
-          } catch {
-            tap.cancelledAt = timeline.now
-            // Rolling back cannot be cancelled: a fresh task, not this cancelled one, waits.
-            await Task { try? await clock.sleep(for: .milliseconds(10)) }.value
-            tap.endedAt = timeline.now
-            throw error
-          }
-          tap.endedAt = timeline.now
-          return tap.number
-        }
-      )
+      handles.append(save(tap, in: store, policy: policy, clock: clock, timeline: timeline))
     }
     // Let the tasks react before time moves on, and after: what the advance wakes happens at
     // the next step's time.
