@@ -804,12 +804,18 @@ extension Outbox {
     }
   }
 
-  /// How many messages a line delivers in one turn before it lets the other lines have theirs.
-  static var burst: Int { 16 }
+  /// Whether a turn of a line other than `partition` is enqueued and has not begun: it waits
+  /// for a slot. (A turn of `partition` itself, enqueued by an append while it is delivered,
+  /// waits for this one, not for a slot.)
+  func linesWaitForTurn(besides partition: String?) -> Bool {
+    state.withLock(announcingTo: self) { state in
+      state.scheduled.contains { $0 != partition }
+    }
+  }
 
-  /// Delivers a line for one turn, by the line runner (``OutboxLine``): up to ``burst``
-  /// deliveries, then the line's next turn is enqueued behind the other lines' (so that lines
-  /// share the limit fairly).
+  /// Delivers a line for one turn, by the line runner (``OutboxLine``): when the turn is spent
+  /// (``LineTurn``) and another line waits, the line's next turn is enqueued behind the other
+  /// lines' (so that lines share the limit fairly).
   ///
   /// Removing delivered messages and taking the next ones happen in one write transaction.
   private func turn(of partition: String?, settings: DeliverySettings<Message>) async {

@@ -35,10 +35,11 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     outbox.isStopping || (Task.isCancelled && error is CancellationError) ? .settle : nil
   }
 
-  /// A line's turn is ``Outbox/burst`` deliveries; then it goes behind the other lines.
-  func turnIsOver(after deliveries: Int) async -> Bool {
-    deliveries + 1 >= Outbox<Message>.burst
-  }
+  /// No bound in time: a turn is ``LineTurn/standardDeliveries`` deliveries.
+  var turnTime: Duration? { nil }
+
+  /// Whether another line's turn is enqueued and has not begun: it waits for a slot.
+  func othersWait() async -> Bool { outbox.linesWaitForTurn(besides: partition) }
 
   func claim(upTo limit: Int, recording attempts: [AuditAttempt]) async -> LineStep {
     let (outbox, partition) = (outbox, partition)

@@ -88,7 +88,10 @@ struct LineRunnerTests {
   func recordFailedAndYield() async throws {
     let store = MemoryLine(messages: ["a", "b"])
     store.failingWrites = 2
-    store.turnOverAfter = 2
+    // A turn with no time: spent before every delivery. Nobody waits at the first, so the line
+    // goes on; somebody does at the second, so its acknowledgement gives the line up.
+    store.turnTime = .zero
+    store.othersWaitAnswers = [false, true]
     let rule = try MemoryLine.rule()
     let events = rule.hub.subscribe()
     let runner = LineRunner<String>(rule: rule, onDeadLetter: .stopLine) { _ in }
@@ -211,7 +214,9 @@ private final class MemoryLine: LineStore, Sendable {
     var log: [String] = []
     var halting: LineHalt?
     var failingWrites = 0
-    var turnOverAfter: Int?
+    /// What each question "do other lines wait?" is answered, in turn; then `false`.
+    var othersWaitAnswers: [Bool] = []
+    var turnTime: Duration?
     var audits = false
     var trail: [String] = []
     var longestRecordWait: Duration? = .zero
@@ -243,9 +248,13 @@ private final class MemoryLine: LineStore, Sendable {
     get { state.withLock { $0.failingWrites } }
     set { state.withLock { $0.failingWrites = newValue } }
   }
-  var turnOverAfter: Int? {
-    get { state.withLock { $0.turnOverAfter } }
-    set { state.withLock { $0.turnOverAfter = newValue } }
+  var othersWaitAnswers: [Bool] {
+    get { state.withLock { $0.othersWaitAnswers } }
+    set { state.withLock { $0.othersWaitAnswers = newValue } }
+  }
+  var turnTime: Duration? {
+    get { state.withLock { $0.turnTime } }
+    set { state.withLock { $0.turnTime = newValue } }
   }
 
   var fence: Int64? { nil }
@@ -269,8 +278,11 @@ private final class MemoryLine: LineStore, Sendable {
 
   func haltAfterFailure(_ error: any Error) -> LineHalt? { halting }
 
-  func turnIsOver(after deliveries: Int) async -> Bool {
-    state.withLock { state in state.turnOverAfter.map { deliveries + 1 >= $0 } ?? false }
+  func othersWait() async -> Bool {
+    state.withLock { state in
+      state.log.append("others wait?")
+      return state.othersWaitAnswers.isEmpty ? false : state.othersWaitAnswers.removeFirst()
+    }
   }
 
   /// Claims now, as a lease taken with its first messages would.

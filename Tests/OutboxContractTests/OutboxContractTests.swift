@@ -36,6 +36,43 @@ struct OutboxContractTests {
   }
 
   @Test(
+    "with one slot, a busy line gives way to a waiting line within 16 deliveries, and stays in order",
+    arguments: Store.all
+  )
+  func turnGivesWay(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    // "a" never runs out while it is delivered: each delivery appends its next message, so the
+    // message "b" gets waits longer than any of "a"'s left (the line the slot goes to next).
+    try await subject.outbox.append("a1", partition: "a", headers: [:])
+    let seen = Recorder<String>()
+    let first = Gate()
+    let appended = Gate()
+    let outbox = subject.outbox
+    try subject.start(limit: 1) { envelope in
+      seen.record(envelope.message)
+      if envelope.message == "a1" {
+        first.open()
+        try await appended.wait()
+      }
+      if envelope.partition == "a", let number = Int(envelope.message.dropFirst()), number < 40 {
+        try await outbox.append("a\(number + 1)", partition: "a", headers: [:])
+      }
+    }
+    // "b" is appended while "a" holds the only slot: it waits for "a"'s turn to end.
+    try await first.wait()
+    try await subject.outbox.append("b1", partition: "b", headers: [:])
+    appended.open()
+    try await subject.outbox.waitUntilDelivered()
+    await subject.finish()
+    let all = seen.all
+    let before = all.prefix { $0 != "b1" }.count
+    #expect(all.contains("b1"))
+    #expect(before <= LineTurn.standardDeliveries, "\(all)")
+    let line = all.filter { $0.hasPrefix("a") }
+    #expect(line == (1...40).map { "a\($0)" })
+  }
+
+  @Test(
     "a failed message is retried before the rest of its line; attempts count 1, 2, 3",
     arguments: Store.all
   )

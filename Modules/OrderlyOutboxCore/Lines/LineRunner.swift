@@ -78,7 +78,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
   /// - Returns: Why the run ended; the caller releases the line unless the store did.
   package func run(_ store: some LineStore<Message>, taken: [ClaimedHead] = []) async -> LineEnd {
     var claimed = taken
-    var deliveries = 0
+    var turn = LineTurn(timeLimit: store.turnTime, at: .now)
     // Audit rows of a failed attempt about to be retried: written by the claim that retries it.
     var unwritten: [AuditAttempt] = []
     while true {
@@ -94,8 +94,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         guard !claimed.isEmpty else { return .empty }
       }
       // Decided before the delivery: its acknowledgement gives the line up, or takes the next.
-      let turnOver = await store.turnIsOver(after: deliveries)
-      deliveries += 1
+      let turnOver = await turn.beforeDelivery(at: .now) { await store.othersWait() }
       let (step, left) = await deliver(claimed, store: store, turnOver: turnOver)
       unwritten = left
       switch step {

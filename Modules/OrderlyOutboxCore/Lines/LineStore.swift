@@ -34,13 +34,16 @@ package protocol LineStore<Message>: Sendable {
   /// - Returns: `nil` to go on to the retry policy.
   func haltAfterFailure(_ error: any Error) -> LineHalt?
 
-  /// Whether the line's turn is over before its next delivery: the acknowledgement of that
-  /// delivery then gives the line up, so that other lines get theirs (the line is delivered
-  /// again later, after them).
+  /// How long a turn of this line lasts at most, besides ``LineTurn/standardDeliveries``
+  /// deliveries (see ``LineTurn``); `nil` for a store that bounds turns by deliveries only.
+  var turnTime: Duration? { get }
+
+  /// Whether another line waits for a delivery slot now: asked when the line's turn is spent,
+  /// and only then does the line give its slot up (after its next delivery; it is delivered
+  /// again later, after the others).
   ///
-  /// - Parameter deliveries: How many deliveries (handler calls) this turn has made.
-  /// - Returns: Whether the turn is over.
-  func turnIsOver(after deliveries: Int) async -> Bool
+  /// - Returns: `true` if a line waits for a slot.
+  func othersWait() async -> Bool
 
   /// Claims the line's first messages that are due, up to `limit`, in order, and counts the
   /// attempt about to begin of each.

@@ -16,16 +16,11 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
   let worker: FleetWorker<Message>
   let line: String
   let fence: Int64?
-  /// Past it, the line's next acknowledgement gives the line up if another line waits for a
-  /// slot (see `FleetSettings.turn`); if none does, the line gets another turn.
-  private let turnEnds: TurnEnd
-
   /// The line `line`, held under `fence`.
   init(worker: FleetWorker<Message>, line: String, fence: Int64) {
     self.worker = worker
     self.line = line
     self.fence = fence
-    self.turnEnds = TurnEnd(ContinuousClock.now + worker.settings.turn)
   }
 
   /// The fence this line is held under.
@@ -44,14 +39,11 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
   /// Nothing particular to a failure: the runner also asks ``halt()``.
   func haltAfterFailure(_ error: any Error) -> LineHalt? { nil }
 
-  /// Over once the line has had a quarter of the lease and the worker has no free slot for a
-  /// line that waits.
-  func turnIsOver(after deliveries: Int) async -> Bool {
-    guard ContinuousClock.now >= turnEnds.instant else { return false }
-    let over = await worker.othersWait()
-    if !over { turnEnds.instant = ContinuousClock.now + worker.settings.turn }
-    return over
-  }
+  /// A quarter of the lease (`FleetSettings.turn`), besides the turn's deliveries.
+  var turnTime: Duration? { worker.settings.turn }
+
+  /// Whether the worker has no free slot while a line it could take waits.
+  func othersWait() async -> Bool { await worker.othersWait() }
 
   /// Reads the line's first messages (up to `limit`, and up to the first that is not due) and
   /// counts the attempts about to begin.
@@ -312,18 +304,6 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
     // lease it runs under; cancelled with the line's task.
     try? await Task.sleep(for: delay)
     return true
-  }
-}
-
-/// When a line's turn ends; read and moved by the line's own task only.
-private final class TurnEnd: Sendable {
-  private let lock: OrderlyLock<ContinuousClock.Instant>
-
-  init(_ instant: ContinuousClock.Instant) { lock = OrderlyLock(instant) }
-
-  var instant: ContinuousClock.Instant {
-    get { lock.withLock(announcingTo: self) { $0 } }
-    set { lock.withLock(announcingTo: self) { $0 = newValue } }
   }
 }
 #endif

@@ -283,10 +283,11 @@ struct FleetSettings<Message: Sendable>: Sendable {
 
   /// How often leases are renewed and checked: a quarter of the lease.
   var tick: Duration { lease / 4 }
-  /// How long a worker delivers a line before it gives the line up to the line that waits
-  /// longest (maybe this one again), when the worker has no free slot and a line waits for one:
-  /// a quarter of the lease, so that a line whose holder died waits for no more than lines that
-  /// wait for a free slot.
+  /// How long a turn lasts at most, besides its 16 deliveries (see `LineTurn`).
+  ///
+  /// Once a turn is spent, a worker with no free slot gives the line up to the line that waits
+  /// longest (maybe this one again). A quarter of the lease, so that a line whose holder died
+  /// waits for no more than lines that wait for a free slot.
   var turn: Duration { lease / 4 }
   /// The lease in milliseconds, as the queries take it.
   var leaseMilliseconds: Double {
