@@ -1,6 +1,7 @@
 // Every way an Orderly job can be cancelled, and what whoever awaits it sees. An
 // AsyncSemaphore(value: 0) serves as a gate that holds a job until it is signalled.
 import OrderlyCore
+import Synchronization
 
 func describe<T>(_ result: Result<T, any Error>) -> String {
   switch result {
@@ -141,4 +142,37 @@ do {
     "   its awaiter \(describe(await job.result)); "
       + "the next job started anyway: \(describe(await second.result))"
   )
+}
+
+print("10. cancelAll() on four uploads, drawn: one running, two in line, one after the call")
+do {
+  let queue = ConcurrentQueue(name: "ten", limit: 1)
+  let gate = AsyncSemaphore(value: 0)
+  let started = AsyncSemaphore(value: 0)
+  // Written by the jobs and by this code, each line after what it follows has happened.
+  let log = Mutex<[String]>([])
+  let running = queue.enqueue {
+    log.withLock { $0.append("start 1 upload") }
+    started.signal()
+    try await gate.waitUnlessCancelled()
+  }
+  await started.wait()
+  let pending = [2, 3].map { number in
+    log.withLock { $0.append("waiting \(number) upload") }
+    return queue.enqueue { log.withLock { $0.append("start \(number) upload") } }
+  }
+  queue.cancelAll()
+  for (index, job) in pending.enumerated() where (try? await job.result.get()) == nil {
+    log.withLock { $0.append("cancelled \(index + 2) upload: taken out of line, never ran") }
+  }
+  if (try? await running.result.get()) == nil {
+    log.withLock { $0.append("cancelled 1 upload: its wait threw CancellationError") }
+  }
+  let next = queue.enqueue {
+    log.withLock { $0.append("start 4 upload") }
+    log.withLock { $0.append("finish 4 upload: enqueued after cancelAll(), it runs") }
+  }
+  _ = await next.result
+  for line in log.withLock({ $0 }) { print("  \(line)") }
+  print("  (the jobs in line end at once; the running one ends when it acts on the cancellation)")
 }

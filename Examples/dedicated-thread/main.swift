@@ -25,19 +25,23 @@ let disk = DedicatedThreadExecutor(name: "disk", threads: 1)
 let writes = SerialQueue(name: "writes", executor: disk)
 let threads = Mutex<[UInt]>([])
 let written = Mutex<[Int]>([])
+let events = Mutex<[String]>([])
 
 print("Four blocking writes, enqueued from synchronous code:")
 for record in 1...4 {
   writes.enqueueDetached {
+    events.withLock { $0.append("start \(record) write") }
     blockingWrite(record)
     threads.withLock { $0.append(currentThread()) }
     written.withLock { $0.append(record) }
+    events.withLock { $0.append("finish \(record) write: it blocked its thread 20 ms") }
   }
 }
 try await writes.waitUntilIdle()
-for record in written.withLock({ $0 }) {
-  print("  write \(record) done (it blocked its thread 20 ms)")
-}
+// Writes 2 to 4 were in line behind write 1 from the moment they were enqueued.
+var lines = events.withLock { $0 }
+lines.insert(contentsOf: (2...4).map { "waiting \($0) write" }, at: 1)
+for line in lines { print("  \(line)") }
 
 let writeThreads = Set(threads.withLock { $0 })
 // A few tasks on the pool, to see which threads it uses.

@@ -67,6 +67,33 @@ for change in [
 ] {
   try await outbox.append(change, partition: "note-\(change.note)")
 }
+// Note 7's line as the outbox tells it, for the picture at the end: its messages are #1, #3
+// and #5 (the appends are numbered in order, across keys). A row per attempt: the title's
+// first attempt (row 1), its two changes behind it (rows 2 and 3), the operator's retry (row 4).
+let noteSeven: [Int64: String] = [
+  1: "note 7 title (#1)", 3: "note 7 text (#3)", 5: "note 7 text (#5)",
+]
+let heard = Mutex<[String]>([])
+let events = outbox.events
+let listener = Task {
+  var retried = false
+  for await event in events {
+    let sequence = event.sequence
+    guard let what = noteSeven[sequence] else { continue }
+    let row = sequence == 1 ? (retried ? 4 : 1) : sequence == 3 ? 2 : 3
+    let label = "\(row) \(what)" + (row == 4 ? ", the operator's retry" : "")
+    switch event {
+    case .delivering: heard.withLock { $0.append("start \(label)") }
+    case .delivered:
+      heard.withLock { $0.append("finish \(label): delivered") }
+      if sequence == 5 { return }
+    case .deadLettered:
+      retried = true
+      heard.withLock { $0.append("error \(label): failed, refused (422), now a dead letter") }
+    default: continue
+    }
+  }
+}
 try outbox.start(pollInterval: .milliseconds(50)) { envelope in
   try server.apply(envelope.message)
 }
@@ -100,3 +127,11 @@ print("")
 await run("status --database outbox.sqlite")
 await outbox.stop()
 try await outbox.close()
+
+// #3 and #5 were in line behind #1 from their append, before delivery began.
+await listener.value
+print("Note 7's line, drawn: its three changes, the dead letter and the operator's retry:")
+for line in ["waiting 2 note 7 text (#3)", "waiting 3 note 7 text (#5)"] + heard.withLock({ $0 }) {
+  print("  \(line)")
+}
+print("  (the dead letter held note 7's line; retried, it and the two behind it went in order)")

@@ -29,7 +29,7 @@ private enum Gallery {
     return fields
   }
 
-  /// The numbers of the course's lessons (`docs/course/13-outbox.md` is lesson 13).
+  /// The numbers of the course's lessons (`docs/course/16-outbox.md` is lesson 16).
   static var lessonNumbers: Set<Int> {
     let folder = root.appendingPathComponent("docs/course").path
     let names = (try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []

@@ -337,7 +337,9 @@ func story() async throws {
   try await waitUntilBegun(app, "B", 2 * perKey + stalled)
   say("A takes alice and bob (its limit is two keys) and hangs in #4 and #10.")
   say("B takes carol and is delivering #16.")
-  let c = try startWorker("C", limit: 3, url: url, schema: schema)
+  // C takes one key at a time, so the keys A held move to it one after the other, the same way
+  // on every run: alice first (her oldest message is older than bob's), then bob.
+  let c = try startWorker("C", limit: 1, url: url, schema: schema)
   say("C starts: every key is held, so it waits.")
 
   kill(a.processIdentifier, SIGKILL)
@@ -445,11 +447,10 @@ func story() async throws {
   // The picture, on the database's clock from A's first delivery: who held each key, when.
   say("Hand-over: who held each key, over time (the picture's rows):")
   let origin = entries.first?.milliseconds ?? 0
-  // Each line has its phase in the story: the first holders take the keys; A is killed and
-  // B stopped; carol moves; alice and bob move. Printed phase by phase and, within a phase,
-  // key by key: when two keys move in the same few milliseconds, which goes first is chance,
-  // and the printed run should not change with it. The times are the database's.
-  var lines: [(phase: Int, key: Int, milliseconds: Double, text: String)] = []
+  // Printed in time order (the database's clock), a key's lines before a later key's at the
+  // same instant: A is killed holding alice and bob at once. Nothing else happens in the same
+  // few milliseconds by chance (C takes one key at a time), so every run prints the same lines.
+  var lines: [(key: Int, milliseconds: Double, text: String)] = []
   for (index, key) in keys.enumerated() {
     let row = "\(index + 1) \(key)"
     let mine = entries.filter { $0.key == key }
@@ -459,14 +460,13 @@ func story() async throws {
     for entry in mine where entry.event == "delivering" {
       let holder = "\(entry.worker), fence \(entry.fence)"
       if seen.insert(holder).inserted {
-        let phase = entry.fence == 1 ? 0 : stopped ? 2 : 3
-        lines.append((phase, index, entry.milliseconds, "took \(row): \(holder)"))
+        lines.append((index, entry.milliseconds, "took \(row): \(holder)"))
       }
     }
     if let killed = mine.first(where: { $0.event == "killed" }) {
       lines.append(
         (
-          1, index, killed.milliseconds,
+          index, killed.milliseconds,
           "killed \(row): A was killed in #\(index * perKey + stalled); the key waits for its lease"
         )
       )
@@ -474,7 +474,7 @@ func story() async throws {
     if stopped, let last = mine.last(where: { $0.worker == "B" && $0.event == "delivered" }) {
       lines.append(
         (
-          1, index, last.milliseconds,
+          index, last.milliseconds,
           "released \(row): B finished #\(last.number) after its SIGTERM and let the key go"
         )
       )
@@ -483,15 +483,13 @@ func story() async throws {
       let byC = mine.filter { $0.worker == "C" && $0.event == "delivered" }.map { "#\($0.number)" }
       lines.append(
         (
-          stopped ? 2 : 3, index, end.milliseconds,
+          index, end.milliseconds,
           "delivered \(row): \(byC.joined(separator: " ")) by C, in order"
         )
       )
     }
   }
-  for line in lines.sorted(by: {
-    ($0.phase, $0.key, $0.milliseconds) < ($1.phase, $1.key, $1.milliseconds)
-  }) {
+  for line in lines.sorted(by: { ($0.milliseconds, $0.key) < ($1.milliseconds, $1.key) }) {
     say("  [\(Int((line.milliseconds - origin).rounded())) ms] \(line.text)")
   }
   say(
@@ -532,14 +530,41 @@ func story() async throws {
   )
   say("A late write: #\(stalled) for alice under A's fence 1, as A's handler would make it had")
   say("A only been paused past its lease:")
+  let refused: Bool
   do {
     try await apply(late, by: "A", client: app)
     say("  written: the fence did not refuse it")
+    refused = false
   } catch {
     guard let stale = StaleFence.in(error) else { throw error }
     say("  refused: \(stale)")
+    refused = true
   }
   // course end: the check
+
+  // The picture of the check: each attempt at alice's changes, as her receiver logged them, in
+  // order, and the late write. A row per attempt: #4 has two.
+  say()
+  say("alice, drawn: each attempt at her changes, and the late write:")
+  var attempt = 0
+  for entry in entries where entry.key == "alice" {
+    let what = "alice #\(entry.number) by \(entry.worker), fence \(entry.fence)"
+    switch entry.event {
+    case "delivering":
+      attempt += 1
+      say("  start \(attempt) \(what)")
+    case "delivered": say("  finish \(attempt) \(what): delivered")
+    case "killed":
+      say("  error \(attempt) alice #\(stalled) by A, fence 1: failed, A was killed in it")
+    default: continue
+    }
+  }
+  let lateRow = "\(attempt + 1) late write of #\(stalled) by A, fence 1"
+  say("  start \(lateRow)")
+  say(refused ? "  error \(lateRow): failed, the fence refused it" : "  finish \(lateRow): written")
+  say(
+    "  (each change delivered in order, #\(stalled) again by C under fence 2; the late write refused)"
+  )
   try await admin.query(PostgresQuery(unsafeSQL: "DROP SCHEMA \(schema) CASCADE"), logger: quiet)
 }
 

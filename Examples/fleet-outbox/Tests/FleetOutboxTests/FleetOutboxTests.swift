@@ -30,7 +30,7 @@ struct FleetOutboxTests {
     #expect(!left.contains("url"), "\(left)")
   }
 
-  /// Runs the built example from the repository's folder, as lesson 14 does, and reads what it
+  /// Runs the built example from the repository's folder, as lesson 19 does, and reads what it
   /// prints to its end.
   private func runExample(environment: [String: String]) throws -> (Int32, String) {
     let binary = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()

@@ -107,16 +107,41 @@ func story() async throws {
   var iterator = events.makeAsyncIterator()
   var delivered = 0
   let waiting = notes.outbox.pendingCount
+  // Each delivery's start and end, in the order heard, for the picture below.
+  var heard: [(sequence: Int64, ended: Bool)] = []
   while delivered < waiting, let event = await iterator.next() {
-    if case .delivered = event { delivered += 1 }
-    if case .delivering = event { continue }
+    if case .delivered(_, let sequence) = event {
+      delivered += 1
+      heard.append((sequence, true))
+    }
+    if case .delivering(_, let sequence, _) = event {
+      heard.append((sequence, false))
+      continue
+    }
     print("  \(event)")
   }
   try await notes.outbox.waitUntilDelivered()
 
   print("")
   print("The server applied, in order:")
-  for mutation in await store.log { print("  \(mutation)") }
+  let applied = await store.log
+  for mutation in applied { print("  \(mutation)") }
+
+  // The same deliveries, drawn: the n-th message delivered is the n-th mutation applied.
+  print("")
+  print("Drawn: each mutation waited in the outbox, on disk, across the kill, until delivered:")
+  let order = heard.filter(\.ended).map(\.sequence)
+  func label(_ sequence: Int64) -> String {
+    guard let index = order.firstIndex(of: sequence), applied.indices.contains(index) else {
+      return "mutation"
+    }
+    return String("\(applied[index])".prefix { $0 != ":" })
+  }
+  for sequence in order { print("  waiting #\(sequence) \(label(sequence))") }
+  for (sequence, ended) in heard {
+    print("  \(ended ? "delivered" : "delivering") #\(sequence) \(label(sequence))")
+  }
+  print("  (stored offline before the kill; sent after the restart, in order, one at a time)")
   let local = Dictionary(
     uniqueKeysWithValues: try await notes.fetchNotes().map {
       ($0.id, NoteText(title: $0.title, body: $0.body))
