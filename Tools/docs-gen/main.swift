@@ -424,6 +424,53 @@ func checkLessonHasPicture(_ text: String, in file: String) throws {
   }
 }
 
+/// The longest a lesson may be, in words (as `wc -w` counts them, code and output included).
+let lessonWordLimit = 2_500
+
+/// Refuses a lesson that breaks the shape the course's README promises: at most
+/// ``lessonWordLimit`` words, a contract of one sentence, and one to three exercises.
+func checkLessonShape(_ text: String, in file: String) throws {
+  let name = String(file.split(separator: "/").last ?? "")
+  guard file.hasPrefix("docs/course/"), name.first?.isNumber == true, name.hasSuffix(".md")
+  else { return }
+  let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" || $0 == "\t" }).count
+  guard words <= lessonWordLimit else {
+    throw DocsGenError(
+      description: "\(file): \(words) words, over the course's \(lessonWordLimit); split "
+        + "the lesson at an idea of its own, or show a part of a long example "
+        + "(`orderly:code NAME PART`)"
+    )
+  }
+  let sections = text.components(separatedBy: "\n## ")
+  guard let contract = sections.first(where: { $0.hasPrefix("The contract\n") }) else {
+    throw DocsGenError(description: "\(file): no `## The contract` section")
+  }
+  // Code spans (`QueueError.reentrantWait`) hold dots that end no sentence.
+  let prose = contract.dropFirst("The contract\n".count)
+    .replacingOccurrences(of: "`[^`]*`", with: "code", options: .regularExpression)
+    .trimmingCharacters(in: .whitespacesAndNewlines)
+  let sentences = prose.ranges(of: /[.!?](\*\*)?(\s|$)/).count
+  guard prose.hasPrefix("**"), sentences == 1 else {
+    throw DocsGenError(
+      description: "\(file): the contract is \(sentences) sentences; the course promises "
+        + "one, in bold"
+    )
+  }
+  guard let exercises = sections.first(where: { $0.hasPrefix("Try this\n") }) else {
+    throw DocsGenError(description: "\(file): no `## Try this` section")
+  }
+  // An exercise is a numbered item: `1. ...` at the start of a line.
+  let count = exercises.split(separator: "\n").count { line in
+    line.wholeMatch(of: /[0-9]+\. .*/) != nil
+  }
+  guard (1...3).contains(count) else {
+    throw DocsGenError(
+      description: "\(file): \(count) exercises under `## Try this`; the course "
+        + "promises one to three"
+    )
+  }
+}
+
 /// Refuses a picture or a run player in `docs/course` that no marker draws any more (a lesson
 /// renamed or split would leave its old files behind, still linked from nowhere).
 func checkNoStrayPictures(written: Set<String>) throws {
@@ -781,6 +828,7 @@ do {
     }
     if file.contains(".docc/") { try checkSamplesCompiled(text, in: file) }
     try checkLessonHasPicture(text, in: file)
+    try checkLessonShape(text, in: file)
     let (filled, regions, pictures) = try fill(text, in: file)
     if regions > 0 { changes.append(Change(file: file, what: "regions", content: filled)) }
     changes += pictures
