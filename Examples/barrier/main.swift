@@ -1,6 +1,7 @@
 // A price cache read by many jobs at once and refreshed by a barrier: the refresh waits for the
 // reads already running, runs alone, and only then do the reads behind it start. Readers never
 // see a half-written cache, and no reader waits for another reader.
+// course: the queue
 import OrderlyCore
 import OrderlyCourse
 import Synchronization
@@ -75,6 +76,7 @@ print(
   "Reads the refresh found inside: \(record.overlaps) "
     + (record.overlaps == 0 ? "(it ran alone)" : "(it ran beside them)")
 )
+// course end: the queue
 
 // The same queue on the clock: each job takes a set time on a story clock, which moves to the
 // next end once every job in flight waits on it, so every run prints the same times.

@@ -2,6 +2,7 @@
 // to end before adding another once four are running. Then the same cap with a
 // ConcurrentQueue(limit: 4), enqueued from synchronous code. Downloads are fake: each sleeps a
 // fixed time and returns a size, so nothing touches the network.
+// course: the queue
 import OrderlyCore
 import OrderlyCourse
 import Synchronization
@@ -79,6 +80,7 @@ print("  results, in enqueue order: \(sizes.map { "\($0 / 1024)K" }.joined(separ
 
 downloads.setLimit(1)
 print("  after setLimit(1) the same queue is serial: limit \(downloads.limit)")
+// course end: the queue
 
 // The same cap on the clock: each download takes a set time on a story clock, which moves to
 // the next end once every download in flight waits on it, so every run prints the same times.

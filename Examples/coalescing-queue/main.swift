@@ -1,6 +1,7 @@
 // Search as you type: "swift" typed one letter at a time while the first search runs. A
 // CoalescingQueue runs the search in progress, then only the newest query; the queries typed in
 // between are replaced and never reach the server.
+// course: the queue
 import OrderlyCore
 import OrderlyCourse
 
@@ -60,6 +61,7 @@ print("The server received: \(await server.received.map { "\"\($0)\"" }.joined(s
 print(
   "Searches run: \(await server.received.count) of \(typed.count); the last query typed always runs."
 )
+// course end: the queue
 
 // The same typing on the clock: a key every 40 ms; the first search takes 200 ms, the others
 // 60 ms, all on a story clock, which moves to the next event once the typist and the search in

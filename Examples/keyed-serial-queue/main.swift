@@ -1,6 +1,7 @@
 // An editor saves documents as the user types: each keystroke batch enqueues a save of the
 // document's latest version. Saves of one document must land in order (or an old version
 // overwrites a newer one); saves of different documents may run side by side.
+// course: the queue
 import OrderlyCore
 import OrderlyCourse
 import Synchronization
@@ -62,6 +63,7 @@ report(store)
 print("  documents saved side by side, at most: \(store.peak)")
 while !saves.isIdle { await Task.yield() }
 print("  lines in use afterwards: \(saves.busyKeyCount) (a key's line is freed when empty)")
+// course end: the queue
 
 // The lines on the clock: each save takes a set time on a story clock, which moves to the next
 // end once every save in flight waits on it, so every run prints the same times.
