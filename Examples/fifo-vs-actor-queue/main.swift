@@ -93,7 +93,10 @@ let journal = Journal()
 let queue = ActorQueue<Journal>(name: "journal")
 queue.enqueue(on: journal) { journal in
   journal.write("start 1 slow", on: story)
+  // At this await job 1 leaves the actor, which is free for the next job until the call ends.
+  journal.write("suspended 1 slow: awaiting its 50 ms call, off the actor", on: story)
   let end = await slowCall(story)
+  journal.write("resumed 1 slow", at: end, on: story)
   journal.write("finish 1 slow", at: end, on: story)
 }
 queue.enqueue(on: journal) { journal in

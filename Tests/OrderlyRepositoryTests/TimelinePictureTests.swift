@@ -493,4 +493,29 @@ struct TimelinePictureWaitingTests {
     #expect(picture.rows[1].segments.isEmpty)
     #expect(picture.svg().contains(">rolling back</text>"))
   }
+
+  @Test(
+    "a job suspended at an await is drawn in three parts: ran, suspended off the actor, ran; tried once"
+  )
+  func suspension() {
+    let picture = TimelinePicture(
+      log: [
+        "[ 0 ms] start 1 slow",
+        "[ 0 ms] suspended 1 slow: awaiting its call, off the actor",
+        "[ 0 ms] start 2 quick",
+        "[10 ms] finish 2 quick",
+        "[50 ms] resumed 1 slow",
+        "[60 ms] finish 1 slow",
+      ],
+      caption: "suspension"
+    )
+    #expect(picture.rows.map(\.outcome) == [.finished, .finished])
+    let kinds = picture.rows[0].segments.map(\.kind)
+    #expect(kinds == [.lastAttempt, .suspended, .lastAttempt])
+    let suspended = picture.rows[0].segments.first { $0.kind == .suspended }
+    #expect(suspended?.start == 0 && suspended?.end == 50)
+    #expect(picture.rows[0].attempts == 1)
+    #expect(picture.attemptsSummary.isEmpty)
+    #expect(picture.svg().contains(">suspended, off the actor</text>"))
+  }
 }

@@ -53,6 +53,9 @@ public struct TimelinePicture: Sendable, Equatable {
       case queued = "waiting in line"
       /// A cancelled job undoing what it did before it ends (a save rolling back).
       case rollback = "rolling back"
+      /// A job suspended at an `await`, off its actor, until it resumes (an actor queue's job
+      /// awaiting a slow call, while the next job runs on the actor).
+      case suspended = "suspended, off the actor"
     }
 
     /// How a hold ended, when not with the row's last delivery.
@@ -131,6 +134,14 @@ public struct TimelinePicture: Sendable, Equatable {
     public var firstStep: Int?
     /// The step at which it ended (the last step for one still running), when drawn from a log.
     public var lastStep: Int?
+
+    /// How many times the job was tried: its failed attempts and its last one.
+    ///
+    /// A job that ran in parts (suspended in between, or rolling back) was tried once.
+    public var attempts: Int {
+      segments.count { $0.kind == .failedAttempt }
+        + (segments.contains { $0.kind == .lastAttempt } ? 1 : 0)
+    }
 
     /// Creates a row.
     ///
@@ -340,6 +351,8 @@ public struct TimelinePicture: Sendable, Equatable {
       var queued: [Int: (at: Double, step: Int)] = [:]
       // A cancelled job rolling back (`rolling back save #1`) until it ends.
       var rollbacks: [Int: (at: Double, step: Int)] = [:]
+      // A job suspended at an `await` (`suspended 1 slow: ...`) until it resumes.
+      var suspensions: [Int: (at: Double, step: Int)] = [:]
       var last = (at: 0.0, step: 0)
       func endHold(_ number: Int, at: Double, step: Int, ending: Segment.Ending?) {
         guard let hold = holds.removeValue(forKey: number) else { return }
@@ -443,6 +456,22 @@ public struct TimelinePicture: Sendable, Equatable {
           ]
           continue
         }
+        if event.isSuspension {
+          // What it ran until it suspended is one part of its bar; the suspension the next.
+          if let attempt = open.removeValue(forKey: event.number) {
+            segments[event.number, default: []].append(
+              Segment(
+                start: attempt.at - pad,
+                end: at,
+                kind: .lastAttempt,
+                firstStep: attempt.step,
+                lastStep: step
+              )
+            )
+          }
+          suspensions[event.number] = (at, step)
+          continue
+        }
         if event.isRollback {
           // What it did until it was cancelled is one part of its bar; the rollback the next.
           if let attempt = open.removeValue(forKey: event.number) {
@@ -503,6 +532,17 @@ public struct TimelinePicture: Sendable, Equatable {
           if starts[event.number] == nil {
             let label = event.label.isEmpty ? "\(event.number)" : "\(event.number) \(event.label)"
             starts[event.number] = (label, at, step)
+          }
+          if let suspension = suspensions.removeValue(forKey: event.number) {
+            segments[event.number, default: []].append(
+              Segment(
+                start: suspension.at,
+                end: at,
+                kind: .suspended,
+                firstStep: suspension.step,
+                lastStep: step
+              )
+            )
           }
           if let wait = open[event.number], wait.waiting {
             segments[event.number, default: []].append(
@@ -584,6 +624,9 @@ public struct TimelinePicture: Sendable, Equatable {
     var isQueued = false
     /// A cancelled job that rolls back before it ends: `rolling back save #1: ...`.
     var isRollback = false
+    /// A job suspended at an `await`, off its actor: `suspended 1 slow: ...`; `resumed 1 slow`
+    /// starts its next part.
+    var isSuspension = false
     /// A change of a key's holder: `took`, `killed`, `released`.
     var hold: HoldChange?
     /// What follows the colon: a hold's holder.
@@ -619,6 +662,10 @@ public struct TimelinePicture: Sendable, Equatable {
       case "waiting":
         outcome = nil
         isQueued = true
+      case "suspended":
+        outcome = nil
+        isSuspension = true
+      case "resumed": outcome = nil
       case "rolling":
         outcome = nil
         isRollback = true
@@ -812,6 +859,12 @@ public struct TimelinePicture: Sendable, Equatable {
               "<rect \(shape)\(reach) fill=\"\(Self.rollbackColour)\" stroke=\"#1d1d1f\" "
                 + "stroke-dasharray=\"2 2\"><title>\(Self.escaped(row.label)): rolling back</title></rect>"
             )
+          case .suspended:
+            parts.append(
+              "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#1967d2\" "
+                + "stroke-width=\"2\" stroke-dasharray=\"1 3\"><title>\(Self.escaped(row.label)): "
+                + "suspended, off the actor</title></rect>"
+            )
           case .queued:
             parts.append(
               "<rect \(shape)\(reach) fill=\"#ffffff\" stroke=\"#80868b\" stroke-dasharray=\"2 2\">"
@@ -929,6 +982,13 @@ public struct TimelinePicture: Sendable, Equatable {
           + "data-legend=\"1\" fill=\"\(Self.endingColour(ending))\"/>"
       }
     }
+    if rows.contains(where: { $0.segments.contains { $0.kind == .suspended } }) {
+      legend(Segment.Kind.suspended.rawValue) { x in
+        "<rect x=\"\(x)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
+          + "data-legend=\"1\" fill=\"#ffffff\" stroke=\"#1967d2\" stroke-width=\"2\" "
+          + "stroke-dasharray=\"1 3\"/>"
+      }
+    }
     if rows.contains(where: { $0.segments.contains { $0.kind == .rollback } }) {
       legend(Segment.Kind.rollback.rawValue) { x in
         "<rect x=\"\(x)\" y=\"\(legendY + 7)\" width=\"12\" height=\"12\" rx=\"2\" "
@@ -1009,7 +1069,7 @@ public struct TimelinePicture: Sendable, Equatable {
   public var attemptsSummary: String {
     rows.compactMap { row -> String? in
       let name = row.label.split(separator: " ").first.map(String.init) ?? row.label
-      let attempts = row.segments.filter(\.isAttempt).count
+      let attempts = row.attempts
       if row.outcome == .deadLettered {
         return attempts > 1
           ? "\(name) a dead letter after \(attempts) attempts" : "\(name) a dead letter"
@@ -1031,7 +1091,7 @@ public struct TimelinePicture: Sendable, Equatable {
   /// The picture in words, for a screen reader: each row, how it ended, and its damage.
   public var description: String {
     rows.map { row in
-      let attempts = row.segments.filter(\.isAttempt).count
+      let attempts = row.attempts
       let holders = row.segments.compactMap { segment -> String? in
         guard segment.kind == .hold, let holder = segment.holder else { return nil }
         return holder + (segment.ending.map { " (\($0.rawValue))" } ?? "")
