@@ -637,6 +637,47 @@ struct Change {
   let content: String
 }
 
+/// Rewrites the numbers a line of prose quotes from a run, from the run.
+///
+/// A quoted number is marked inline: `<!-- orderly:value EXAMPLE TEXT -->18<!-- orderly:end -->`,
+/// where TEXT is the words around the number in the example's output, with `#` for the number
+/// (`# attempts over`). So a quoted number cannot go stale: `--check` fails when it differs.
+@MainActor
+func fillValues(in line: String, file: String, number: Int) throws -> (String, Int) {
+  let marker = /<!-- orderly:value (\S+) (.+?) -->(.*?)<!-- orderly:end -->/
+  var result = ""
+  var rest = Substring(line)
+  var count = 0
+  while let match = rest.firstMatch(of: marker) {
+    let (example, pattern) = (String(match.1), String(match.2))
+    let output = try recordedRuns[example] ?? run(example: example)
+    guard pattern.contains("#") else {
+      throw DocsGenError(
+        description: "\(file):\(number): the value marker `\(pattern)` has no `#` for the number"
+      )
+    }
+    let escaped = NSRegularExpression.escapedPattern(for: pattern)
+      .replacingOccurrences(of: "#", with: "([0-9][0-9,.]*[0-9]|[0-9])")
+    guard let expression = try? NSRegularExpression(pattern: escaped),
+      let found = expression.firstMatch(
+        in: output,
+        range: NSRange(output.startIndex..., in: output)
+      ),
+      let range = Range(found.range(at: 1), in: output)
+    else {
+      throw DocsGenError(
+        description: "\(file):\(number): the output of \(example) has no line with `\(pattern)`; "
+          + "quote words the run prints, with # for the number"
+      )
+    }
+    result += rest[..<match.range.lowerBound]
+    result += "<!-- orderly:value \(example) \(pattern) -->\(output[range])<!-- orderly:end -->"
+    rest = rest[match.range.upperBound...]
+    count += 1
+  }
+  return (result + rest, count)
+}
+
 /// Replaces every marked region of `text`; returns the new text, the number of regions, and the
 /// pictures to write.
 @MainActor
@@ -646,6 +687,13 @@ func fill(_ text: String, in file: String) throws -> (String, Int, [Change]) {
   var regions = 0
   var pictures: [Change] = []
   while index < lines.count {
+    if lines[index].contains("<!-- orderly:value ") {
+      let (filled, values) = try fillValues(in: lines[index], file: file, number: index + 1)
+      lines[index] = filled
+      regions += values
+      index += 1
+      continue
+    }
     let line = lines[index].trimmingCharacters(in: .whitespaces)
     guard line.hasPrefix("<!-- orderly:"), line != "<!-- orderly:end -->" else {
       index += 1
