@@ -641,7 +641,8 @@ struct Change {
 ///
 /// A quoted number is marked inline: `<!-- orderly:value EXAMPLE TEXT -->18<!-- orderly:end -->`,
 /// where TEXT is the words around the number in the example's output, with `#` for the number
-/// (`# attempts over`). So a quoted number cannot go stale: `--check` fails when it differs.
+/// (`# attempts over`), and `##` for a `#` the output prints. So a quoted number cannot go
+/// stale: `--check` fails when it differs.
 @MainActor
 func fillValues(in line: String, file: String, number: Int) throws -> (String, Int) {
   let marker = /<!-- orderly:value (\S+) (.+?) -->(.*?)<!-- orderly:end -->/
@@ -656,8 +657,11 @@ func fillValues(in line: String, file: String, number: Int) throws -> (String, I
         description: "\(file):\(number): the value marker `\(pattern)` has no `#` for the number"
       )
     }
-    let escaped = NSRegularExpression.escapedPattern(for: pattern)
-      .replacingOccurrences(of: "#", with: "([0-9][0-9,.]*[0-9]|[0-9])")
+    // `##` is a `#` the output prints (`save ##3`); `#` alone, the number.
+    let escaped = pattern.components(separatedBy: "##").map {
+      NSRegularExpression.escapedPattern(for: $0)
+        .replacingOccurrences(of: "#", with: "([0-9][0-9,.]*[0-9]|[0-9])")
+    }.joined(separator: "#")
     guard let expression = try? NSRegularExpression(pattern: escaped),
       let found = expression.firstMatch(
         in: output,
