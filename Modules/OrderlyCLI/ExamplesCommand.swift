@@ -25,17 +25,21 @@ struct ExamplesCommand: ParsableCommand {
 
   func run() {
     let width = gallery.map(\.name.count).max() ?? 0
-    var lesson = 0
-    for entry in gallery {
-      if entry.lesson != lesson {
-        lesson = entry.lesson
-        if lesson > 1 { print("") }
-        print("Lesson \(lesson): \(lessonTitles[lesson] ?? "")")
+    // Every lesson, in order: one that reads the run of an earlier lesson's example (the audit
+    // of lesson 19's fleet, in lesson 20) is listed too, and says so.
+    for (lesson, title) in lessonTitles.sorted(by: { $0.key < $1.key }) {
+      if lesson > 1 { print("") }
+      print("Lesson \(lesson): \(title)")
+      let entries = gallery.filter { $0.lesson == lesson }
+      if entries.isEmpty {
+        print("  (no example of its own: it reads the run of an earlier lesson's example)")
       }
-      print(
-        "  \(entry.name.padding(toLength: width, withPad: " ", startingAt: 0))  \(entry.summary)"
-      )
-      print("  \(String(repeating: " ", count: width))  \(entry.command)")
+      for entry in entries {
+        print(
+          "  \(entry.name.padding(toLength: width, withPad: " ", startingAt: 0))  \(entry.summary)"
+        )
+        print("  \(String(repeating: " ", count: width))  \(entry.command)")
+      }
     }
   }
 }

@@ -42,6 +42,10 @@ struct ClockedExamplesTests {
         [  0 ms] start 1 read
         [  0 ms] start 2 read
         [  0 ms] start 3 read
+        [  0 ms] waiting 4 refresh
+        [  0 ms] waiting 5 read
+        [  0 ms] waiting 6 read
+        [  0 ms] waiting 7 read
         [ 30 ms] finish 1 read: 30 ms
         [ 40 ms] finish 3 read: 40 ms
         [ 50 ms] finish 2 read: 50 ms
@@ -66,6 +70,12 @@ struct ClockedExamplesTests {
         [ 0 ms] start 1 notes.md v1
         [ 0 ms] start 4 todo.txt v1
         [ 0 ms] start 7 plan.key v1
+        [ 0 ms] waiting 2 notes.md v2
+        [ 0 ms] waiting 3 notes.md v3
+        [ 0 ms] waiting 5 todo.txt v2
+        [ 0 ms] waiting 6 todo.txt v3
+        [ 0 ms] waiting 8 plan.key v2
+        [ 0 ms] waiting 9 plan.key v3
         [15 ms] finish 7 plan.key v1: saved
         [15 ms] start 8 plan.key v2
         [20 ms] finish 1 notes.md v1: saved

@@ -91,10 +91,18 @@ struct ExamplesTests {
         log: saved note 3
         log: a detached job keeps its place among them
         log: inside the closure, isCurrent is true
-      Behind a busy job, 3 lines wait.
-      cancelAll() drops them unrun; a line enqueued afterwards runs:
-        log: the busy job ends, cancelled
-        log: after cancelAll
+      Behind a busy job, 3 lines wait; cancelAll() drops them unrun:
+        start 1 busy job
+        waiting 2 saved note 4
+        waiting 3 saved note 5
+        waiting 4 saved note 6
+        dropped 2 saved note 4: cancelAll() took it out, unrun
+        dropped 3 saved note 5: cancelAll() took it out, unrun
+        dropped 4 saved note 6: cancelAll() took it out, unrun
+        cancelled 1 busy job: cancelAll() ended its wait
+        start 5 after cancelAll
+        finish 5 after cancelAll: it runs
+        (the lines in line never run; the one enqueued after cancelAll() does)
 
       """
     #expect(output == expected)
@@ -122,8 +130,10 @@ struct ExamplesTests {
         """
         ActorQueue, two jobs (job 1 suspends on a 50 ms call; job 2 never suspends):
           [ 0 ms] start 1 slow
+          [ 0 ms] suspended 1 slow: awaiting its 50 ms call, off the actor
           [ 0 ms] start 2 quick
           [ 0 ms] finish 2 quick
+          [50 ms] resumed 1 slow
           [50 ms] finish 1 slow
         """
       )
@@ -251,7 +261,25 @@ struct ExamplesTests {
         """
       )
     )
-    #expect(output.hasSuffix("Retrying keys:   0\nScheduled keys:  0\nOldest pending:  none\n\n"))
+    #expect(output.contains("Retrying keys:   0\nScheduled keys:  0\nOldest pending:  none\n\n"))
+    // The picture's lines: the dead letter's attempt, the operator's retry, then the two
+    // behind it, in order.
+    #expect(
+      output.hasSuffix(
+        """
+          start 1 note 7 title (#1)
+          error 1 note 7 title (#1): failed, refused (422), now a dead letter
+          start 4 note 7 title (#1), the operator's retry
+          finish 4 note 7 title (#1), the operator's retry: delivered
+          start 2 note 7 text (#3)
+          finish 2 note 7 text (#3): delivered
+          start 3 note 7 text (#5)
+          finish 3 note 7 text (#5): delivered
+          (the dead letter held note 7's line; retried, it and the two behind it went in order)
+
+        """
+      )
+    )
   }
 
   @Test("outbox-basics: retried with backoff, a dead letter stops the line, then the rest in order")
@@ -403,7 +431,11 @@ struct ExamplesTests {
   @Test("dedicated-thread: blocking writes run in order, on one thread that is not the pool's")
   func dedicatedThread() async throws {
     let output = try await runExample("dedicated-thread")
-    for record in 1...4 { #expect(output.contains("write \(record) done")) }
+    for record in 1...4 {
+      #expect(output.contains("finish \(record) write: it blocked its thread 20 ms"))
+    }
+    // Writes 2 to 4 wait in line behind write 1 from the start.
+    #expect(output.contains("  start 1 write\n  waiting 2 write\n  waiting 3 write\n"))
     #expect(output.contains("in the order enqueued: yes"))
     #expect(output.contains("all on one thread of their own: yes"))
     #expect(output.contains("that thread is one of the cooperative pool's: no"))
