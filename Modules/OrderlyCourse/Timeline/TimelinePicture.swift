@@ -456,8 +456,9 @@ public struct TimelinePicture: Sendable, Equatable {
           ]
           continue
         }
-        if event.isSuspension {
-          // What it ran until it suspended is one part of its bar; the suspension the next.
+        if event.isSuspension || event.isRollback {
+          // What it ran until it suspended (or was cancelled) is one part of its bar; the
+          // suspension (or the rollback) the next.
           if let attempt = open.removeValue(forKey: event.number) {
             segments[event.number, default: []].append(
               Segment(
@@ -469,23 +470,11 @@ public struct TimelinePicture: Sendable, Equatable {
               )
             )
           }
-          suspensions[event.number] = (at, step)
-          continue
-        }
-        if event.isRollback {
-          // What it did until it was cancelled is one part of its bar; the rollback the next.
-          if let attempt = open.removeValue(forKey: event.number) {
-            segments[event.number, default: []].append(
-              Segment(
-                start: attempt.at - pad,
-                end: at,
-                kind: .lastAttempt,
-                firstStep: attempt.step,
-                lastStep: step
-              )
-            )
+          if event.isSuspension {
+            suspensions[event.number] = (at, step)
+          } else {
+            rollbacks[event.number] = (at, step)
           }
-          rollbacks[event.number] = (at, step)
           continue
         }
         if let rollback = rollbacks[event.number], let outcome = event.outcome {
