@@ -1,4 +1,5 @@
 internal import DequeModule
+internal import OrderlyCore
 public import Observation
 
 /// Something that happened in a ``TaskStore``, in order.
@@ -73,6 +74,15 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 /// ``runningCount(forKey:isolation:)``, ``queuedCount(forKey:isolation:)`` or
 /// ``state(forKey:isolation:)`` for one key is invalidated only by changes to that key.
 ///
+/// ## One engine
+///
+/// Each busy key is a line of `OrderlyCore`'s engine, the one under ``SerialQueue`` and every
+/// other Orderly queue, and each policy a rule for when a task may start on it: the engine
+/// starts a key's tasks in the order they were added and makes each task's `Task` when it is
+/// added, in the caller's context. A task's ``TaskStoreEvent/started(key:task:)`` is reported
+/// when the engine gives it its turn: at once, inside `addTask`, when it starts at once; when
+/// its work begins on the store's actor, when it waited.
+///
 /// ## Memory
 ///
 /// A key's line is freed as soon as it has nothing running or waiting. Its ``KeyState`` (its
@@ -100,25 +110,21 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
     public var lastOutcome: TaskOutcomeKind?
   }
 
-  private enum Requirement {
-    /// Starts only when no task of the key runs.
-    case exclusive
-    /// Starts when fewer than this many tasks of the key run.
-    case below(Int)
-  }
-
-  private struct Waiting {
-    let box: any AnyTaskBox
-    let requirement: Requirement
-    /// Where the task's own `Task`, made when it was added, waits to be admitted.
-    let gate: TurnGate
-  }
-
+  /// A key's tasks: its line in `OrderlyCore`'s engine, which decides when each starts, and
+  /// the store's record of which have begun, for the key's state and events.
   private struct Line {
+    /// The engine's line: admission order and each task's rule (see ``addTask``).
+    let queue: ConcurrentQueue
+    /// Tasks whose work has begun (or was given its turn the moment it was added), oldest first.
     var running: [any AnyTaskBox] = []
-    var waiting: [Waiting] = []
+    /// Tasks in the engine's line that have not begun.
+    var waiting: [any AnyTaskBox] = []
 
-    var liveWaitingCount: Int { waiting.count { !$0.box.isResolved } }
+    init(key: Key) {
+      queue = ConcurrentQueue(name: "TaskStore[\(key)]", limit: .max)
+    }
+
+    var liveWaitingCount: Int { waiting.count { !$0.isResolved } }
   }
 
   private var lines: [Key: Line] = [:]
@@ -147,10 +153,9 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
 
   deinit {
     for line in lines.values {
-      for box in line.running { box.cancel(caller: nil) }
-      for waiting in line.waiting {
-        waiting.box.setWaitingHook(nil)
-        waiting.box.cancel(caller: nil)
+      for box in line.running + line.waiting {
+        box.setWaitingHook(nil)
+        box.cancel(caller: nil)
       }
     }
     for listener in listeners.values { listener.finish() }
@@ -181,8 +186,13 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
     isolation: isolated any Actor = #isolation,
     @_inheritActorContext operation: sending @escaping () async throws -> Success
   ) -> TaskStoreTask<Success> {
-    var line = lines[key] ?? Line()
-    line.running.removeAll { $0.isResolved }
+    var line = lines[key] ?? Line(key: key)
+    line.running.removeAll { box in
+      // Cancelled before its work began, from another actor: its end is recorded now.
+      guard box.isResolved else { return false }
+      end(box, key: key, outcome: box.outcomeKind ?? .cancelled)
+      return true
+    }
     idleMarks[key] = nil  // busy again: an idle entry of the key is stale
 
     if case .joinExisting = policy,
@@ -195,36 +205,21 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
     lastID += 1
     let box = TaskBox<Success>(id: lastID)
     let handle = TaskStoreTask(box: box)
-    let run: () async -> Void = {
-      _ = isolation
-      guard box.begin() else { return }
-      do {
-        box.resolve(.succeeded(try await operation()))
-      } catch is CancellationError {
-        box.resolve(.cancelled)
-      } catch {
-        box.resolve(.failed(error))
-      }
-    }
     let busy = !line.running.isEmpty || line.liveWaitingCount > 0
-    let requirement: Requirement?  // nil: start now
+    // The policy as an admission rule on the key's line in the engine: how few of the key's
+    // tasks may run for this one to start. The line starts tasks in the order they were added.
+    let startsBelow: Int
     switch policy {
-    case .cancelPrevious:
-      cancel(&line, key: key)
-      requirement = nil
+    case .cancelPrevious, .joinExisting:
+      if case .cancelPrevious = policy { cancel(&line, key: key) }
+      startsBelow = .max
     case .cancelPreviousAndWait:
       cancel(&line, key: key)
-      requirement = line.running.isEmpty ? nil : .exclusive
+      startsBelow = 1
     case .enqueue:
-      requirement = busy ? .exclusive : nil
+      startsBelow = 1
     case .concurrent(let limit):
-      if let limit {
-        let limit = max(1, limit)
-        let full = line.running.count >= limit || line.liveWaitingCount > 0
-        requirement = full ? .below(limit) : nil
-      } else {
-        requirement = nil
-      }
+      startsBelow = max(1, limit ?? .max)
     case .dropNew:
       if busy {
         lines[key] = line
@@ -233,117 +228,86 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
         didChange(key)
         return handle
       }
-      requirement = nil
+      startsBelow = .max
     case .keepLatest:
       for waiting in line.waiting {
-        waiting.box.setWaitingHook(nil)
-        if !waiting.box.isResolved {
-          waiting.box.drop(.dropped(key: "\(key)", policy: policy))
-          end(waiting.box, key: key, outcome: .dropped)
+        waiting.setWaitingHook(nil)
+        if !waiting.isResolved {
+          waiting.drop(.dropped(key: "\(key)", policy: policy))
+          end(waiting, key: key, outcome: .dropped)
         } else {
           // Cancelled while it waited: it ends as cancelled, once.
-          end(waiting.box, key: key, outcome: waiting.box.outcomeKind ?? .cancelled)
+          end(waiting, key: key, outcome: waiting.outcomeKind ?? .cancelled)
         }
       }
       line.waiting = []
-      requirement = line.running.isEmpty ? nil : .exclusive
-    case .joinExisting:
-      requirement = nil
+      startsBelow = 1
     }
 
-    if let requirement {
-      let gate = TurnGate()
-      line.waiting.append(Waiting(box: box, requirement: requirement, gate: gate))
+    box.setWaitingHook(waitingHook(forTask: box.id, key: key, isolation: isolation))
+    // The engine makes the task's `Task` now, in the caller's task: it inherits the caller's
+    // task-local values and (unless `priority` is given) priority, as `Task {}` does, not those
+    // of the task that ends the one ahead of it.
+    let job = line.queue.enqueue(priority: priority, startingWhenFewerThan: startsBelow) {
+      [weak self] () async -> Void in
+      _ = isolation  // run on the store's actor
+      // Not begun: cancelled or dropped while it waited, and settled by then.
+      guard box.begin() else { return }
+      self?.began(box, key: key)
+      do {
+        box.resolve(.succeeded(try await operation()))
+      } catch is CancellationError {
+        box.resolve(.cancelled)
+      } catch {
+        box.resolve(.failed(error))
+      }
+      self?.finished(box, key: key)
+    }
+    if job.startedAtAdmission {
+      // Given its turn at once: it is running from now on, for the key's state and events.
+      line.running.append(box)
+      lines[key] = line
+      states[key, default: KeyState()].performedCount += 1
+      emit(.started(key: key, task: box.id))
+    } else {
+      line.waiting.append(box)
       lines[key] = line
       emit(.waiting(key: key, task: box.id))
-      box.setWaitingHook(waitingHook(forTask: box.id, key: key, isolation: isolation))
-      // Made now, in the caller's task: it inherits the caller's task-local values and (unless
-      // `priority` is given) priority, as `Task {}` does, not those of the task that will end
-      // the one ahead of it.
-      let task = Task(priority: priority) { [weak self] in
-        _ = isolation  // run on the store's actor
-        await gate.wait()
-        // Read on the store's actor, where admission happens: not admitted means cancelled
-        // first (or the store is gone); its line forgets it on its own.
-        guard gate.isOpened else { return }
-        await run()
-        self?.finished(box, key: key)
-      }
-      box.attach(task)
-    } else {
-      lines[key] = line
-      start(box, key: key, priority: priority, run: run)
     }
+    box.attach(job)
     didChange(key)
     return handle
   }
 
-  private func start(
-    _ box: any AnyTaskBox,
-    key: Key,
-    priority: TaskPriority?,
-    run: @escaping () async -> Void,
-    isolation: isolated any Actor = #isolation
-  ) {
-    box.setWaitingHook(nil)
-    lines[key, default: Line()].running.append(box)
+  /// A task's work begins: a task that waited is running from now on.
+  private func began(_ box: any AnyTaskBox, key: Key, isolation: isolated any Actor = #isolation) {
+    guard var line = lines[key], let index = line.waiting.firstIndex(where: { $0 === box })
+    else { return }  // started at once: already counted as running
+    line.waiting.remove(at: index)
+    line.running.append(box)
+    lines[key] = line
     states[key, default: KeyState()].performedCount += 1
     emit(.started(key: key, task: box.id))
-    let task = Task(priority: priority) { [weak self] in
-      _ = isolation  // run on the store's actor
-      await run()
-      self?.finished(box, key: key)
-    }
-    box.attach(task)
+    didChange(key)
   }
 
-  /// A waiting task's turn has come: it runs from now on, in the `Task` it was given when added.
-  private func admit(_ waiting: Waiting, key: Key) {
-    waiting.box.setWaitingHook(nil)
-    lines[key, default: Line()].running.append(waiting.box)
-    states[key, default: KeyState()].performedCount += 1
-    emit(.started(key: key, task: waiting.box.id))
-    waiting.gate.open()
-  }
-
-  /// A running task ended: forget it (only it), record its outcome, start what may start now.
+  /// A running task ended: forget it (only it), record its outcome, free the key if idle.
   private func finished(_ box: any AnyTaskBox, key: Key, isolation: isolated any Actor = #isolation)
   {
     guard var line = lines[key] else { return }
     line.running.removeAll { $0 === box }
     lines[key] = line
     end(box, key: key, outcome: box.outcomeKind ?? .cancelled)
-    advance(key)
+    freeIfIdle(key)
   }
 
-  /// Starts the waiting tasks of `key` whose turn has come, in order.
-  private func advance(_ key: Key, isolation: isolated any Actor = #isolation) {
-    guard var line = lines[key] else { return }
-    while let head = line.waiting.first {
-      // Cancelled, even if not yet resolved: its `Task` may already have seen the cancellation
-      // and left, so it must not be admitted.
-      if head.box.isResolved || head.box.isCancelled {
-        line.waiting.removeFirst()
-        end(head.box, key: key, outcome: head.box.outcomeKind ?? .cancelled)
-        continue
-      }
-      let running = line.running.count
-      let mayStart =
-        switch head.requirement {
-        case .exclusive: running == 0
-        case .below(let limit): running < limit
-        }
-      guard mayStart else { break }
-      line.waiting.removeFirst()
-      lines[key] = line
-      admit(head, key: key)
-      line = lines[key] ?? Line()
-    }
+  /// Forgets `key`'s line once nothing of it runs or waits (the engine starts the tasks whose
+  /// turn has come on its own), and tells observers the key changed.
+  private func freeIfIdle(_ key: Key, isolation: isolated any Actor = #isolation) {
+    guard let line = lines[key] else { return }
     if line.running.isEmpty && line.waiting.isEmpty {
       lines[key] = nil
       wentIdle(key)
-    } else {
-      lines[key] = line
     }
     didChange(key)
   }
@@ -387,11 +351,20 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
   /// Cancels every task of the line: running ones see `Task.isCancelled`; waiting ones end as
   /// cancelled now and leave the line.
   private func cancel(_ line: inout Line, key: Key) {
-    for box in line.running { box.cancel(caller: nil) }
+    for box in line.running {
+      box.setWaitingHook(nil)  // settled by its own end, below or when its work returns
+      box.cancel(caller: nil)
+    }
+    line.running.removeAll { box in
+      // Given its turn at once but cancelled before its work began: it ends as cancelled now.
+      guard box.isResolved else { return false }
+      end(box, key: key, outcome: box.outcomeKind ?? .cancelled)
+      return true
+    }
     for waiting in line.waiting {
-      waiting.box.setWaitingHook(nil)
-      waiting.box.cancel(caller: nil)
-      end(waiting.box, key: key, outcome: .cancelled)
+      waiting.setWaitingHook(nil)
+      waiting.cancel(caller: nil)
+      end(waiting, key: key, outcome: .cancelled)
     }
     line.waiting = []
   }
@@ -418,18 +391,25 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
     }
   }
 
-  /// Ends a task cancelled while it waited, and lets the line go on.
+  /// Ends a task cancelled before its work began (waiting, or given its turn but not yet
+  /// running), and frees the key if nothing else of it is left.
   fileprivate func settleCancelledWaiting(
     _ id: UInt64,
     key: Key,
     isolation: isolated any Actor = #isolation
   ) {
-    guard var line = lines[key], let index = line.waiting.firstIndex(where: { $0.box.id == id })
-    else { return }
-    let box = line.waiting.remove(at: index).box
+    guard var line = lines[key] else { return }
+    let box: any AnyTaskBox
+    if let index = line.waiting.firstIndex(where: { $0.id == id }) {
+      box = line.waiting.remove(at: index)
+    } else if let index = line.running.firstIndex(where: { $0.id == id }) {
+      box = line.running.remove(at: index)
+    } else {
+      return
+    }
     lines[key] = line
     end(box, key: key, outcome: box.outcomeKind ?? .cancelled)
-    advance(key)
+    freeIfIdle(key)
   }
 
   // MARK: - Cancelling
@@ -443,7 +423,7 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
     guard var line = lines[key] else { return }
     cancel(&line, key: key)
     lines[key] = line
-    advance(key)
+    freeIfIdle(key)
   }
 
   /// Cancels every task of every key.

@@ -10,6 +10,13 @@
 /// | ``dropNew`` | do not run the new one; its handle reports it was dropped | Rx `flatMapFirst`, ember `drop` |
 /// | ``keepLatest`` | one running, at most one waiting; a newer waiting task replaces the older | ember `keepLatest` |
 /// | ``joinExisting`` | return the running task's handle instead of starting another | |
+///
+/// Whatever the policy, a key's tasks start in the order they were added: a task that may run
+/// beside others (``concurrent(limit:)``, or ``joinExisting`` with nothing to join) still waits
+/// for the tasks of the key already waiting to start. Each key is a line of `OrderlyCore`'s
+/// engine, the one under every Orderly queue, and each policy a rule for when a task may start
+/// on it (``enqueue``: when no task of the key runs; ``concurrent(limit:)``: when fewer than
+/// `limit` run).
 public enum TaskStorePolicy: Sendable, Hashable, CustomStringConvertible {
   /// Cancel every task of the key (running or waiting) and start the new one at once.
   ///
@@ -21,7 +28,7 @@ public enum TaskStorePolicy: Sendable, Hashable, CustomStringConvertible {
   /// Wait until every task already there for the key has ended, then run: FIFO per key.
   case enqueue
   /// Run alongside the key's other tasks, at most `limit` at once (`nil`: no limit); beyond the
-  /// limit, wait in FIFO order.
+  /// limit, or while tasks added earlier still wait, wait in FIFO order.
   case concurrent(limit: Int?)
   /// If the key has a task running or waiting, do not run the new one: its handle reports
   /// ``TaskStoreError/dropped(key:policy:)``.
@@ -30,7 +37,8 @@ public enum TaskStorePolicy: Sendable, Hashable, CustomStringConvertible {
   /// dropped): one running and at most one waiting, the latest.
   case keepLatest
   /// If the key has a running task with the same result type, return its handle instead of
-  /// starting another; otherwise start the new one at once.
+  /// starting another; otherwise run the new one alongside, as ``concurrent(limit:)`` with no
+  /// limit: at once, unless tasks added earlier still wait.
   case joinExisting
 
   /// The policy's name, as in `cancelPrevious`.

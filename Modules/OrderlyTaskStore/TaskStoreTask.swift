@@ -65,10 +65,13 @@ protocol AnyTaskBox: AnyObject, Sendable {
   func cancel(caller: (any Actor)?)
   /// Records that the store announced the task's end; `false` if it had already.
   func markEnded() -> Bool
-  /// Tells the store, while the task waits in its line, when it is cancelled before it began.
+  /// Tells the store, until the task begins, when it is cancelled before it began.
   func setWaitingHook(_ hook: (@Sendable ((any Actor)?) -> Void)?)
+  /// Resolves the task as dropped and takes its job out of the engine's line.
   func drop(_ error: TaskStoreError)
-  func attach(_ task: Task<Void, Never>)
+  /// Records the engine's job that will run the operation; cancels it at once if cancel came
+  /// first.
+  func attach(_ job: QueuedTask<Void>)
 }
 
 /// A task's state, result and awaiters, shared by its handles and the store.
@@ -79,7 +82,7 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
   private struct State {
     var outcome: TaskOutcome<Success>?
     var awaiters: [UnsafeContinuation<TaskOutcome<Success>, Never>] = []
-    var task: Task<Void, Never>?
+    var job: QueuedTask<Void>?
     var started = false
     var cancelled = false
     var dropped: TaskStoreError?
@@ -99,13 +102,14 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
   var outcomeKind: TaskOutcomeKind? { state.withLock(announcingTo: self) { $0.outcome?.kind } }
   var droppedError: TaskStoreError? { state.withLock(announcingTo: self) { $0.dropped } }
 
-  /// Records the task that will run the operation; cancels it at once if cancel came first.
-  func attach(_ task: Task<Void, Never>) {
+  /// Records the engine's job that will run the operation; cancels it at once if cancel (or a
+  /// drop) came first.
+  func attach(_ job: QueuedTask<Void>) {
     let cancelNow = state.withLock(announcingTo: self) { state -> Bool in
-      state.task = task
-      return state.cancelled
+      state.job = job
+      return state.cancelled || state.dropped != nil
     }
-    if cancelNow { task.cancel() }
+    if cancelNow { job.cancel() }
   }
 
   /// Marks the task as running.
@@ -115,6 +119,7 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
     state.withLock(announcingTo: self) { state in
       guard state.outcome == nil, !state.cancelled else { return false }
       state.started = true
+      state.waitingHook = nil  // running now: a cancellation is the operation's to answer
       return true
     }
   }
@@ -126,7 +131,7 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
       state -> [UnsafeContinuation<TaskOutcome<Success>, Never>]? in
       guard state.outcome == nil else { return nil }
       state.outcome = outcome
-      state.task = nil
+      state.job = nil
       defer { state.awaiters = [] }
       return state.awaiters
     }
@@ -136,14 +141,14 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
   }
 
   func cancel(caller: (any Actor)?) {
-    let (task, resolveNow, hook) = state.withLock(announcingTo: self) {
-      state -> (Task<Void, Never>?, Bool, (@Sendable ((any Actor)?) -> Void)?) in
+    let (job, resolveNow, hook) = state.withLock(announcingTo: self) {
+      state -> (QueuedTask<Void>?, Bool, (@Sendable ((any Actor)?) -> Void)?) in
       guard state.outcome == nil else { return (nil, false, nil) }
       state.cancelled = true
       let resolveNow = !state.started
-      return (state.task, resolveNow, resolveNow ? state.waitingHook.take() : nil)
+      return (state.job, resolveNow, resolveNow ? state.waitingHook.take() : nil)
     }
-    task?.cancel()
+    job?.cancel()
     if resolveNow { resolve(.cancelled) }
     hook?(caller)
   }
@@ -160,8 +165,14 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
   }
 
   func drop(_ error: TaskStoreError) {
-    state.withLock(announcingTo: self) { $0.dropped = error }
+    let job = state.withLock(announcingTo: self) { state -> QueuedTask<Void>? in
+      state.dropped = error
+      state.waitingHook = nil
+      return state.job
+    }
     resolve(.dropped)
+    // Out of the engine's line: the tasks behind it need not wait for a turn it will not take.
+    job?.cancel()
   }
 
   func outcome() async -> TaskOutcome<Success> {

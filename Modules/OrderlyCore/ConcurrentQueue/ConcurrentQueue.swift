@@ -237,6 +237,38 @@ public final class ConcurrentQueue: AssertableQueue {
     )
   }
 
+  /// Enqueues a job that runs like `Task { }` once every earlier job has started and fewer than
+  /// `count` jobs of the queue run.
+  ///
+  /// Unlike a barrier, the job holds no later job back once it runs. The app modules build their
+  /// admission rules on it: a `TaskStore` task under `.enqueue` starts when no task of its key
+  /// runs (`count` 1), one under `.concurrent(limit:)` when fewer than its limit do.
+  ///
+  /// - Parameters:
+  ///   - name: A name for the job, shown in ``events``.
+  ///   - priority: The priority of the job's task; `nil` inherits the caller's.
+  ///   - count: How few jobs must run for this one to start; 1 or more.
+  ///   - isolation: The caller's isolation; leave the default.
+  ///   - operation: The job's work.
+  /// - Returns: A handle to await or cancel the job.
+  @discardableResult
+  package func enqueue<Success: Sendable>(
+    name: String? = nil,
+    priority: TaskPriority? = nil,
+    startingWhenFewerThan count: Int,
+    isolation: isolated (any Actor)? = #isolation,
+    @_inheritActorContext @_implicitSelfCapture operation:
+      sending @escaping () async throws -> Success
+  ) -> QueuedTask<Success> {
+    core.enqueue(
+      name: name,
+      priority: priority,
+      startsBelow: max(1, count),
+      isolation: isolation,
+      operation: operation
+    )
+  }
+
   /// Enqueues a barrier and runs it in the caller's task once it has the queue to itself.
   ///
   /// - Parameters:

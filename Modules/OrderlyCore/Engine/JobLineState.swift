@@ -38,6 +38,14 @@ struct JobLineState {
       }
     }
 
+    /// How few jobs of the line must run for the entry to start (see ``TurnNode/startsBelow``).
+    var startsBelow: Int {
+      switch self {
+      case .turn(let node): node.startsBelow
+      case .detached: .max
+      }
+    }
+
     /// Whether the entry was created with its turn (see ``TurnNode/isGrantedAtAdmission``).
     var isGrantedAtAdmission: Bool {
       switch self {
@@ -210,13 +218,13 @@ struct JobLineState {
   }
 
   /// Whether a job at the head of the line may start now.
-  private func canStart(isBarrier: Bool) -> Bool {
-    running.count < limit && !barrierRunning && (!isBarrier || running.isEmpty)
+  private func canStart(isBarrier: Bool, below: Int) -> Bool {
+    running.count < min(limit, below) && !barrierRunning && (!isBarrier || running.isEmpty)
   }
 
   /// Whether a job admitted now would start at once.
-  func startsAtOnce(isBarrier: Bool) -> Bool {
-    line.isEmpty && canStart(isBarrier: isBarrier)
+  func startsAtOnce(isBarrier: Bool, below: Int = .max) -> Bool {
+    line.isEmpty && canStart(isBarrier: isBarrier, below: below)
   }
 
   /// Puts a numbered job in line, or starts it at once if it may.
@@ -235,9 +243,9 @@ struct JobLineState {
       return false
     }
     let isBarrier = entry.isBarrier
-    if canStart(isBarrier: isBarrier) {
+    if canStart(isBarrier: isBarrier, below: entry.startsBelow) {
       // Nobody waits on a new entry yet, so granting it has nothing to wake. A node created
-      // granted (see ``startsAtOnce(isBarrier:)``) needs no grant.
+      // granted (see ``startsAtOnce(isBarrier:below:)``) needs no grant.
       if !entry.isGrantedAtAdmission {
         var nothingToWake = Wakeups()
         _ = entry.grant(into: &nothingToWake)
@@ -266,10 +274,10 @@ struct JobLineState {
     // would cost a retain and a release per look.
     while let head = line.popFirst() {
       let isBarrier = head.isBarrier
-      if !canStart(isBarrier: isBarrier) {
+      if !canStart(isBarrier: isBarrier, below: head.startsBelow) {
         // Nothing can start while every slot is taken or a barrier runs, whatever the head is.
-        // A head that is a barrier waits for running jobs to end; a cancelled one must not
-        // block the live jobs behind it.
+        // A head that is a barrier (or starts only below a count) waits for running jobs to
+        // end; a cancelled one must not block the live jobs behind it.
         if running.count >= limit || barrierRunning || !head.isCancelledWhileWaiting {
           line.prepend(head)
           return

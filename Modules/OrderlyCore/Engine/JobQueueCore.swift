@@ -88,12 +88,14 @@ final class JobQueueCore: Sendable {
     name: String?,
     priority: TaskPriority?,
     isBarrier: Bool = false,
+    startsBelow: Int = .max,
     isolation: isolated (any Actor)?,
     operation: sending @escaping () async throws -> Success
   ) -> QueuedTask<Success> {
     let node = admitTurn(
       named: name,
       isBarrier: isBarrier,
+      startsBelow: startsBelow,
       priority: (priority ?? Task.currentPriority).rawValue
     )
     return makeTask(for: node, priority: priority, isolation: isolation, operation: operation)
@@ -249,11 +251,13 @@ final class JobQueueCore: Sendable {
   /// - Parameters:
   ///   - name: The job's name, for events.
   ///   - isBarrier: Whether the job runs alone.
+  ///   - startsBelow: How few jobs of the line must run for the job to start.
   ///   - priority: The priority of the job's task (`TaskPriority.rawValue`).
   /// - Returns: The job's place in line.
   func admitTurn(
     named name: String?,
     isBarrier: Bool = false,
+    startsBelow: Int = .max,
     priority: UInt8 = TaskPriority.medium.rawValue
   ) -> TurnNode {
     let (node, launches) = update(movingInboxFirst: false) { state, wakeups, launches in
@@ -264,7 +268,8 @@ final class JobQueueCore: Sendable {
         name: name,
         purpose: .job,
         isBarrier: isBarrier,
-        granted: state.startsAtOnce(isBarrier: isBarrier),
+        startsBelow: startsBelow,
+        granted: state.startsAtOnce(isBarrier: isBarrier, below: startsBelow),
         basePriority: priority
       )
       state.admitRaisingAhead(.turn(node), wakeups: &wakeups)

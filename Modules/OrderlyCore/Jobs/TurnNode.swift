@@ -34,6 +34,10 @@ final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Se
   let purpose: Purpose
   /// Whether the job runs alone, as a barrier of a concurrent queue.
   let isBarrier: Bool
+  /// The job starts only when fewer than this many jobs of its line run (`Int.max`: whenever a
+  /// slot is free). Unlike a barrier, once started it holds no later job back: a `TaskStore`
+  /// task that waits for the tasks ahead of it to end, then runs beside later ones.
+  let startsBelow: Int
   /// Whether the node was created with its turn, as it started the moment it was admitted: the
   /// queue then took no lock of the node to grant it.
   let isGrantedAtAdmission: Bool
@@ -47,6 +51,7 @@ final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Se
   ///   - name: The job's name, for events.
   ///   - purpose: What the node waits for.
   ///   - isBarrier: Whether the job runs alone.
+  ///   - startsBelow: How few jobs of the line must run for the job to start.
   ///   - granted: Whether the node has its turn already (it starts the moment it is admitted):
   ///     the queue then takes no lock of the node to give it.
   ///   - basePriority: The priority of the job's task at admission.
@@ -55,6 +60,7 @@ final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Se
     name: String?,
     purpose: Purpose,
     isBarrier: Bool = false,
+    startsBelow: Int = .max,
     granted: Bool = false,
     basePriority: UInt8 = TaskPriority.medium.rawValue
   ) {
@@ -62,6 +68,7 @@ final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Se
     self.name = name
     self.purpose = purpose
     self.isBarrier = isBarrier
+    self.startsBelow = startsBelow
     self.isGrantedAtAdmission = granted
     self.basePriority = basePriority
     super.init(state: TurnNodeState(phase: granted ? .granted : .waiting))
