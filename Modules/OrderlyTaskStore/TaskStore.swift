@@ -1,6 +1,6 @@
 internal import DequeModule
-internal import OrderlyCore
 public import Observation
+internal import OrderlyCore
 
 /// Something that happened in a ``TaskStore``, in order.
 public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, CustomStringConvertible {

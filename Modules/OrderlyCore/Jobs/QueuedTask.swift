@@ -102,8 +102,9 @@ public struct QueuedTask<Success: Sendable>: Sendable, Hashable {
     }
   }
 
-  /// Whether the job had its turn the moment it was enqueued: it was given a slot at once, with
-  /// nothing ahead of it in line. An app module that mirrors its engine's state reads it to
+  /// Whether the job had its turn the moment it was enqueued.
+  ///
+  /// It was given a slot at once, with nothing ahead of it in line. An app module that mirrors its engine's state reads it to
   /// report such a job as running before `enqueue` returns.
   package var startedAtAdmission: Bool {
     switch backing {

@@ -34,8 +34,9 @@ final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Se
   let purpose: Purpose
   /// Whether the job runs alone, as a barrier of a concurrent queue.
   let isBarrier: Bool
-  /// The job starts only when fewer than this many jobs of its line run (`Int.max`: whenever a
-  /// slot is free). Unlike a barrier, once started it holds no later job back: a `TaskStore`
+  /// How few jobs of its line must run for the job to start.
+  ///
+  /// `Int.max`: whenever a slot is free. Unlike a barrier, once started it holds no later job back: a `TaskStore`
   /// task that waits for the tasks ahead of it to end, then runs beside later ones.
   let startsBelow: Int
   /// Whether the node was created with its turn, as it started the moment it was admitted: the
