@@ -1,3 +1,4 @@
+internal import OrderlyCore
 public import Observation
 
 /// How a step in a ``LaunchSequencer``'s history ended.
@@ -130,6 +131,13 @@ public enum LaunchEvent: Sendable, Equatable, CustomStringConvertible {
 /// ``LaunchEvent/stillRunning(name:after:)`` event and in its ``LaunchRecord``, and the line
 /// keeps waiting for it: the next step never starts beside it.
 ///
+/// The line is a line of `OrderlyCore`'s engine, the one under every Orderly queue, with one
+/// slot: a step's job holds it until the step's `run()` has returned, so the next step cannot
+/// start beside it, and ``suspend()`` takes the slot away. A step is the ``currentStep`` from
+/// the moment the engine gives it the slot: at once when it is enqueued with nothing running,
+/// otherwise when the main actor runs its job after the step ahead has ended. A step given the
+/// slot just before ``suspend()`` waits, still pending, until ``resume()``.
+///
 /// ## Waiting
 ///
 /// ``enqueueAndWait(_:)`` enqueues a step and returns its record when it has ended; ``waitUntilIdle()``
@@ -185,13 +193,18 @@ public final class LaunchSequencer {
   @ObservationIgnored private var lastWaiter: UInt64 = 0
   @ObservationIgnored private let now: @Sendable () -> Duration
   @ObservationIgnored private let sleep: @Sendable (Duration) async throws -> Void
-  /// The running step's task, and a number that tells its end from a later step's.
-  @ObservationIgnored private var running: (task: Task<Void, Never>, generation: UInt64)?
+  /// The line the steps run on: a line of `OrderlyCore`'s engine with one slot (none while
+  /// suspended). A step's job holds the slot until its `run()` has returned, even cancelled or
+  /// timed out, so two steps' `run()` never overlap.
+  @ObservationIgnored private let line = ConcurrentQueue(name: "LaunchSequencer", limit: 1)
+  /// The engine's job of each pending step and of the running one, by token.
+  @ObservationIgnored private var jobs: [UInt64: QueuedTask<Void>] = [:]
   /// Started by ``cancelAll()`` for the running step: says so if its `run()` outlives the grace
   /// period; cancelled when the step ends.
   @ObservationIgnored private var graceWatch: Task<Void, Never>?
-  @ObservationIgnored private var generation: UInt64 = 0
   @ObservationIgnored private var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+  /// Jobs given their turn while the sequencer was suspended, waiting for ``resume()``.
+  @ObservationIgnored private var resumeWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
   @ObservationIgnored private var listeners: [UInt64: AsyncStream<LaunchEvent>.Continuation] = [:]
   @ObservationIgnored private var lastListener: UInt64 = 0
 
@@ -271,11 +284,17 @@ public final class LaunchSequencer {
       return nil
     }
     lastToken += 1
+    let token = lastToken
     pendingSteps.append(step)
-    pendingTokens.append(lastToken)
+    pendingTokens.append(token)
     emit(.enqueued(name: step.name))
-    startNextIfPossible()
-    return lastToken
+    let job = line.enqueue(name: step.name) { [weak self] () async -> Void in
+      await self?.runJob(of: step, token: token)
+    }
+    jobs[token] = job
+    // Given the slot at once (nothing runs, not suspended): it is the current step from now on.
+    if job.startedAtAdmission { take(token) }
+    return token
   }
 
   /// The token of the pending or running step with `step`'s id.
@@ -305,21 +324,24 @@ public final class LaunchSequencer {
     pendingSteps = []
     pendingTokens = []
     for (step, token) in removed {
+      // Out of the engine's line at once; a job already given its turn finds its step gone.
+      jobs.removeValue(forKey: token)?.cancel()
+      resumeWaiters.removeValue(forKey: token)?.resume()
       emit(.removed(name: step.name))
       resolveStepWaiters(
         of: token,
         with: LaunchRecord(name: step.name, id: step.id, outcome: .cancelled, duration: .zero)
       )
     }
-    if let running, let step = currentStep, graceWatch == nil {
-      running.task.cancel()
-      // One run() at a time: the step stays on screen until its run() returns; if that takes
-      // longer than the grace period, say so.
-      let (sleep, gracePeriod, generation) = (sleep, gracePeriod, running.generation)
+    if let token = currentToken, let step = currentStep, graceWatch == nil {
+      jobs[token]?.cancel()
+      // One run() at a time: the step stays on screen until its run() returns (its job holds
+      // the engine's slot until then); if that takes longer than the grace period, say so.
+      let (sleep, gracePeriod) = (sleep, gracePeriod)
       graceWatch = Task { [weak self] in
         do {
           try await sleep(gracePeriod)
-          self?.overran(step, generation: generation)
+          self?.overran(step, token: token)
         } catch {
           // Cancelled: the step returned within the grace period.
         }
@@ -334,6 +356,7 @@ public final class LaunchSequencer {
   public func suspend() {
     guard !isSuspended else { return }
     isSuspended = true
+    line.setLimit(0)
     emit(.suspended)
   }
 
@@ -342,7 +365,13 @@ public final class LaunchSequencer {
     guard isSuspended else { return }
     isSuspended = false
     emit(.resumed)
-    startNextIfPossible()
+    line.setLimit(1)
+    // The engine gave the slot back to the first pending step (now, or earlier if its job had
+    // its turn when the sequencer was suspended): it is the current step from now on.
+    if let token = pendingTokens.first, jobs[token]?.hasTurn == true { take(token) }
+    let waiters = resumeWaiters
+    resumeWaiters = [:]
+    for waiter in waiters.values { waiter.resume() }
   }
 
   /// Returns when no step is running or waiting, or when the waiting task is cancelled.
@@ -387,8 +416,9 @@ public final class LaunchSequencer {
 
   isolated deinit {
     for listener in listeners.values { listener.finish() }
-    running?.task.cancel()
+    for job in jobs.values { job.cancel() }
     for waiter in idleWaiters.values { waiter.resume() }
+    for waiter in resumeWaiters.values { waiter.resume() }
     for waiters in stepWaiters.values {
       for waiter in waiters.values { waiter.resume(returning: nil) }
     }
@@ -398,24 +428,37 @@ public final class LaunchSequencer {
 
   @ObservationIgnored private var startedAt: Duration = .zero
 
-  private func startNextIfPossible() {
-    guard currentStep == nil, !isSuspended, !pendingSteps.isEmpty else { return }
+  /// Takes the pending step of `token` from the line: the engine has given its job the slot.
+  private func take(_ token: UInt64) {
+    guard currentToken == nil, pendingTokens.first == token else { return }
     let step = pendingSteps.removeFirst()
-    currentToken = pendingTokens.removeFirst()
+    pendingTokens.removeFirst()
+    currentToken = token
     currentStep = step
     currentOverran = false
     startedAt = now()
-    generation += 1
-    let generation = generation
     emit(.started(name: step.name))
-    let gracePeriod = gracePeriod
-    let task = Task { [weak self] in
-      let outcome = await Self.perform(step, sleep: self?.sleep, gracePeriod: gracePeriod) {
-        self?.overran(step, generation: generation)
+  }
+
+  /// The engine's job of a step, run when it has the slot: takes the step (unless
+  /// ``cancelAll()`` removed it), runs it, and records how it ended. The slot is the engine's:
+  /// the next step's job starts only when this one has returned.
+  private func runJob(of step: any LaunchStep, token: UInt64) async {
+    if currentToken != token {
+      if isSuspended, pendingTokens.contains(token) {
+        // Given the slot just before suspend(): the step waits, holding it, until resume().
+        await withCheckedContinuation { resumeWaiters[token] = $0 }
       }
-      self?.stepEnded(step, outcome: outcome, generation: generation)
+      take(token)
+      guard currentToken == token else {
+        jobs[token] = nil  // removed by cancelAll() before it started
+        return
+      }
     }
-    running = (task, generation)
+    let outcome = await Self.perform(step, sleep: sleep, gracePeriod: gracePeriod) {
+      [weak self] in self?.overran(step, token: token)
+    }
+    stepEnded(step, outcome: outcome, token: token)
   }
 
   /// Asks the step whether to run, then runs it, racing its timeout; a step cancelled or timed
@@ -480,23 +523,21 @@ public final class LaunchSequencer {
   }
 
   /// The cancelled step has not returned within the grace period: said, once.
-  private func overran(_ step: any LaunchStep, generation: UInt64) {
-    guard let running, running.generation == generation, !currentOverran else { return }
+  private func overran(_ step: any LaunchStep, token: UInt64) {
+    guard currentToken == token, !currentOverran else { return }
     currentOverran = true
     emit(.stillRunning(name: step.name, after: gracePeriod))
   }
 
-  private func stepEnded(_ step: any LaunchStep, outcome: LaunchOutcome, generation: UInt64) {
-    guard let running, running.generation == generation else { return }
-    self.running = nil
+  private func stepEnded(_ step: any LaunchStep, outcome: LaunchOutcome, token: UInt64) {
+    guard currentToken == token else { return }
+    jobs[token] = nil
     graceWatch?.cancel()
     graceWatch = nil
     currentStep = nil
-    let token = currentToken
     currentToken = nil
     let record = record(step, outcome, startedAt: startedAt, overran: currentOverran)
-    if let token { resolveStepWaiters(of: token, with: record) }
-    startNextIfPossible()
+    resolveStepWaiters(of: token, with: record)
     resumeIdleWaitersIfIdle()
   }
 

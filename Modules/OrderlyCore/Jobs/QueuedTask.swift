@@ -113,6 +113,17 @@ public struct QueuedTask<Success: Sendable>: Sendable, Hashable {
     }
   }
 
+  /// Whether the job has been given its turn (a slot) and has not ended.
+  ///
+  /// Read after a change that may give it its turn (a job ending, `setLimit(_:)`), it says
+  /// whether that change did. For the app modules' mirrors of their engine's state.
+  package var hasTurn: Bool {
+    switch backing {
+    case .attached(_, let node): node.hasTurn
+    case .detached: false
+    }
+  }
+
   /// Whether ``cancel()`` was called, or the queue cancelled the job (for example with
   /// `cancelAll()`).
   public var isCancelled: Bool {

@@ -100,6 +100,11 @@ final class TurnNode: TurnNodeStorage, PinnedJob, RunningJobFrame, @unchecked Se
     withState { $0.phase == .granted }
   }
 
+  /// Whether the node has been given its turn and its job has not ended.
+  var hasTurn: Bool {
+    withState { $0.phase == .granted || $0.phase == .running }
+  }
+
   /// Gives the node its turn.
   ///
   /// Called under the queue lock.
