@@ -1,5 +1,5 @@
-internal import OrderlyCore
 public import Observation
+internal import OrderlyCore
 
 /// How a step in a ``LaunchSequencer``'s history ended.
 public enum LaunchOutcome: String, Sendable, Equatable, CustomStringConvertible {
@@ -193,8 +193,9 @@ public final class LaunchSequencer {
   @ObservationIgnored private var lastWaiter: UInt64 = 0
   @ObservationIgnored private let now: @Sendable () -> Duration
   @ObservationIgnored private let sleep: @Sendable (Duration) async throws -> Void
-  /// The line the steps run on: a line of `OrderlyCore`'s engine with one slot (none while
-  /// suspended). A step's job holds the slot until its `run()` has returned, even cancelled or
+  /// The line the steps run on.
+  ///
+  /// A line of `OrderlyCore`'s engine with one slot (none while suspended). A step's job holds the slot until its `run()` has returned, even cancelled or
   /// timed out, so two steps' `run()` never overlap.
   @ObservationIgnored private let line = ConcurrentQueue(name: "LaunchSequencer", limit: 1)
   /// The engine's job of each pending step and of the running one, by token.
@@ -440,8 +441,10 @@ public final class LaunchSequencer {
     emit(.started(name: step.name))
   }
 
-  /// The engine's job of a step, run when it has the slot: takes the step (unless
-  /// ``cancelAll()`` removed it), runs it, and records how it ended. The slot is the engine's:
+  /// The engine's job of a step, run when it has the slot.
+  ///
+  /// Takes the step (unless ``cancelAll()`` removed it), runs it, and records how it ended. The
+  /// slot is the engine's:
   /// the next step's job starts only when this one has returned.
   private func runJob(of step: any LaunchStep, token: UInt64) async {
     if currentToken != token {
