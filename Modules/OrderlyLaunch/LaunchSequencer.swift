@@ -444,8 +444,7 @@ public final class LaunchSequencer {
   /// The engine's job of a step, run when it has the slot.
   ///
   /// Takes the step (unless ``cancelAll()`` removed it), runs it, and records how it ended. The
-  /// slot is the engine's:
-  /// the next step's job starts only when this one has returned.
+  /// slot is the engine's: the next step's job starts only when this one has returned.
   private func runJob(of step: any LaunchStep, token: UInt64) async {
     if currentToken != token {
       if isSuspended, pendingTokens.contains(token) {
