@@ -120,14 +120,17 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
     /// Tasks in the engine's line that have not begun.
     var waiting: [any AnyTaskBox] = []
 
-    init(key: Key) {
-      queue = ConcurrentQueue(name: "TaskStore[\(key)]", limit: .max)
+    init(queue: ConcurrentQueue) {
+      self.queue = queue
     }
 
     var liveWaitingCount: Int { waiting.count { !$0.isResolved } }
   }
 
   private var lines: [Key: Line] = [:]
+  /// The engine's line of a key that went idle, kept for the next key to get busy: a store whose
+  /// keys take turns being busy (the usual case) makes one line, not one per busy spell.
+  private var spareQueue: ConcurrentQueue?
   private var states: [Key: KeyState] = [:]
   /// Keys that went idle, oldest first, with the `idleMarks` value each had then: an entry whose
   /// mark no longer matches is stale (the key was busy again since).
@@ -186,7 +189,7 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
     isolation: isolated any Actor = #isolation,
     @_inheritActorContext operation: sending @escaping () async throws -> Success
   ) -> TaskStoreTask<Success> {
-    var line = lines[key] ?? Line(key: key)
+    var line = lines[key] ?? Line(queue: takeQueue())
     line.running.removeAll { box in
       // Cancelled before its work began, from another actor: its end is recorded now.
       guard box.isResolved else { return false }
@@ -244,15 +247,18 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
       startsBelow = 1
     }
 
-    box.setWaitingHook(waitingHook(forTask: box.id, key: key, isolation: isolation))
     // The engine makes the task's `Task` now, in the caller's task: it inherits the caller's
     // task-local values and (unless `priority` is given) priority, as `Task {}` does, not those
     // of the task that ends the one ahead of it.
     let job = line.queue.enqueue(priority: priority, startingWhenFewerThan: startsBelow) {
       [weak self] () async -> Void in
       _ = isolation  // run on the store's actor
-      // Not begun: cancelled or dropped while it waited, and settled by then.
-      guard box.begin() else { return }
+      guard box.begin() else {
+        // Cancelled or dropped before its work began: a waiting task was settled then; one
+        // given its turn when it was added ends now.
+        self?.finished(box, key: key)
+        return
+      }
       self?.began(box, key: key)
       do {
         box.resolve(.succeeded(try await operation()))
@@ -273,8 +279,9 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
       line.waiting.append(box)
       lines[key] = line
       emit(.waiting(key: key, task: box.id))
+      box.setWaitingHook(waitingHook(forTask: box.id, key: key, isolation: isolation))
     }
-    box.attach(job)
+    box.attach(job, startedAtOnce: job.startedAtAdmission)
     didChange(key)
     return handle
   }
@@ -307,9 +314,19 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
     guard let line = lines[key] else { return }
     if line.running.isEmpty && line.waiting.isEmpty {
       lines[key] = nil
+      if spareQueue == nil { spareQueue = line.queue }
       wentIdle(key)
     }
     didChange(key)
+  }
+
+  /// A line for a key that gets busy: the spare one if its last task has left the engine.
+  private func takeQueue() -> ConcurrentQueue {
+    if let spare = spareQueue, spare.isIdle {
+      spareQueue = nil
+      return spare
+    }
+    return ConcurrentQueue(name: "TaskStore", limit: .max)
   }
 
   /// Tells observers of `key` that its state changed.
@@ -391,22 +408,15 @@ public final class TaskStore<Key: Hashable & Sendable>: Observable {
     }
   }
 
-  /// Ends a task cancelled before its work began (waiting, or given its turn but not yet
-  /// running), and frees the key if nothing else of it is left.
+  /// Ends a task cancelled while it waited, and frees the key if nothing else of it is left.
   fileprivate func settleCancelledWaiting(
     _ id: UInt64,
     key: Key,
     isolation: isolated any Actor = #isolation
   ) {
-    guard var line = lines[key] else { return }
-    let box: any AnyTaskBox
-    if let index = line.waiting.firstIndex(where: { $0.id == id }) {
-      box = line.waiting.remove(at: index)
-    } else if let index = line.running.firstIndex(where: { $0.id == id }) {
-      box = line.running.remove(at: index)
-    } else {
-      return
-    }
+    guard var line = lines[key], let index = line.waiting.firstIndex(where: { $0.id == id })
+    else { return }
+    let box = line.waiting.remove(at: index)
     lines[key] = line
     end(box, key: key, outcome: box.outcomeKind ?? .cancelled)
     freeIfIdle(key)

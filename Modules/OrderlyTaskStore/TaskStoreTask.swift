@@ -69,9 +69,9 @@ protocol AnyTaskBox: AnyObject, Sendable {
   func setWaitingHook(_ hook: (@Sendable ((any Actor)?) -> Void)?)
   /// Resolves the task as dropped and takes its job out of the engine's line.
   func drop(_ error: TaskStoreError)
-  /// Records the engine's job that will run the operation; cancels it at once if cancel came
-  /// first.
-  func attach(_ job: QueuedTask<Void>)
+  /// Records the engine's job that will run the operation, and whether the engine gave it its
+  /// turn the moment it was added; cancels it at once if cancel came first.
+  func attach(_ job: QueuedTask<Void>, startedAtOnce: Bool)
 }
 
 /// A task's state, result and awaiters, shared by its handles and the store.
@@ -83,6 +83,8 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
     var outcome: TaskOutcome<Success>?
     var awaiters: [UnsafeContinuation<TaskOutcome<Success>, Never>] = []
     var job: QueuedTask<Void>?
+    /// Given its turn when it was added: its job runs whatever happens, and reports its end.
+    var startedAtOnce = false
     var started = false
     var cancelled = false
     var dropped: TaskStoreError?
@@ -104,9 +106,10 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
 
   /// Records the engine's job that will run the operation; cancels it at once if cancel (or a
   /// drop) came first.
-  func attach(_ job: QueuedTask<Void>) {
+  func attach(_ job: QueuedTask<Void>, startedAtOnce: Bool) {
     let cancelNow = state.withLock(announcingTo: self) { state -> Bool in
       state.job = job
+      state.startedAtOnce = startedAtOnce
       return state.cancelled || state.dropped != nil
     }
     if cancelNow { job.cancel() }
@@ -146,7 +149,11 @@ final class TaskBox<Success: Sendable>: AnyTaskBox {
       guard state.outcome == nil else { return (nil, false, nil) }
       state.cancelled = true
       let resolveNow = !state.started
-      return (state.job, resolveNow, resolveNow ? state.waitingHook.take() : nil)
+      // A task given its turn when it was added keeps its job until its work would begin: the
+      // job then finds it cancelled and reports its end to the store (cancelling the job would
+      // skip that). A waiting task's job leaves the engine's line at once.
+      let job = state.startedAtOnce && !state.started ? nil : state.job
+      return (job, resolveNow, resolveNow ? state.waitingHook.take() : nil)
     }
     job?.cancel()
     if resolveNow { resolve(.cancelled) }
