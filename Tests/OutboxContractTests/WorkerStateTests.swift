@@ -1,11 +1,10 @@
-// Built with the Postgres trait only; see Package.swift.
-#if Postgres
 import Foundation
-@testable import OrderlyPostgres
+import OrderlyOutboxCore
 import Testing
 
-/// The worker's decisions about its lines, on instants the test gives them (no server, no
-/// waiting), with a lease of 40 s renewed every 10 s (the margin a lease is given up by).
+/// The PostgreSQL worker's decisions about its lines (in the outbox's rules, so this runs in a
+/// plain `swift test`), on instants the test gives them (no server, no waiting), with a lease of
+/// 40 s renewed every 10 s (the margin a lease is given up by).
 @Suite("WorkerState: a worker's decisions about its lines, without a server")
 struct WorkerStateTests {
   private let start = ContinuousClock.now
@@ -139,4 +138,3 @@ struct WorkerStateTests {
     try await delivery.value
   }
 }
-#endif

@@ -1,25 +1,30 @@
-// What a PostgreSQL worker knows of its lines, and the decisions it makes from that alone: which
-// lines stop and why, which leases are no longer certain, what a renewal's answer means, how many
-// lines it may take, when a line's turn is over. No database and no clock of its own: the rooms
-// that act (Leases, TakingLines, DeliveringLines) read these under the worker's lock and do the
-// rest, and WorkerStateTests checks them without a server.
-//
-// Compiled with the Postgres trait; see Package.swift.
-#if Postgres
+// What a worker that holds its lines by lease (the PostgreSQL store's) knows of them, and the
+// decisions it makes from that alone: which lines stop and why, which leases are no longer
+// certain, what a renewal's answer means, how many lines it may take. No database and no clock
+// of its own: the rooms that act (OrderlyPostgres' Leases, TakingLines, DeliveringLines) read
+// these under the worker's lock and do the rest. Here, in the outbox's rules rather than in the
+// PostgreSQL module, so that WorkerStateTests runs in a plain `swift test`, with no trait and no
+// server.
 
 /// A line this worker holds a lease on.
-struct HeldLine: Sendable {
-  let fence: Int64
+package struct HeldLine: Sendable {
+  package let fence: Int64
   /// Before this instant the database cannot have given the line to anyone else: the lease
   /// was renewed (or taken) by a query sent no earlier than `deadline - lease`.
-  var deadline: ContinuousClock.Instant
-  var lost = false
-  var task: Task<Void, Never>?
-  var delivery: Task<Void, any Error>?
+  package var deadline: ContinuousClock.Instant
+  package var lost = false
+  package var task: Task<Void, Never>?
+  package var delivery: Task<Void, any Error>?
+
+  /// A line just taken (or renewed) under `fence`, certain until `deadline`.
+  package init(fence: Int64, deadline: ContinuousClock.Instant) {
+    self.fence = fence
+    self.deadline = deadline
+  }
 }
 
 /// Why a line's task stops before its next message or retry.
-enum LineStop: Error, Equatable {
+package enum LineStop: Error, Equatable {
   /// Its lease is no longer certain: it records nothing more.
   case lost
   /// The worker stops, or drains for a graceful stop: the line settles, then is released.
@@ -29,40 +34,45 @@ enum LineStop: Error, Equatable {
 }
 
 /// What a worker knows of its lines, under its lock.
-struct WorkerState: Sendable {
-  var held: [String: HeldLine] = [:]
-  var paused: Bool
+package struct WorkerState: Sendable {
+  package var held: [String: HeldLine] = [:]
+  package var paused: Bool
   /// Lines known to be paused on their own.
   ///
   /// Paused by ``PostgresOutbox/pause(partition:)`` in this process, or read from the flag by
   /// a renewal: a line in it stops before its next message or retry, and is released. Cleared
   /// for a line this worker takes (the database said it was not paused) or that is resumed.
-  var pausedLines: Set<String> = []
+  package var pausedLines: Set<String> = []
   /// Taking no new message, for a graceful stop: each line is released after its delivery.
-  var draining = false
+  package var draining = false
   /// Tasks in `waitUntilIdle()`.
-  var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-  var lastToken: UInt64 = 0
-  var ending = false
-  var loops: [Task<Void, Never>] = []
+  package var idleWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+  package var lastToken: UInt64 = 0
+  package var ending = false
+  package var loops: [Task<Void, Never>] = []
   /// What the worker waited on when it stalled, while it is stalled (see ``StallWatch``).
-  var stalledOn: [String]?
+  package var stalledOn: [String]?
+
+  /// A worker holding no line, taking lines unless `paused`.
+  package init(paused: Bool) {
+    self.paused = paused
+  }
 
   /// Lines held and not lost.
-  var keysHeld: Int { held.values.count { !$0.lost } }
+  package var keysHeld: Int { held.values.count { !$0.lost } }
 
   /// Whether new lines may be taken at all: not paused, draining or ending.
-  var isTaking: Bool { !(paused || draining || ending) }
+  package var isTaking: Bool { !(paused || draining || ending) }
 
   /// How many lines may be taken now, up to `limit` held at once.
-  func freeSlots(limit: Int) -> Int {
+  package func freeSlots(limit: Int) -> Int {
     isTaking ? max(0, limit - held.count) : 0
   }
 
   /// Whether a line may still record under `fence`: held under that fence, not lost, and its
   /// lease certain for at least `margin` more (the renewal period: a lease is given up before
   /// the database could give it away).
-  func isLive(
+  package func isLive(
     _ line: String,
     fence: Int64,
     now: ContinuousClock.Instant,
@@ -74,7 +84,7 @@ struct WorkerState: Sendable {
 
   /// Whether a line's task must stop before its next message or retry, and why: stopping or
   /// draining first, then a pause (of the outbox or the line), then a lease no longer certain.
-  func checkpoint(
+  package func checkpoint(
     _ line: String,
     fence: Int64,
     now: ContinuousClock.Instant,
@@ -89,12 +99,12 @@ struct WorkerState: Sendable {
 
   /// The lines not lost whose lease has less than `margin` left: given up before the database
   /// could give them to another worker.
-  func lateLines(now: ContinuousClock.Instant, margin: Duration) -> [String: Int64] {
+  package func lateLines(now: ContinuousClock.Instant, margin: Duration) -> [String: Int64] {
     held.filter { !$0.value.lost && $0.value.deadline - margin <= now }.mapValues(\.fence)
   }
 
   /// The lines a renewal is sent for: held and not lost, with their fences.
-  var renewable: [String: Int64] { held.filter { !$0.value.lost }.mapValues(\.fence) }
+  package var renewable: [String: Int64] { held.filter { !$0.value.lost }.mapValues(\.fence) }
 
   /// Applies a renewal's answer: a line renewed under the fence it was sent with gets a new
   /// deadline, one lease after the query was sent; any other line sent (another worker took
@@ -106,7 +116,7 @@ struct WorkerState: Sendable {
   ///   - sentAt: When the query was sent.
   ///   - lease: The lease.
   /// - Returns: The lines not renewed, with the fences they were held under.
-  mutating func applyRenewal(
+  package mutating func applyRenewal(
     sent: [String: Int64],
     renewed: [String: Int64],
     sentAt: ContinuousClock.Instant,
@@ -127,7 +137,7 @@ struct WorkerState: Sendable {
   ///
   /// - Returns: `nil` when nothing changed; otherwise the line's delivery in progress (itself
   ///   `nil` when none runs), for the caller to cancel.
-  mutating func lose(_ line: String, fence: Int64) -> Task<Void, any Error>?? {
+  package mutating func lose(_ line: String, fence: Int64) -> Task<Void, any Error>?? {
     guard let current = held[line], current.fence == fence, !current.lost else { return nil }
     held[line]?.lost = true
     return .some(current.delivery)
@@ -135,6 +145,5 @@ struct WorkerState: Sendable {
 
   /// Whether every slot is taken: only then does a line whose turn ran out give way (to a line
   /// that waits, which the database is asked about only then).
-  func isFull(limit: Int) -> Bool { held.count >= limit }
+  package func isFull(limit: Int) -> Bool { held.count >= limit }
 }
-#endif
