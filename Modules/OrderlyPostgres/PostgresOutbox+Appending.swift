@@ -242,7 +242,10 @@ extension PostgresOutbox {
       """,
       logger: logger
     )
-    for try await (id, sequence) in rows.decode((UUID, Int64).self) { sequences[id] = sequence }
+    for try await row in rows {
+      let row = NamedColumns(row)
+      sequences[try row("id", as: UUID.self)] = try row("sequence")
+    }
     guard sequences.count == batch.count else {
       throw OutboxError.storageFailed(
         path: database,
@@ -320,7 +323,12 @@ extension PostgresOutbox {
       """,
       logger: logger
     )
-    for try await row in rows.decode((Int64, UUID, Data, Int).self) { pending = row }
+    for try await row in rows {
+      let row = NamedColumns(row)
+      pending = (
+        try row("sequence"), try row("id"), try row("payload"), try row("attempts")
+      )
+    }
     // A delivery that began counted its attempt first, so `attempts` tells what a worker of
     // the fleet is delivering.
     guard let pending,

@@ -54,24 +54,23 @@ extension PostgresOutbox {
             FROM orderly_outbox_lease l WHERE l.paused
           ),
           worst AS (SELECT line, since FROM blocked WHERE since IS NOT NULL ORDER BY since LIMIT 1)
-          SELECT (SELECT count(*)::bigint FROM orderly_outbox_message),
-            (SELECT count(*)::bigint FROM orderly_outbox_dead_letter),
-            (SELECT min(appended_at) FROM orderly_outbox_message),
-            (SELECT count(DISTINCT line)::bigint FROM blocked),
-            (SELECT line FROM worst), (SELECT since FROM worst)
+          SELECT (SELECT count(*)::bigint FROM orderly_outbox_message) AS pending,
+            (SELECT count(*)::bigint FROM orderly_outbox_dead_letter) AS dead,
+            (SELECT min(appended_at) FROM orderly_outbox_message) AS oldest,
+            (SELECT count(DISTINCT line)::bigint FROM blocked) AS blocked,
+            (SELECT line FROM worst) AS worst_line, (SELECT since FROM worst) AS worst_since
           """,
           logger: logger
         )
-        for try await (pending, dead, oldest, blocked, worst, since) in rows.decode(
-          (Int64, Int64, Date?, Int64, String?, Date?).self
-        ) {
+        for try await row in rows {
+          let row = NamedColumns(row)
           counts = OutboxCounts(
-            pending: Int(pending),
-            deadLetters: Int(dead),
-            oldestPendingAppendedAt: oldest,
-            blockedKeys: Int(blocked),
-            worstBlockedPartition: worst.flatMap(Line.partition),
-            worstBlockedSince: since
+            pending: Int(try row("pending", as: Int64.self)),
+            deadLetters: Int(try row("dead", as: Int64.self)),
+            oldestPendingAppendedAt: try row("oldest"),
+            blockedKeys: Int(try row("blocked", as: Int64.self)),
+            worstBlockedPartition: try row("worst_line", as: String?.self).flatMap(Line.partition),
+            worstBlockedSince: try row("worst_since")
           )
         }
         return counts

@@ -29,20 +29,20 @@ extension PostgresOutbox {
           """,
           logger: logger
         )
-        for try await (id, sequence, partition, payload, attempts, appendedAt, failedAt, reason)
-          in rows.decode((UUID, Int64, String?, Data, Int, Date, Date, String).self)
-        {
+        for try await row in rows {
+          let row = NamedColumns(row)
+          let payload: Data = try row("payload")
           letters.append(
             DeadLetter(
-              id: id,
-              sequence: sequence,
-              partition: partition,
+              id: try row("id"),
+              sequence: try row("sequence"),
+              partition: try row("partition"),
               message: try? decoder.decode(Message.self, from: payload),
               payload: payload,
-              attempts: attempts,
-              appendedAt: appendedAt,
-              failedAt: failedAt,
-              reason: reason
+              attempts: try row("attempts"),
+              appendedAt: try row("appended_at"),
+              failedAt: try row("failed_at"),
+              reason: try row("reason")
             )
           )
         }
@@ -164,19 +164,24 @@ extension PostgresOutbox {
     var stopped: (String, UUID)?
     let rows = try await client.query(
       """
-      SELECT (SELECT count(*)::bigint FROM orderly_outbox_message),
+      SELECT (SELECT count(*)::bigint FROM orderly_outbox_message) AS pending,
         (SELECT d.line FROM orderly_outbox_dead_letter d
           WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
-          ORDER BY d.line, d.sequence LIMIT 1),
+          ORDER BY d.line, d.sequence LIMIT 1) AS stopped_line,
         (SELECT d.id FROM orderly_outbox_dead_letter d
           WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
-          ORDER BY d.line, d.sequence LIMIT 1)
+          ORDER BY d.line, d.sequence LIMIT 1) AS stopped_id
       """,
       logger: logger
     )
-    for try await (count, line, id) in rows.decode((Int64, String?, UUID?).self) {
-      pending = count
-      if let line, let id { stopped = (line, id) }
+    for try await row in rows {
+      let row = NamedColumns(row)
+      pending = try row("pending")
+      if let line = try row("stopped_line", as: String?.self),
+        let id = try row("stopped_id", as: UUID?.self)
+      {
+        stopped = (line, id)
+      }
     }
     return (pending, stopped)
   }

@@ -47,9 +47,10 @@ extension PostgresOutbox {
             SELECT line FROM pending UNION SELECT line FROM dead
             UNION SELECT line FROM orderly_outbox_lease WHERE paused
           )
-          SELECT k.line, coalesce(p.n, 0)::bigint, p.oldest, m.id, coalesce(m.attempts, 0)::bigint,
-            coalesce(d.n, 0)::bigint, d.failed, coalesce(l.paused, false), l.owner, l.expires_at,
-            l.fence, m.not_before
+          SELECT k.line, coalesce(p.n, 0)::bigint AS pending, p.oldest, m.id AS head,
+            coalesce(m.attempts, 0)::bigint AS attempts, coalesce(d.n, 0)::bigint AS dead,
+            d.failed, coalesce(l.paused, false) AS paused, l.owner, l.expires_at, l.fence,
+            m.not_before
           FROM keys k
           LEFT JOIN pending p ON p.line = k.line
           LEFT JOIN dead d ON d.line = k.line
@@ -58,31 +59,26 @@ extension PostgresOutbox {
           """,
           logger: logger
         )
-        for try await (
-          line, pending, oldest, head, attempts, dead, failed, paused, owner, expires, fence,
-          notBefore
-        )
-          in rows.decode(
-            (
-              String, Int64, Date?, UUID?, Int64, Int64, Date?, Bool, String?, Date?, Int64?, Date?
-            ).self
-          )
-        {
+        for try await row in rows {
+          let row = NamedColumns(row)
           var holder: OutboxKeyHolder?
-          if let owner, let expires, let fence {
+          if let owner = try row("owner", as: String?.self),
+            let expires = try row("expires_at", as: Date?.self),
+            let fence = try row("fence", as: Int64?.self)
+          {
             holder = OutboxKeyHolder(owner: owner, leaseExpiresAt: expires, fence: fence)
           }
           keys.append(
             OutboxKey(
-              partition: Line.partition(line),
-              pending: Int(pending),
-              deadLetters: Int(dead),
-              paused: paused,
-              head: head,
-              headAttempts: Int(attempts),
-              headNotBefore: notBefore,
-              oldestPendingAppendedAt: oldest,
-              oldestDeadLetterFailedAt: failed,
+              partition: Line.partition(try row("line")),
+              pending: Int(try row("pending", as: Int64.self)),
+              deadLetters: Int(try row("dead", as: Int64.self)),
+              paused: try row("paused"),
+              head: try row("head"),
+              headAttempts: Int(try row("attempts", as: Int64.self)),
+              headNotBefore: try row("not_before"),
+              oldestPendingAppendedAt: try row("oldest"),
+              oldestDeadLetterFailedAt: try row("failed"),
               holder: holder
             )
           )
@@ -106,7 +102,7 @@ extension PostgresOutbox {
         let rows = try await client.query(
           """
           SELECT sequence, partition, payload, headers, attempts, appended_at, not_before,
-            NULL::timestamptz, NULL::text
+            NULL::timestamptz AS failed_at, NULL::text AS reason
           FROM orderly_outbox_message WHERE id = \(id)
           UNION ALL
           SELECT sequence, partition, payload, headers, attempts, appended_at, NULL::timestamptz,
@@ -115,21 +111,19 @@ extension PostgresOutbox {
           """,
           logger: logger
         )
-        for try await (
-          sequence, partition, payload, headers, attempts, appendedAt, notBefore, failedAt, reason
-        )
-          in rows.decode((Int64, String?, Data, String?, Int, Date, Date?, Date?, String?).self)
-        {
+        for try await row in rows {
+          let row = NamedColumns(row)
+          let reason: String? = try row("reason")
           found = OutboxStoredMessage(
             id: id,
-            sequence: sequence,
-            partition: partition,
-            payload: payload,
-            headers: StoredHeaders.decode(headers),
-            attempts: attempts,
-            appendedAt: appendedAt,
-            notBefore: notBefore,
-            deadLetter: failedAt.map { ($0, reason ?? "") }
+            sequence: try row("sequence"),
+            partition: try row("partition"),
+            payload: try row("payload"),
+            headers: StoredHeaders.decode(try row("headers", as: String?.self)),
+            attempts: try row("attempts"),
+            appendedAt: try row("appended_at"),
+            notBefore: try row("not_before"),
+            deadLetter: try row("failed_at", as: Date?.self).map { ($0, reason ?? "") }
           )
         }
         return found

@@ -214,10 +214,18 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
       name = try await withDeadline(Self.statementLimit) {
         var name = "the PostgreSQL database"
         let rows = try await client.query(
-          "SELECT current_user::text, current_database()::text, coalesce(inet_server_addr()::text, 'local'), coalesce(inet_server_port(), 0)",
+          """
+          SELECT current_user::text AS user_name, current_database()::text AS database,
+            coalesce(inet_server_addr()::text, 'local') AS host,
+            coalesce(inet_server_port(), 0) AS port
+          """,
           logger: logger
         )
-        for try await (user, db, host, port) in rows.decode((String, String, String, Int).self) {
+        for try await row in rows {
+          let row = NamedColumns(row)
+          let host: String = try row("host")
+          let port: Int = try row("port")
+          let (user, db): (String, String) = (try row("user_name"), try row("database"))
           let shownHost = host.split(separator: "/").first.map(String.init) ?? host
           name = "postgresql://\(user)@\(shownHost):\(port)/\(db)"
         }

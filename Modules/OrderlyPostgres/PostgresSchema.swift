@@ -182,14 +182,16 @@ enum PostgresSchema {
       // Read from the catalog, not by querying them: a table of another program's, named like
       // one of the outbox's, must give this answer, not a failed query.
       var columns: [String: Set<String>] = [:]
-      for try await (table, column) in try await connection.query(
+      for try await row in try await connection.query(
         """
-        SELECT table_name::text, column_name::text FROM information_schema.columns
+        SELECT table_name::text AS table_name, column_name::text AS column_name
+        FROM information_schema.columns
         WHERE table_schema = current_schema() AND table_name = ANY(\(names))
         """,
         logger: logger
-      ).decode((String, String).self) {
-        columns[table, default: []].insert(column)
+      ) {
+        let row = NamedColumns(row)
+        columns[try row("table_name"), default: []].insert(try row("column_name"))
       }
       func foreign(_ table: String) -> String? {
         let lacking = (requiredColumns[table] ?? []).filter { !(columns[table] ?? []).contains($0) }

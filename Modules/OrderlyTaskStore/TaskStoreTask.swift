@@ -23,6 +23,18 @@ public struct TaskStoreTask<Success: Sendable>: Sendable, Hashable {
     }
   }
 
+  /// The task's outcome as a `Result`, once it has ended: the same as ``value``, with its error
+  /// as a failure, as `QueuedTask.result` has it for a queue's job.
+  public var result: Result<Success, any Error> {
+    get async {
+      do {
+        return .success(try await value)
+      } catch {
+        return .failure(error)
+      }
+    }
+  }
+
   /// How the task ended, once it has.
   public var outcome: TaskOutcome<Success> {
     get async { await box.outcome() }

@@ -69,3 +69,25 @@ struct TaskStoreEngineTests {
     #expect(read == ["started k #1", "ended k #1: cancelled"])
   }
 }
+
+@Suite("TaskStoreTask speaks as QueuedTask does", .timeLimit(.minutes(1)))
+@MainActor
+struct TaskStoreHandleTests {
+  @Test("result holds the value, or the error value would throw")
+  func result() async throws {
+    let store = TaskStore<String>()
+    let done = await store.addTask(forKey: "a") { 7 }.result
+    #expect((try? done.get()) == 7)
+    store.addTask(forKey: "b", policy: .dropNew) { try await Task.sleep(for: .seconds(60)) }
+    let dropped = await store.addTask(forKey: "b", policy: .dropNew) {}.result
+    let droppedError = dropped.failure as? TaskStoreError
+    #expect(droppedError == .dropped(key: "b", policy: .dropNew))
+    store.cancelAll()
+  }
+}
+
+extension Result {
+  fileprivate var failure: Failure? {
+    if case .failure(let error) = self { error } else { nil }
+  }
+}

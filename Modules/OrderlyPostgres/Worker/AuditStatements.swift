@@ -240,49 +240,66 @@ enum PostgresAudit {
       FROM orderly_outbox_audit ORDER BY number
       """,
       logger: logger
-    ).decode((Int64, String?, Int64, UUID, Int, Int64?, String, Date, Date, String).self) {
-      let (number, partition, sequence, id, attempt, fence, worker, started, ended, outcome) = row
+    ) {
+      let row = NamedColumns(row)
+      let number: Int64 = try row("number")
+      let outcome: String = try row("outcome")
+      guard let known = OutboxAuditOutcome(rawValue: outcome) else {
+        // Reported, not replaced: the trail misses attempts, it never invents them.
+        throw UnreadableValue(
+          table: "orderly_outbox_audit",
+          row: "number \(number)",
+          column: "outcome",
+          value: outcome
+        )
+      }
       records.append(
         OutboxAuditRecord(
           number: number,
-          partition: partition,
-          sequence: sequence,
-          messageID: id,
-          attempt: attempt,
-          fence: fence,
-          worker: worker,
-          startedAt: started,
-          endedAt: ended,
-          outcome: OutboxAuditOutcome(rawValue: outcome) ?? .cut
+          partition: try row("partition"),
+          sequence: try row("sequence"),
+          messageID: try row("id"),
+          attempt: try row("attempt"),
+          fence: try row("fence"),
+          worker: try row("worker"),
+          startedAt: try row("started_at"),
+          endedAt: try row("ended_at"),
+          outcome: known
         )
       )
     }
     var held: [OutboxAuditHeld] = []
-    for try await (line, sequence, dead) in try await connection.checkedQuery(
+    for try await row in try await connection.checkedQuery(
       """
-      SELECT line, sequence, false FROM orderly_outbox_message
+      SELECT line, sequence, false AS dead FROM orderly_outbox_message
       UNION ALL SELECT line, sequence, true FROM orderly_outbox_dead_letter
       """,
       logger: logger
-    ).decode((String, Int64, Bool).self) {
+    ) {
+      let row = NamedColumns(row)
       held.append(
-        OutboxAuditHeld(partition: LineKey.partition(line), sequence: sequence, deadLetter: dead)
+        OutboxAuditHeld(
+          partition: LineKey.partition(try row("line")),
+          sequence: try row("sequence"),
+          deadLetter: try row("dead")
+        )
       )
     }
     var numbers: [OutboxAuditNumbers] = []
-    for try await (line, first, last) in try await connection.checkedQuery(
+    for try await row in try await connection.checkedQuery(
       """
-      SELECT l.line, coalesce(s.first_sequence, 1), l.last_sequence
+      SELECT l.line, coalesce(s.first_sequence, 1) AS first_sequence, l.last_sequence
       FROM orderly_outbox_line l LEFT JOIN orderly_outbox_audit_start s ON s.line = l.line
       """,
       logger: logger
-    ).decode((String, Int64, Int64).self) {
+    ) {
+      let row = NamedColumns(row)
       numbers.append(
         OutboxAuditNumbers(
-          partition: LineKey.partition(line),
+          partition: LineKey.partition(try row("line")),
           sharedByAllKeys: false,
-          first: first,
-          last: last
+          first: try row("first_sequence"),
+          last: try row("last_sequence")
         )
       )
     }

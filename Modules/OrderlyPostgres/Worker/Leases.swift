@@ -46,9 +46,11 @@ extension FleetWorker {
           ) { rows in
             var renewed: [String: Int64] = [:]
             var pausedNow: [String] = []
-            for try await (line, fence, paused) in rows.decode((String, Int64, Bool).self) {
-              renewed[line] = fence
-              if paused { pausedNow.append(line) }
+            for try await row in rows {
+              let row = NamedColumns(row)
+              let line: String = try row("line")
+              renewed[line] = try row("fence")
+              if try row("paused", as: Bool.self) { pausedNow.append(line) }
             }
             paused.withLock { [pausedNow] in $0 = pausedNow }
             return renewed

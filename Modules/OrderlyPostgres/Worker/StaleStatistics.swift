@@ -75,15 +75,16 @@ extension FleetWorker {
         var found: (estimated: Double, live: Double, owner: Bool)?
         try await client.checkedQuery(
           """
-          SELECT c.reltuples::float8, coalesce(s.n_live_tup, 0)::float8,
-            pg_has_role(c.relowner, 'USAGE')
+          SELECT c.reltuples::float8 AS estimated, coalesce(s.n_live_tup, 0)::float8 AS live,
+            pg_has_role(c.relowner, 'USAGE') AS owner
           FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
           WHERE c.oid = to_regclass('orderly_outbox_message')
           """,
           logger: logger
         ) { rows in
-          for try await row in rows.decode((Double, Double, Bool).self) {
-            found = (row.0, row.1, row.2)
+          for try await row in rows {
+            let row = NamedColumns(row)
+            found = (try row("estimated"), try row("live"), try row("owner"))
           }
         }
         guard let found, found.live >= Self.statisticsFloor,

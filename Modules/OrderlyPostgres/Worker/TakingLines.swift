@@ -139,7 +139,7 @@ extension FleetWorker {
           WHERE lines.line IS NOT NULL AND (\(through)::text IS NULL OR lines.line < \(through))
         )
         SELECT lines.line,
-          NOT EXISTS (SELECT 1 FROM orderly_outbox_lease f WHERE f.line = lines.line)
+          NOT EXISTS (SELECT 1 FROM orderly_outbox_lease f WHERE f.line = lines.line) AS fresh
         FROM lines
         WHERE lines.line IS NOT NULL
           AND (\(through)::text IS NULL OR lines.line <= \(through))
@@ -155,8 +155,9 @@ extension FleetWorker {
         """,
         logger: logger
       ) { rows in
-        for try await (line, fresh) in rows.decode((String, Bool).self) {
-          candidates.append(Candidate(line: line, fresh: fresh))
+        for try await row in rows {
+          let row = NamedColumns(row)
+          candidates.append(Candidate(line: try row("line"), fresh: try row("fresh")))
         }
       }
       return candidates

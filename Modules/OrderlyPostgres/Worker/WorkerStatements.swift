@@ -9,32 +9,26 @@ import PostgresNIO
 // PostgreSQL then parses and plans each once (or keeps a generic plan), instead of at every call,
 // which cost about as much as running them.
 
-/// The columns of a message taken for delivery, in this order: `sequence, id, partition,
-/// payload, attempts, appended_at, headers` (all `NULL` in a row of a statement that took
-/// none, where they follow other columns).
-private typealias MessageColumns = (Int64?, UUID?, String?, Data?, Int?, Date?, String?)
-
 extension ClaimedHead {
-  /// The message in a row's ``MessageColumns``, read by name; `nil` when the row took none.
-  fileprivate static func taken(_ columns: MessageColumns) -> ClaimedHead? {
-    let (sequence, id, partition, payload, attempts, appendedAt, headers) = columns
-    guard let sequence, let id, let payload, let attempts, let appendedAt else { return nil }
-    return stored((sequence, id, partition, payload, attempts, appendedAt, headers))
+  /// The message a row took, read by the columns' names (`sequence, id, partition, payload,
+  /// attempts, appended_at, headers`); `nil` when the row took none (a row of a statement that
+  /// took a line but no message has `NULL` in each).
+  fileprivate static func taken(_ row: NamedColumns) throws -> ClaimedHead? {
+    guard let sequence = try row("sequence", as: Int64?.self) else { return nil }
+    return try stored(row, sequence: sequence)
   }
 
-  /// The message of a row that took one, its columns in ``MessageColumns``' order.
-  fileprivate static func stored(
-    _ columns: (Int64, UUID, String?, Data, Int, Date, String?)
-  ) -> ClaimedHead {
-    let (sequence, id, partition, payload, attempts, appendedAt, headers) = columns
-    return ClaimedHead(
-      id: id,
-      sequence: sequence,
-      partition: partition,
-      payload: payload,
-      attempt: attempts,
-      appendedAt: appendedAt,
-      headers: StoredHeaders.decode(headers)
+  /// The message of a row that took one, read by the columns' names.
+  fileprivate static func stored(_ row: NamedColumns, sequence: Int64? = nil) throws -> ClaimedHead
+  {
+    ClaimedHead(
+      id: try row("id"),
+      sequence: try sequence ?? row("sequence"),
+      partition: try row("partition"),
+      payload: try row("payload"),
+      attempt: try row("attempts"),
+      appendedAt: try row("appended_at"),
+      headers: StoredHeaders.decode(try row("headers", as: String?.self))
     )
   }
 }
@@ -55,7 +49,8 @@ extension ClaimedHead {
 struct OldestLinesStatement: PostgresPreparedStatement {
   static let name = "orderly_oldest_lines_v3"
   static let sql = """
-    SELECT m.line, (SELECT count(*) FROM orderly_outbox_lease f WHERE f.line = m.line) = 0
+    SELECT m.line,
+      (SELECT count(*) FROM orderly_outbox_lease f WHERE f.line = m.line) = 0 AS fresh
     FROM (
       SELECT line, sequence, appended_at, not_before FROM orderly_outbox_message
       ORDER BY appended_at LIMIT $1
@@ -72,7 +67,8 @@ struct OldestLinesStatement: PostgresPreparedStatement {
     ORDER BY m.appended_at
     LIMIT $3
     """
-  typealias Row = (String, Bool)
+  /// A line, and whether it has no lease row yet.
+  typealias Row = (line: String, fresh: Bool)
 
   let window: Int
   let stopLine: Bool
@@ -86,7 +82,10 @@ struct OldestLinesStatement: PostgresPreparedStatement {
     return bindings
   }
 
-  func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+  func decodeRow(_ row: PostgresRow) throws -> Row {
+    let row = NamedColumns(row)
+    return (try row("line"), try row("fresh"))
+  }
 }
 
 /// Takes the leases of up to `limit` of `lines` (in their order) that are still free or
@@ -164,13 +163,8 @@ struct TakeLinesStatement: PostgresPreparedStatement {
   }
 
   func decodeRow(_ row: PostgresRow) throws -> Row {
-    let (line, fence, sequence, id, partition, payload, attempts, appendedAt, headers) =
-      try row.decode((String, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?).self)
-    return Row(
-      line: line,
-      fence: fence,
-      message: .taken((sequence, id, partition, payload, attempts, appendedAt, headers))
-    )
+    let row = NamedColumns(row)
+    return Row(line: try row("line"), fence: try row("fence"), message: try .taken(row))
   }
 }
 
@@ -321,7 +315,7 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
   }
 
   func decodeRow(_ row: PostgresRow) throws -> Row {
-    .stored(try row.decode((Int64, UUID, String?, Data, Int, Date, String?).self))
+    try .stored(NamedColumns(row))
   }
 }
 
@@ -398,10 +392,10 @@ struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
         AND (($6 AND NOT EXISTS (SELECT 1 FROM next)) OR $9)
       RETURNING fence
     )\(Trail.isOn ? audited : "")
-    SELECT (SELECT paused FROM held), (SELECT count(*)::bigint FROM gone),
+    SELECT (SELECT paused FROM held) AS paused, (SELECT count(*)::bigint FROM gone) AS removed,
       next.sequence, next.id, next.partition, next.payload, next.attempts,
-      next.appended_at, next.headers, (SELECT count(*)::bigint FROM released),
-      (SELECT ok FROM ordered)
+      next.appended_at, next.headers, (SELECT count(*)::bigint FROM released) AS released,
+      (SELECT ok FROM ordered) AS ordered
     FROM (SELECT 1) one LEFT JOIN next ON true
     ORDER BY next.sequence
     """
@@ -466,18 +460,13 @@ struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
   }
 
   func decodeRow(_ row: PostgresRow) throws -> Row {
-    let (
-      paused, removed, sequence, id, partition, payload, attempts, appendedAt, headers, released,
-      ordered
-    ) = try row.decode(
-      (Bool?, Int64, Int64?, UUID?, String?, Data?, Int?, Date?, String?, Int64, Bool).self
-    )
+    let row = NamedColumns(row)
     return Row(
-      paused: paused,
-      removed: removed,
-      message: .taken((sequence, id, partition, payload, attempts, appendedAt, headers)),
-      released: released,
-      ordered: ordered
+      paused: try row("paused"),
+      removed: try row("removed"),
+      message: try .taken(row),
+      released: try row("released"),
+      ordered: try row("ordered")
     )
   }
 }
