@@ -109,7 +109,17 @@ enum OutboxAuditStore {
     else { return nil }
     let first: Int64 = begun["first"]
     let records = try Row.fetchAll(db, sql: "SELECT * FROM \(table) ORDER BY number").map { row in
-      OutboxAuditRecord(
+      let outcome: String? = row["outcome"]
+      guard let known = outcome.flatMap(OutboxAuditOutcome.init(rawValue:)) else {
+        // Reported, not replaced: the trail misses attempts, it never invents them.
+        throw UnreadableRow(
+          table: table,
+          sequence: row["sequence"],
+          value: outcome,
+          column: "outcome"
+        )
+      }
+      return OutboxAuditRecord(
         number: row["number"],
         partition: row["partition"],
         sequence: row["sequence"],
@@ -119,7 +129,7 @@ enum OutboxAuditStore {
         worker: row["worker"],
         startedAt: Date(timeIntervalSince1970: row["startedAt"]),
         endedAt: Date(timeIntervalSince1970: row["endedAt"]),
-        outcome: OutboxAuditOutcome(rawValue: row["outcome"]) ?? .cut
+        outcome: known
       )
     }
     var held: [OutboxAuditHeld] = []

@@ -12,13 +12,16 @@ struct UnreadableRow: Error, CustomStringConvertible {
   let table: String
   let sequence: Int64?
   let value: String?
+  /// The column that cannot be read; `id` unless said.
+  var column = "id"
 
-  /// `row 7 of outbox_message has an unreadable id "x" ...`.
+  /// `the row of sequence 7 of outbox_message has an unreadable id ("x") ...`.
   var description: String {
     let shown = value.map { "\"\($0)\"" } ?? "none"
     let which = sequence.map { "the row of sequence \($0)" } ?? "a row"
-    return "\(which) of \(table) has an unreadable id (\(shown)): the file was changed "
-      + "outside Orderly; restore it from a backup, or drop that row with sqlite3"
+    return "\(which) of \(table) has an unreadable \(column) (\(shown)): the file was changed "
+      + "outside Orderly (or by a newer version of it); restore it from a backup, or drop that "
+      + "row with sqlite3"
   }
 
   /// The row's `id` column as a `UUID`.

@@ -36,4 +36,30 @@ struct OutboxUnreadableRowTests {
     }
     try await outbox.close()
   }
+
+  @Test("an audit row whose outcome this version does not know: auditTrail() says which, not 'cut'")
+  func unknownAuditOutcome() async throws {
+    let folder = try ScratchFolder()
+    let path = folder.path("outbox.sqlite")
+    let outbox = try Outbox<String>(path: path)
+    try await outbox.append("x", partition: "k")
+    var options = OutboxDeliveryOptions()
+    options.audit = .on
+    try outbox.start(options, deliver: .each { _ in })
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    let good = try #require(try await outbox.auditTrail())
+    #expect(good.records.map(\.outcome) == [.delivered])
+    try await DatabaseQueue(path: path).write { db in
+      try db.execute(sql: "UPDATE outbox_audit SET outcome = 'teleported'")
+    }
+    do {
+      let trail = try await outbox.auditTrail()
+      Issue.record("an unknown outcome was read as \(trail?.records.map(\.outcome) ?? [])")
+    } catch {
+      let text = "\(error)"
+      #expect(text.contains("outbox_audit has an unreadable outcome (\"teleported\")"), "\(text)")
+    }
+    try await outbox.close()
+  }
 }

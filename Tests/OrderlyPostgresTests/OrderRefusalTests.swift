@@ -109,6 +109,26 @@ struct OrderRefusalTests {
       return outcomes
     }
     #expect(outcomes == ["2 cut", "1 cut", "1 delivered", "2 delivered"])
+
+    // An outcome this version does not know is reported with where it is, not read as cut.
+    try await database.execute(
+      "UPDATE orderly_outbox_audit SET outcome = 'teleported' WHERE outcome = 'delivered'"
+    )
+    // The trail is read once a worker with audit on has begun it; these statements ran alone.
+    try await database.execute(
+      """
+      INSERT INTO orderly_outbox_audit_start (line, first_sequence) VALUES ('#begun', 0)
+      ON CONFLICT (line) DO NOTHING
+      """
+    )
+    do {
+      let trail = try await outbox.auditTrail()
+      Issue.record("an unknown outcome was read as \(trail?.records.map(\.outcome) ?? [])")
+    } catch {
+      let text = "\(error)"
+      #expect(text.contains("outcome is \"teleported\""), "\(text)")
+      #expect(text.contains("orderly_outbox_audit, row number"), "\(text)")
+    }
     await outbox.close()
     await database.drop()
   }
