@@ -76,7 +76,7 @@ public enum TaskStoreEvent<Key: Hashable & Sendable>: Sendable, Equatable, Custo
 ///
 /// ## One engine
 ///
-/// Each busy key is a line of `OrderlyCore`'s engine, the one under ``SerialQueue`` and every
+/// Each busy key is a line of `OrderlyCore`'s engine, the one under `SerialQueue` and every
 /// other Orderly queue, and each policy a rule for when a task may start on it: the engine
 /// starts a key's tasks in the order they were added and makes each task's `Task` when it is
 /// added, in the caller's context. A task's ``TaskStoreEvent/started(key:task:)`` is reported
