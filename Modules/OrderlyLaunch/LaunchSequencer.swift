@@ -289,8 +289,15 @@ public final class LaunchSequencer {
     pendingSteps.append(step)
     pendingTokens.append(token)
     emit(.enqueued(name: step.name))
-    let job = line.enqueue(name: step.name) { [weak self] () async -> Void in
-      await self?.runJob(of: step, token: token)
+    let (sleep, gracePeriod, sequencer) = (sleep, gracePeriod, WeakSequencer(self))
+    let job = line.enqueue(name: step.name) { () async -> Void in
+      await Self.runJob(
+        of: step,
+        token: token,
+        in: sequencer,
+        sleep: sleep,
+        gracePeriod: gracePeriod
+      )
     }
     jobs[token] = job
     // Given the slot at once (nothing runs, not suspended): it is the current step from now on.
@@ -444,23 +451,41 @@ public final class LaunchSequencer {
   /// The engine's job of a step, run when it has the slot.
   ///
   /// Takes the step (unless ``cancelAll()`` removed it), runs it, and records how it ended. The
-  /// slot is the engine's: the next step's job starts only when this one has returned.
-  private func runJob(of step: any LaunchStep, token: UInt64) async {
-    if currentToken != token {
-      if isSuspended, pendingTokens.contains(token) {
-        // Given the slot just before suspend(): the step waits, holding it, until resume().
-        await withCheckedContinuation { resumeWaiters[token] = $0 }
+  /// slot is the engine's: the next step's job starts only when this one has returned. Static,
+  /// with the sequencer held weakly: a running step does not keep a released sequencer alive
+  /// (its `deinit` cancels the step).
+  private static func runJob(
+    of step: any LaunchStep,
+    token: UInt64,
+    in sequencer: WeakSequencer,
+    sleep: @escaping @Sendable (Duration) async throws -> Void,
+    gracePeriod: Duration
+  ) async {
+    if sequencer.value?.currentToken != token {
+      if let waiting = sequencer.value, waiting.isSuspended,
+        waiting.pendingTokens.contains(token)
+      {
+        // Given the slot just before suspend(): the step waits, holding it, until resume() (or
+        // until the sequencer is freed: its deinit resumes it).
+        await withCheckedContinuation { continuation in
+          if let waiting = sequencer.value {
+            waiting.resumeWaiters[token] = continuation
+          } else {
+            continuation.resume()
+          }
+        }
       }
-      take(token)
-      guard currentToken == token else {
-        jobs[token] = nil  // removed by cancelAll() before it started
+      guard let taking = sequencer.value else { return }
+      taking.take(token)
+      guard taking.currentToken == token else {
+        taking.jobs[token] = nil  // removed by cancelAll() before it started
         return
       }
     }
-    let outcome = await Self.perform(step, sleep: sleep, gracePeriod: gracePeriod) {
-      [weak self] in self?.overran(step, token: token)
+    let outcome = await perform(step, sleep: sleep, gracePeriod: gracePeriod) {
+      sequencer.value?.overran(step, token: token)
     }
-    stepEnded(step, outcome: outcome, token: token)
+    sequencer.value?.stepEnded(step, outcome: outcome, token: token)
   }
 
   /// Asks the step whether to run, then runs it, racing its timeout; a step cancelled or timed
@@ -574,6 +599,17 @@ public final class LaunchSequencer {
     for (token, listener) in listeners {
       if case .terminated = listener.yield(event) { listeners[token] = nil }
     }
+  }
+}
+
+/// A sequencer held weakly by its steps' jobs, on the main actor.
+@available(macOS 14, iOS 17, tvOS 17, watchOS 10, *)
+@MainActor
+private final class WeakSequencer {
+  weak var value: LaunchSequencer?
+
+  init(_ value: LaunchSequencer) {
+    self.value = value
   }
 }
 

@@ -43,6 +43,21 @@ struct LaunchSequencerEngineTests {
     )
   }
 
+  @Test("a running step does not keep a released sequencer alive: its deinit cancels the step")
+  func releasedSequencerCancelsItsStep() async throws {
+    let step = RecordingStep("modal", log: log)
+    weak var released: LaunchSequencer?
+    do {
+      let sequencer = LaunchSequencer(clock: ManualClock())
+      released = sequencer
+      sequencer.enqueue(step)
+      try await log.waitForCount(1)
+    }
+    try await log.waitForCount(2)
+    #expect(log.values == ["modal started", "modal cancelled"])
+    #expect(released == nil)
+  }
+
   @Test("a step enqueued while another runs starts the moment the engine gives it the slot")
   func nextStepTakesTheSlot() async throws {
     let sequencer = LaunchSequencer(clock: ManualClock())
