@@ -163,13 +163,10 @@ package.targets += [
     name: "OrderlyServer",
     dependencies: [
       "OrderlyCore",
+      // The outbox protocol only: no store. OutboxService takes any `DurableOutbox`, with the
+      // options of the store it is given; whichever stores an app builds, this module builds the
+      // same.
       .target(name: "OrderlyOutboxCore", condition: server),
-      // The SQLite outbox's conveniences (appending in a GRDB transaction, traced), only when
-      // the SQLite trait is on as well.
-      .target(name: "OrderlyOutbox", condition: sqlite),
-      .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
-      // OutboxService's initializer for a PostgreSQL worker, when the Postgres trait is on too.
-      .target(name: "OrderlyPostgres", condition: postgres),
       .product(name: "ServiceLifecycle", package: "swift-service-lifecycle", condition: server),
       .product(name: "Logging", package: "swift-log", condition: server),
       .product(name: "Metrics", package: "swift-metrics", condition: server),
@@ -407,6 +404,7 @@ package.targets += [
       "BuiltProducts", "OrderlyCore", "OrderlyTestSupport",
       .target(name: "OrderlyServer", condition: server),
       .target(name: "OrderlyOutbox", condition: sqlite),
+      .product(name: "GRDB", package: "GRDB.swift", condition: sqlite),
       .target(name: "OrderlyPostgres", condition: postgres),
       .product(name: "PostgresNIO", package: "postgres-nio", condition: postgres),
       .target(name: "outbox-service-probe", condition: server),

@@ -6,7 +6,13 @@ import Foundation
 import OrderlyDatabaseFile
 import OrderlyOutboxCore
 
-extension Outbox: DurableOutbox {}
+extension Outbox: DurableOutbox {
+  /// The file's name without its extension (`orders` for `/var/lib/orders.sqlite`), or
+  /// `outbox` for an outbox in memory or in a database opened without a path.
+  public var defaultName: String {
+    path.map { URL(fileURLWithPath: $0).deletingPathExtension().lastPathComponent } ?? "outbox"
+  }
+}
 
 extension OutboxError {
   /// The file check's refusal, as an outbox error.

@@ -103,69 +103,6 @@ struct OutboxState<Message: Codable & Sendable>: Sendable {
   }
 }
 
-/// What `start` does when another outbox already delivers the same file.
-public enum WhenDeliveredElsewhere: Sendable, Equatable {
-  /// Wait for it to stop (or its process to end, however it ends), then deliver from the head of
-  /// every line. The default.
-  case wait
-  /// Throw `OutboxError.deliveredElsewhere(path:)` at once.
-  case fail
-}
-
-/// How an ``Outbox`` delivers, for ``Outbox/start(_:deliver:)`` (and `OutboxService`): the
-/// options of every store, and what to do when another process delivers the file.
-///
-/// ```swift
-/// var options = OutboxDeliveryOptions(limit: 8)
-/// options.batchSize = 50
-/// try outbox.start(options, deliver: .batches { envelopes in try await ledger.apply(envelopes) })
-/// ```
-public struct OutboxDeliveryOptions: DeliveryOptions {
-  /// How many lines deliver at once (4 by default); it matters only with partitions.
-  public var limit: Int
-  /// Up to how many messages of one line a batch handler gets; 1 by default.
-  public var batchSize: Int
-  /// When a failed delivery is tried again, and which errors are retried.
-  public var retry: RetryPolicy
-  /// Whether a line waits at a dead letter (the default) or goes on.
-  public var onDeadLetter: DeadLetterPolicy
-  /// What to do when another outbox delivers the same file: wait for it (the default), or fail.
-  public var whenDeliveredElsewhere: WhenDeliveredElsewhere
-  /// How often the outbox looks for other processes' appends, and for the deliverer lock while
-  /// it waits for it; 1 second by default.
-  public var pollInterval: Duration
-  /// Whether each delivery attempt is recorded in the file's audit trail, and for how long.
-  ///
-  /// Off by default. `orderly outbox audit` checks the trail: see the article "Auditing
-  /// delivery".
-  public var audit: OutboxAuditOptions = .off
-
-  /// Options with the given values; each has the default `start` uses.
-  ///
-  /// - Parameters:
-  ///   - limit: How many lines deliver at once.
-  ///   - batchSize: Up to how many messages of one line a batch handler gets.
-  ///   - retry: When a failed delivery is tried again.
-  ///   - onDeadLetter: Whether a line waits at a dead letter or goes on.
-  ///   - whenDeliveredElsewhere: What to do when another outbox delivers the same file.
-  ///   - pollInterval: How often the outbox looks for other processes' appends.
-  public init(
-    limit: Int = 4,
-    batchSize: Int = 1,
-    retry: RetryPolicy = .standard,
-    onDeadLetter: DeadLetterPolicy = .stopLine,
-    whenDeliveredElsewhere: WhenDeliveredElsewhere = .wait,
-    pollInterval: Duration = .seconds(1)
-  ) {
-    self.limit = limit
-    self.batchSize = batchSize
-    self.retry = retry
-    self.onDeadLetter = onDeadLetter
-    self.whenDeliveredElsewhere = whenDeliveredElsewhere
-    self.pollInterval = pollInterval
-  }
-}
-
 extension Outbox {
   // MARK: - Starting and stopping
 
@@ -185,7 +122,7 @@ extension Outbox {
   /// process), `start` returns at once and the outbox waits in the background, checking every
   /// `pollInterval`, until that outbox stops or its process ends (a killed process releases the
   /// lock with it); it then delivers from the head of every line. Pass
-  /// ``WhenDeliveredElsewhere/fail`` to be told instead. While it delivers, the outbox checks
+  /// `WhenDeliveredElsewhere.fail` to be told instead. While it delivers, the outbox checks
   /// the file every `pollInterval` for messages other processes appended, so they are
   /// delivered within that time. An outbox in memory or in a database you opened without a path
   /// takes no lock.
@@ -201,7 +138,7 @@ extension Outbox {
   ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
   /// - Throws: `OutboxError.alreadyStarted` if the outbox is delivering;
   ///   `OutboxError.invalidOption(_:)` for a limit below 1 or a poll interval that is not
-  ///   positive; `OutboxError.deliveredElsewhere(path:)` with ``WhenDeliveredElsewhere/fail``;
+  ///   positive; `OutboxError.deliveredElsewhere(path:)` with `WhenDeliveredElsewhere.fail`;
   ///   `OutboxError.closed(path:)`; another `OutboxError` if reading the lines fails.
   public func start(
     limit: Int = 4,

@@ -179,6 +179,16 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   ///
   /// - Throws: An ``OutboxError`` if the store could not be closed cleanly.
   func close() async throws(OutboxError)
+
+  /// The name logs, metrics and spans give this outbox when they are given none (`OutboxService`
+  /// uses it): a SQLite file's name without its extension; `outbox` for a store with no name of
+  /// its own (the default).
+  var defaultName: String { get }
+}
+
+extension DurableOutbox {
+  /// `outbox`: the name of a store with no name of its own.
+  public var defaultName: String { "outbox" }
 }
 
 /// What an outbox holds, as ``DurableOutbox/counts()`` reads it.

@@ -3,12 +3,6 @@ import Foundation
 import OrderlyCore
 public import Logging
 public import OrderlyOutboxCore
-#if SQLite
-public import OrderlyOutbox
-#endif
-#if Postgres
-public import OrderlyPostgres
-#endif
 public import ServiceLifecycle
 public import Tracing
 
@@ -282,15 +276,15 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     events = outbox.events
   }
 
-  #if SQLite
-  /// Creates the service; nothing is delivered until ``run()``.
+  /// A service that delivers a SQLite outbox (`Outbox`); nothing is delivered until ``run()``.
   ///
   /// Its logs and metrics cover what happens from now on (an append between now and ``run()``
   /// is counted): create it before the code that appends starts.
   ///
   /// - Parameters:
   ///   - outbox: The outbox to deliver.
-  ///   - name: Its name in logs, metrics and spans; the file's name (or `outbox`) by default.
+  ///   - name: Its name in logs, metrics and spans; the file's name (or `outbox`) by default
+  ///     (`DurableOutbox.defaultName`).
   ///   - limit: How many lines deliver at once.
   ///   - retry: When a failed delivery is tried again.
   ///   - onDeadLetter: Whether a line waits at a dead letter or goes on.
@@ -303,8 +297,8 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
   ///   - tracer: The tracer of the delivery spans; the process's bootstrapped tracer by default
   ///     (which does nothing unless one was bootstrapped).
   ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
-  public init(
-    outbox: Outbox<Message>,
+  public init<Store: DurableOutbox<Message>>(
+    outbox: Store,
     name: String? = nil,
     limit: Int = 4,
     retry: RetryPolicy = .standard,
@@ -316,13 +310,10 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     metrics: OutboxMetrics? = nil,
     tracer: (any Tracer)? = nil,
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
-  ) {
+  ) where Store.Options == OutboxDeliveryOptions {
     self.init(
       outbox: outbox,
-      name: name
-        ?? outbox.path.map {
-          URL(fileURLWithPath: $0).deletingPathExtension().lastPathComponent
-        } ?? "outbox",
+      name: name ?? outbox.defaultName,
       options: OutboxDeliveryOptions(
         limit: limit,
         retry: retry,
@@ -337,10 +328,8 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       deliver: deliver
     )
   }
-  #endif
 
-  #if Postgres
-  /// A service that delivers an outbox on PostgreSQL as one worker of a fleet.
+  /// A service that delivers an outbox on PostgreSQL (`PostgresOutbox`) as one worker of a fleet.
   ///
   /// On graceful shutdown (SIGTERM through the `ServiceGroup`) the worker takes no new
   /// message, lets the deliveries in progress finish for up to `shutdownGracePeriod`, and
@@ -350,7 +339,8 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
   ///
   /// - Parameters:
   ///   - outbox: The outbox to deliver.
-  ///   - name: Its name in logs, metrics and spans; `outbox` by default.
+  ///   - name: Its name in logs, metrics and spans; `outbox` by default
+  ///     (`DurableOutbox.defaultName`).
   ///   - limit: How many lines this worker delivers at once.
   ///   - retry: When a failed delivery is tried again.
   ///   - onDeadLetter: Whether a line waits at a dead letter or goes on (the same on every
@@ -363,9 +353,9 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
   ///   - metrics: The metrics to record; none by default.
   ///   - tracer: The tracer of the delivery spans; the process's bootstrapped tracer by default.
   ///   - deliver: Sends one message; returns once the receiver has it, throws otherwise.
-  public init(
-    outbox: PostgresOutbox<Message>,
-    name: String = "outbox",
+  public init<Store: DurableOutbox<Message>>(
+    outbox: Store,
+    name: String? = nil,
     limit: Int = 4,
     retry: RetryPolicy = .standard,
     onDeadLetter: DeadLetterPolicy = .stopLine,
@@ -376,10 +366,10 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     metrics: OutboxMetrics? = nil,
     tracer: (any Tracer)? = nil,
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
-  ) {
+  ) where Store.Options == FleetDeliveryOptions {
     self.init(
       outbox: outbox,
-      name: name,
+      name: name ?? outbox.defaultName,
       options: FleetDeliveryOptions(
         limit: limit,
         retry: retry,
@@ -394,7 +384,6 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       deliver: deliver
     )
   }
-  #endif
 
   /// Delivers until graceful shutdown or cancellation, then stops (see the type's discussion).
   ///

@@ -2,10 +2,6 @@
 public import Foundation
 public import Instrumentation
 public import OrderlyOutboxCore
-#if SQLite
-public import GRDB
-public import OrderlyOutbox
-#endif
 import Tracing
 
 /// Writes a trace context into a message's headers.
@@ -53,39 +49,6 @@ extension DurableOutbox {
   }
 }
 
-#if SQLite
-extension Outbox {
-  /// Appends a message with the caller's trace context inside a write transaction of the
-  /// outbox's database (see `Outbox.append(_:partition:headers:in:)`).
-  ///
-  /// - Parameters:
-  ///   - message: The message.
-  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
-  ///   - headers: Other headers to store with it.
-  ///   - context: The trace context to carry; the task's current one by default.
-  ///   - instrument: What writes it; the process's bootstrapped instrument by default.
-  ///   - db: A connection inside a write transaction on the outbox's database.
-  /// - Returns: The message's identifier.
-  /// - Throws: As `Outbox.append(_:partition:headers:in:)`.
-  @discardableResult
-  public func appendTraced(
-    _ message: Message,
-    partition: String? = nil,
-    headers: [String: String] = [:],
-    context: ServiceContext? = ServiceContext.current,
-    instrument: any Instrument = InstrumentationSystem.instrument,
-    in db: Database
-  ) throws -> UUID {
-    try append(
-      message,
-      partition: partition,
-      headers: tracingHeaders(context, into: headers, using: instrument),
-      in: db
-    )
-  }
-}
-#endif
-
 /// `headers` with `context` injected by `instrument`, as the delivery's span reads them back.
 func tracingHeaders(
   _ context: ServiceContext?,
@@ -96,6 +59,38 @@ func tracingHeaders(
   var headers = headers
   instrument.inject(context, into: &headers, using: HeadersInjector())
   return headers
+}
+
+/// The headers that carry a trace context with a message, for an append in the app's own
+/// transaction, which ``OrderlyOutboxCore/DurableOutbox/appendTraced(_:partition:headers:context:instrument:)``
+/// cannot make.
+///
+/// ```swift
+/// try dbQueue.write { db in
+///   try order.save(db)
+///   let headers = OutboxTraceHeaders.current()
+///   try outbox.append(order.event, partition: order.key, headers: headers, in: db)
+/// }
+/// ```
+///
+/// ``OutboxService`` reads the context back when it delivers the message, as it does for
+/// `appendTraced`. On PostgreSQL, pass them to `append(_:partition:headers:on:)` the same way.
+public enum OutboxTraceHeaders {
+  /// `headers` with `context` written into them by `instrument` (for W3C trace context, a
+  /// `traceparent` header); `headers` as they are when there is no context.
+  ///
+  /// - Parameters:
+  ///   - headers: Other headers to store with the message.
+  ///   - context: The trace context to carry; the task's current one by default.
+  ///   - instrument: What writes it; the process's bootstrapped instrument by default.
+  /// - Returns: The headers to append the message with.
+  public static func current(
+    adding headers: [String: String] = [:],
+    context: ServiceContext? = ServiceContext.current,
+    instrument: any Instrument = InstrumentationSystem.instrument
+  ) -> [String: String] {
+    tracingHeaders(context, into: headers, using: instrument)
+  }
 }
 
 /// Runs each delivery in a span of its own, linked to the trace its message was appended in.

@@ -4,6 +4,7 @@
 import BuiltProducts
 import CoreMetrics
 import Foundation
+import GRDB
 import InMemoryLogging
 import InMemoryTracing
 import Logging
@@ -460,6 +461,64 @@ struct OrderlyServerTests {
     try await running.value
     let span = try #require(tracer.finishedSpans.first)
     #expect(span.links.isEmpty)
+  }
+
+  @Test(
+    "traces: a message appended in the app's own transaction with OutboxTraceHeaders links its delivery"
+  )
+  func traceHeadersInOwnTransaction() async throws {
+    let tracer = InMemoryTracer()
+    let database = try DatabaseQueue()
+    try await database.write { db in
+      try db.execute(sql: "CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+    }
+    let outbox = try Outbox<String>(database: database)
+    let request = tracer.startSpan("request", context: .topLevel, ofKind: .server)
+    let context = request.context
+    try await database.write { db in
+      try db.execute(sql: "INSERT INTO orders (id) VALUES (7)")
+      let headers = OutboxTraceHeaders.current(
+        adding: ["tenant": "acme"],
+        context: context,
+        instrument: tracer
+      )
+      try outbox.append("order 7 placed", partition: "order-7", headers: headers, in: db)
+    }
+    request.end()
+    let untraced = OutboxTraceHeaders.current(adding: ["tenant": "acme"], context: nil)
+    #expect(untraced == ["tenant": "acme"], "with no context, the headers are left as they are")
+
+    let received = Mutex<[String: String]>([:])
+    let service = OutboxService(outbox: outbox, name: "orders", tracer: tracer) { envelope in
+      received.withLock { $0 = envelope.headers }
+    }
+    let running = Task { try await service.run() }
+    try await outbox.waitUntilDelivered()
+    running.cancel()
+    try await running.value
+
+    let headers = received.withLock { $0 }
+    #expect(headers["tenant"] == "acme")
+    let requestContext = try #require(request.context.inMemorySpanContext)
+    let span = try #require(
+      tracer.finishedSpans.first { $0.operationName == "orderly.outbox.deliver" }
+    )
+    let link = try #require(span.links.first?.context.inMemorySpanContext)
+    #expect(link.traceID == requestContext.traceID)
+    #expect(link.spanID == requestContext.spanID)
+  }
+
+  @Test("the service's default name is the outbox's: the file's name, or outbox in memory")
+  func defaultName() async throws {
+    let folder = try ScratchFolder()
+    let onFile = try Outbox<String>(path: folder.path("orders.sqlite"))
+    let inMemory = try Outbox<String>()
+    let named = OutboxService(outbox: onFile) { _ in }
+    let unnamed = OutboxService(outbox: inMemory) { _ in }
+    #expect(named.name == "orders")
+    #expect(unnamed.name == "outbox")
+    try await onFile.close()
+    try await inMemory.close()
   }
 
   // MARK: - Helpers
