@@ -147,9 +147,9 @@ extension PostgresOutbox {
       let count = needed[line] ?? 0
       let rows = try await connection.checkedQuery(
         """
-        INSERT INTO orderly_outbox_line (line, last_sequence) VALUES (\(line), \(count))
+        INSERT INTO \(Table.line) (line, last_sequence) VALUES (\(line), \(count))
         ON CONFLICT (line) DO UPDATE
-          SET last_sequence = orderly_outbox_line.last_sequence + \(count)
+          SET last_sequence = \(Table.line).last_sequence + \(count)
         RETURNING last_sequence
         """,
         logger: logger
@@ -171,7 +171,7 @@ extension PostgresOutbox {
       let id = UUID()
       try await connection.checkedQuery(
         """
-        INSERT INTO orderly_outbox_message
+        INSERT INTO \(Table.message)
           (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
            not_before)
         VALUES (\(line), \(sequence), \(id), \(prepared.partition), \(prepared.entity),
@@ -222,12 +222,12 @@ extension PostgresOutbox {
       ), needed AS (
         SELECT line, count(*)::bigint AS count FROM input GROUP BY line
       ), numbered AS (
-        INSERT INTO orderly_outbox_line AS l (line, last_sequence)
+        INSERT INTO \(Table.line) AS l (line, last_sequence)
         SELECT line, count FROM needed ORDER BY line
         ON CONFLICT (line) DO UPDATE SET last_sequence = l.last_sequence + excluded.last_sequence
         RETURNING l.line, l.last_sequence
       ), written AS (
-        INSERT INTO orderly_outbox_message
+        INSERT INTO \(Table.message)
           (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
            not_before)
         SELECT i.line,
@@ -275,11 +275,11 @@ extension PostgresOutbox {
     let rows = try await connection.checkedQuery(
       """
       WITH numbered AS (
-        INSERT INTO orderly_outbox_line (line, last_sequence) VALUES (\(line), 1)
-        ON CONFLICT (line) DO UPDATE SET last_sequence = orderly_outbox_line.last_sequence + 1
+        INSERT INTO \(Table.line) (line, last_sequence) VALUES (\(line), 1)
+        ON CONFLICT (line) DO UPDATE SET last_sequence = \(Table.line).last_sequence + 1
         RETURNING last_sequence
       ), written AS (
-        INSERT INTO orderly_outbox_message
+        INSERT INTO \(Table.message)
           (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
            not_before)
         SELECT \(line), last_sequence, \(id), \(prepared.partition), \(prepared.entity),
@@ -318,7 +318,7 @@ extension PostgresOutbox {
     var pending: (sequence: Int64, id: UUID, payload: Data, attempts: Int)?
     let rows = try await connection.checkedQuery(
       """
-      SELECT sequence, id, payload, attempts FROM orderly_outbox_message
+      SELECT sequence, id, payload, attempts FROM \(Table.message)
       WHERE line = \(line) AND entity = \(entity) ORDER BY sequence DESC LIMIT 1
       """,
       logger: logger
@@ -337,7 +337,7 @@ extension PostgresOutbox {
     var updated = false
     for try await _ in try await connection.checkedQuery(
       """
-      UPDATE orderly_outbox_message SET payload = \(payload)
+      UPDATE \(Table.message) SET payload = \(payload)
       WHERE line = \(line) AND sequence = \(pending.sequence) AND attempts = 0
       RETURNING sequence
       """,

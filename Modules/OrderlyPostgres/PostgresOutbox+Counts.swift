@@ -17,14 +17,14 @@ extension PostgresOutbox {
   ///
   /// - Throws: The database's error as an `OutboxError`.
   public func pendingCount() async throws(OutboxError) -> Int {
-    try await count("SELECT count(*)::bigint FROM orderly_outbox_message")
+    try await count("SELECT count(*)::bigint FROM \(Table.message)")
   }
 
   /// How many dead letters the database keeps.
   ///
   /// - Throws: The database's error as an `OutboxError`.
   public func deadLetterCount() async throws(OutboxError) -> Int {
-    try await count("SELECT count(*)::bigint FROM orderly_outbox_dead_letter")
+    try await count("SELECT count(*)::bigint FROM \(Table.deadLetter)")
   }
 
   /// How many messages wait in the whole database, how many are dead letters, and when the
@@ -46,17 +46,17 @@ extension PostgresOutbox {
         let rows = try await client.query(
           """
           WITH blocked AS (
-            SELECT line, min(appended_at) AS since FROM orderly_outbox_dead_letter
+            SELECT line, min(appended_at) AS since FROM \(Table.deadLetter)
             WHERE \(stops) GROUP BY line
             UNION ALL
             SELECT l.line,
-              (SELECT min(m.appended_at) FROM orderly_outbox_message m WHERE m.line = l.line)
-            FROM orderly_outbox_lease l WHERE l.paused
+              (SELECT min(m.appended_at) FROM \(Table.message) m WHERE m.line = l.line)
+            FROM \(Table.lease) l WHERE l.paused
           ),
           worst AS (SELECT line, since FROM blocked WHERE since IS NOT NULL ORDER BY since LIMIT 1)
-          SELECT (SELECT count(*)::bigint FROM orderly_outbox_message) AS pending,
-            (SELECT count(*)::bigint FROM orderly_outbox_dead_letter) AS dead,
-            (SELECT min(appended_at) FROM orderly_outbox_message) AS oldest,
+          SELECT (SELECT count(*)::bigint FROM \(Table.message)) AS pending,
+            (SELECT count(*)::bigint FROM \(Table.deadLetter)) AS dead,
+            (SELECT min(appended_at) FROM \(Table.message)) AS oldest,
             (SELECT count(DISTINCT line)::bigint FROM blocked) AS blocked,
             (SELECT line FROM worst) AS worst_line, (SELECT since FROM worst) AS worst_since
           """,
@@ -146,7 +146,7 @@ extension PostgresOutbox {
         // Committed before this returns: the caller is told the line is paused (or resumed).
         try await client.committedQuery(
           """
-          INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
+          INSERT INTO \(Table.lease) (line, owner, expires_at, fence, paused)
           VALUES (\(line), NULL, now(), 0, \(paused))
           ON CONFLICT (line) DO UPDATE SET paused = \(paused)
           """,
@@ -169,7 +169,7 @@ extension PostgresOutbox {
       return try await withDeadline(Self.statementLimit) { [self] in
         var lines: [String?] = []
         for try await line in try await client.query(
-          "SELECT line FROM orderly_outbox_lease WHERE paused ORDER BY line",
+          "SELECT line FROM \(Table.lease) WHERE paused ORDER BY line",
           logger: logger
         ).decode(String.self) {
           lines.append(Line.partition(line))

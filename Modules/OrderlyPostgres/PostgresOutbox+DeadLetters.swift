@@ -25,7 +25,7 @@ extension PostgresOutbox {
         let rows = try await client.query(
           """
           SELECT id, sequence, partition, payload, attempts, appended_at, failed_at, reason
-          FROM orderly_outbox_dead_letter ORDER BY failed_at, line, sequence
+          FROM \(Table.deadLetter) ORDER BY failed_at, line, sequence
           """,
           logger: logger
         )
@@ -62,8 +62,8 @@ extension PostgresOutbox {
     try await settleDeadLetter(
       id: id,
       query: """
-        WITH gone AS (DELETE FROM orderly_outbox_dead_letter WHERE id = \(id) RETURNING *)
-        INSERT INTO orderly_outbox_message
+        WITH gone AS (DELETE FROM \(Table.deadLetter) WHERE id = \(id) RETURNING *)
+        INSERT INTO \(Table.message)
           (line, sequence, id, partition, entity, payload, attempts, appended_at, headers)
         SELECT line, sequence, id, partition, entity, payload, 0, appended_at, headers FROM gone
         RETURNING sequence
@@ -78,7 +78,7 @@ extension PostgresOutbox {
   public func dropDeadLetter(id: UUID) async throws(OutboxError) {
     try await settleDeadLetter(
       id: id,
-      query: "DELETE FROM orderly_outbox_dead_letter WHERE id = \(id) RETURNING sequence",
+      query: "DELETE FROM \(Table.deadLetter) WHERE id = \(id) RETURNING sequence",
       audited: true
     )
   }
@@ -164,12 +164,12 @@ extension PostgresOutbox {
     var stopped: (String, UUID)?
     let rows = try await client.query(
       """
-      SELECT (SELECT count(*)::bigint FROM orderly_outbox_message) AS pending,
-        (SELECT d.line FROM orderly_outbox_dead_letter d
-          WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
+      SELECT (SELECT count(*)::bigint FROM \(Table.message)) AS pending,
+        (SELECT d.line FROM \(Table.deadLetter) d
+          WHERE EXISTS (SELECT 1 FROM \(Table.message) m WHERE m.line = d.line)
           ORDER BY d.line, d.sequence LIMIT 1) AS stopped_line,
-        (SELECT d.id FROM orderly_outbox_dead_letter d
-          WHERE EXISTS (SELECT 1 FROM orderly_outbox_message m WHERE m.line = d.line)
+        (SELECT d.id FROM \(Table.deadLetter) d
+          WHERE EXISTS (SELECT 1 FROM \(Table.message) m WHERE m.line = d.line)
           ORDER BY d.line, d.sequence LIMIT 1) AS stopped_id
       """,
       logger: logger

@@ -37,15 +37,15 @@ extension PostgresOutbox {
           """
           WITH pending AS (
             SELECT line, count(*)::bigint AS n, min(appended_at) AS oldest, min(sequence) AS head
-            FROM orderly_outbox_message GROUP BY line
+            FROM \(Table.message) GROUP BY line
           ),
           dead AS (
             SELECT line, count(*)::bigint AS n, min(failed_at) AS failed
-            FROM orderly_outbox_dead_letter GROUP BY line
+            FROM \(Table.deadLetter) GROUP BY line
           ),
           keys AS (
             SELECT line FROM pending UNION SELECT line FROM dead
-            UNION SELECT line FROM orderly_outbox_lease WHERE paused
+            UNION SELECT line FROM \(Table.lease) WHERE paused
           )
           SELECT k.line, coalesce(p.n, 0)::bigint AS pending, p.oldest, m.id AS head,
             coalesce(m.attempts, 0)::bigint AS attempts, coalesce(d.n, 0)::bigint AS dead,
@@ -54,8 +54,8 @@ extension PostgresOutbox {
           FROM keys k
           LEFT JOIN pending p ON p.line = k.line
           LEFT JOIN dead d ON d.line = k.line
-          LEFT JOIN orderly_outbox_message m ON m.line = k.line AND m.sequence = p.head
-          LEFT JOIN orderly_outbox_lease l ON l.line = k.line
+          LEFT JOIN \(Table.message) m ON m.line = k.line AND m.sequence = p.head
+          LEFT JOIN \(Table.lease) l ON l.line = k.line
           """,
           logger: logger
         )
@@ -103,11 +103,11 @@ extension PostgresOutbox {
           """
           SELECT sequence, partition, payload, headers, attempts, appended_at, not_before,
             NULL::timestamptz AS failed_at, NULL::text AS reason
-          FROM orderly_outbox_message WHERE id = \(id)
+          FROM \(Table.message) WHERE id = \(id)
           UNION ALL
           SELECT sequence, partition, payload, headers, attempts, appended_at, NULL::timestamptz,
             failed_at, reason
-          FROM orderly_outbox_dead_letter WHERE id = \(id)
+          FROM \(Table.deadLetter) WHERE id = \(id)
           """,
           logger: logger
         )

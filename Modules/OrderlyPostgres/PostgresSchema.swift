@@ -6,6 +6,41 @@ import Logging
 import OrderlyOutboxCore
 import PostgresNIO
 
+/// The name of one of the outbox's tables or indexes, written into a statement as it is: never a
+/// parameter, and never from input.
+struct SQLName: Sendable, Hashable, CustomStringConvertible {
+  /// The name as PostgreSQL reads it.
+  let description: String
+}
+
+extension PostgresQuery.StringInterpolation {
+  /// Writes a table's or an index's name into the statement as it is (a `PostgresQuery`
+  /// interpolation binds anything else as a parameter).
+  mutating func appendInterpolation(_ name: SQLName) {
+    appendInterpolation(unescaped: name.description)
+  }
+}
+
+/// The outbox's tables and indexes on PostgreSQL, named once: every statement of the module
+/// writes `\(Table.message)`, in a `PostgresQuery` or in a `String` alike.
+enum Table {
+  static let schema = SQLName(description: "orderly_outbox_schema")
+  static let line = SQLName(description: "orderly_outbox_line")
+  static let lease = SQLName(description: "orderly_outbox_lease")
+  static let message = SQLName(description: "orderly_outbox_message")
+  static let deadLetter = SQLName(description: "orderly_outbox_dead_letter")
+  /// The audit trail's rows (see `PostgresAudit`).
+  static let audit = SQLName(description: "orderly_outbox_audit")
+  /// Where the audit trail began, per line.
+  static let auditStart = SQLName(description: "orderly_outbox_audit_start")
+  /// The messages by their append time alone.
+  static let ageIndex = SQLName(description: "orderly_outbox_message_appended")
+  /// The age index of outboxes created before `ageIndex`.
+  static let formerAgeIndex = SQLName(description: "orderly_outbox_message_age")
+  /// The messages of a line by entity, for merging.
+  static let entityIndex = SQLName(description: "orderly_outbox_message_entity")
+}
+
 /// The outbox's tables on PostgreSQL, and the check that a database holds them (or nothing of
 /// theirs) before the outbox uses it.
 ///
@@ -24,11 +59,11 @@ enum PostgresSchema {
   /// 2 added `orderly_outbox_message.not_before` (`deliverAfter:`); a database at 1 is
   /// upgraded when a worker opens it.
   static let version = 2
-  static let schemaTable = "orderly_outbox_schema"
-  static let lineTable = "orderly_outbox_line"
-  static let leaseTable = "orderly_outbox_lease"
-  static let messageTable = "orderly_outbox_message"
-  static let deadLetterTable = "orderly_outbox_dead_letter"
+  static let schemaTable = Table.schema.description
+  static let lineTable = Table.line.description
+  static let leaseTable = Table.lease.description
+  static let messageTable = Table.message.description
+  static let deadLetterTable = Table.deadLetter.description
   static let tables = [schemaTable, lineTable, leaseTable, messageTable, deadLetterTable]
   /// The columns each table had since schema version 1, in the order they were created: a table
   /// without one of them was not created by Orderly.
@@ -50,19 +85,19 @@ enum PostgresSchema {
 
   static let create: [PostgresQuery] = [
     """
-    CREATE TABLE orderly_outbox_schema (
+    CREATE TABLE \(Table.schema) (
       version integer NOT NULL,
       created_at timestamptz NOT NULL DEFAULT now()
     )
     """,
     """
-    CREATE TABLE orderly_outbox_line (
+    CREATE TABLE \(Table.line) (
       line text PRIMARY KEY,
       last_sequence bigint NOT NULL
     )
     """,
     """
-    CREATE TABLE orderly_outbox_lease (
+    CREATE TABLE \(Table.lease) (
       line text PRIMARY KEY,
       owner text,
       expires_at timestamptz NOT NULL,
@@ -71,7 +106,7 @@ enum PostgresSchema {
     )
     """,
     """
-    CREATE TABLE orderly_outbox_message (
+    CREATE TABLE \(Table.message) (
       line text NOT NULL,
       sequence bigint NOT NULL,
       id uuid NOT NULL,
@@ -86,12 +121,12 @@ enum PostgresSchema {
     )
     """,
     """
-    CREATE INDEX orderly_outbox_message_entity ON orderly_outbox_message (line, entity, sequence)
+    CREATE INDEX \(Table.entityIndex) ON \(Table.message) (line, entity, sequence)
       WHERE entity IS NOT NULL
     """,
     ageIndex,
     """
-    CREATE TABLE orderly_outbox_dead_letter (
+    CREATE TABLE \(Table.deadLetter) (
       line text NOT NULL,
       sequence bigint NOT NULL,
       id uuid NOT NULL UNIQUE,
@@ -120,13 +155,13 @@ enum PostgresSchema {
   /// When the table's statistics call it empty (an autovacuum that ran the moment the queue
   /// had drained), PostgreSQL costs that read like a probe of the primary key, and it took the
   /// age index for the worker's lookups by line.
-  static let ageIndexName = "orderly_outbox_message_appended"
+  static let ageIndexName = Table.ageIndex.description
   static let ageIndex: PostgresQuery = """
-    CREATE INDEX orderly_outbox_message_appended ON orderly_outbox_message (appended_at)
+    CREATE INDEX \(Table.ageIndex) ON \(Table.message) (appended_at)
     """
   /// The age index of outboxes created before ``ageIndexName``, dropped by the first worker
   /// that creates its successor.
-  static let formerAgeIndexName = "orderly_outbox_message_age"
+  static let formerAgeIndexName = Table.formerAgeIndex.description
 
   // deadline: the caller's
   /// Creates the tables in an empty database (in the schema first on its `search_path`), or
@@ -147,7 +182,7 @@ enum PostgresSchema {
   {
     try await client.transaction(logger: logger) { connection -> String? in
       try await connection.query(
-        "SELECT pg_advisory_xact_lock(hashtext('orderly_outbox_schema'))",
+        "SELECT pg_advisory_xact_lock(hashtext('\(Table.schema)'))",
         logger: logger
       )
       let names = tables
@@ -169,7 +204,7 @@ enum PostgresSchema {
           try await connection.query(statement, logger: logger)
         }
         try await connection.query(
-          "INSERT INTO orderly_outbox_schema (version) VALUES (\(version))",
+          "INSERT INTO \(Table.schema) (version) VALUES (\(version))",
           logger: logger
         )
         return nil
@@ -202,7 +237,7 @@ enum PostgresSchema {
       if let problem = foreign(schemaTable) { return problem }
       var found: Int?
       for try await value in try await connection.query(
-        "SELECT max(version) FROM orderly_outbox_schema",
+        "SELECT max(version) FROM \(Table.schema)",
         logger: logger
       ).decode(Int?.self) {
         found = value
@@ -239,13 +274,13 @@ enum PostgresSchema {
         }
         if !indexes.contains(ageIndexName) { try await connection.query(ageIndex, logger: logger) }
         if indexes.contains(formerAgeIndexName) {
-          try await connection.query("DROP INDEX orderly_outbox_message_age", logger: logger)
+          try await connection.query("DROP INDEX \(Table.formerAgeIndex)", logger: logger)
         }
         // The audit trail's tables, missing in an outbox created before them; looked up first,
         // as the index.
         var audited = false
         for try await present in try await connection.query(
-          "SELECT to_regclass('orderly_outbox_audit_start') IS NOT NULL",
+          "SELECT to_regclass('\(Table.auditStart)') IS NOT NULL",
           logger: logger
         ).decode(Bool.self) {
           audited = present
@@ -259,11 +294,11 @@ enum PostgresSchema {
       if found < 2 {
         // Version 1 to 2: the not-before time of a message appended with one.
         try await connection.query(
-          "ALTER TABLE orderly_outbox_message ADD COLUMN IF NOT EXISTS not_before timestamptz",
+          "ALTER TABLE \(Table.message) ADD COLUMN IF NOT EXISTS not_before timestamptz",
           logger: logger
         )
         try await connection.query(
-          "INSERT INTO orderly_outbox_schema (version) VALUES (2)",
+          "INSERT INTO \(Table.schema) (version) VALUES (2)",
           logger: logger
         )
       }

@@ -60,10 +60,10 @@ struct AuditColumns: Sendable {
 struct AuditStatement: PostgresPreparedStatement {
   static let name = "orderly_audit_v1"
   static let sql = """
-    INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
+    INSERT INTO \(Table.audit) \(AuditColumns.insertColumns)
     SELECT $1, $2, a.sequence, a.id, a.attempt, $4, $3, a.started, a.ended,
       CASE WHEN a.outcome <> 'delivered' AND EXISTS (
-        SELECT 1 FROM orderly_outbox_lease
+        SELECT 1 FROM \(Table.lease)
         WHERE line = $1 AND owner = $3 AND fence = $4 AND expires_at > now()
       ) THEN a.outcome ELSE 'cut' END
     FROM \(AuditColumns.rows(from: 5))
@@ -90,8 +90,8 @@ struct AuditStatement: PostgresPreparedStatement {
 
 /// The SQL of the trail on PostgreSQL: its tables, marking it begun, pruning, reading.
 enum PostgresAudit {
-  static let table = "orderly_outbox_audit"
-  static let startTable = "orderly_outbox_audit_start"
+  static let table = Table.audit.description
+  static let startTable = Table.auditStart.description
   /// The row of ``startTable`` that says the trail has begun (no line key looks like it: keys
   /// are empty, for the default line, or begin with `p:`).
   static let begunRow = "#begun"
@@ -100,7 +100,7 @@ enum PostgresAudit {
   /// them, as the age index is: they change no table an earlier worker reads.
   static let create: [PostgresQuery] = [
     """
-    CREATE TABLE IF NOT EXISTS orderly_outbox_audit (
+    CREATE TABLE IF NOT EXISTS \(Table.audit) (
       number bigserial PRIMARY KEY,
       line text NOT NULL,
       partition text,
@@ -115,7 +115,7 @@ enum PostgresAudit {
     )
     """,
     """
-    CREATE TABLE IF NOT EXISTS orderly_outbox_audit_start (
+    CREATE TABLE IF NOT EXISTS \(Table.auditStart) (
       line text PRIMARY KEY,
       first_sequence bigint NOT NULL
     )
@@ -130,17 +130,17 @@ enum PostgresAudit {
     try await client.query(
       """
       WITH fresh AS (
-        SELECT NOT EXISTS (SELECT 1 FROM orderly_outbox_audit_start) AS yes
+        SELECT NOT EXISTS (SELECT 1 FROM \(Table.auditStart)) AS yes
       ), lines AS (
-        INSERT INTO orderly_outbox_audit_start (line, first_sequence)
+        INSERT INTO \(Table.auditStart) (line, first_sequence)
         SELECT l.line, coalesce(
-          (SELECT min(m.sequence) FROM orderly_outbox_message m WHERE m.line = l.line),
+          (SELECT min(m.sequence) FROM \(Table.message) m WHERE m.line = l.line),
           l.last_sequence + 1)
-        FROM orderly_outbox_line l
+        FROM \(Table.line) l
         WHERE (SELECT yes FROM fresh)
         ON CONFLICT (line) DO NOTHING
       )
-      INSERT INTO orderly_outbox_audit_start (line, first_sequence)
+      INSERT INTO \(Table.auditStart) (line, first_sequence)
       VALUES (\(begunRow), 0) ON CONFLICT (line) DO NOTHING
       """,
       logger: logger
@@ -159,16 +159,16 @@ enum PostgresAudit {
     for try await count in try await client.query(
       """
       WITH pruned AS (
-        DELETE FROM orderly_outbox_audit WHERE number IN (
-          SELECT number FROM orderly_outbox_audit
+        DELETE FROM \(Table.audit) WHERE number IN (
+          SELECT number FROM \(Table.audit)
           WHERE ended_at < now() - interval '1 second' * \(retentionSeconds)
           ORDER BY number LIMIT 1000)
         RETURNING line, sequence
       ), moved AS (
-        INSERT INTO orderly_outbox_audit_start (line, first_sequence)
+        INSERT INTO \(Table.auditStart) (line, first_sequence)
         SELECT line, max(sequence) + 1 FROM pruned GROUP BY line
         ON CONFLICT (line) DO UPDATE SET first_sequence =
-          greatest(orderly_outbox_audit_start.first_sequence, excluded.first_sequence)
+          greatest(\(Table.auditStart).first_sequence, excluded.first_sequence)
       )
       SELECT count(*)::bigint FROM pruned
       """,
@@ -183,11 +183,11 @@ enum PostgresAudit {
   /// has begun.
   static func dropped(id: UUID) -> PostgresQuery {
     """
-    INSERT INTO orderly_outbox_audit \(unescaped: AuditColumns.insertColumns)
+    INSERT INTO \(Table.audit) \(unescaped: AuditColumns.insertColumns)
     SELECT d.line, d.partition, d.sequence, d.id, d.attempts, NULL, 'operator', now(), now(),
       'dropped'
-    FROM orderly_outbox_dead_letter d
-    WHERE d.id = \(id) AND EXISTS (SELECT 1 FROM orderly_outbox_audit_start)
+    FROM \(Table.deadLetter) d
+    WHERE d.id = \(id) AND EXISTS (SELECT 1 FROM \(Table.auditStart))
     """
   }
 
@@ -210,7 +210,7 @@ enum PostgresAudit {
   static func trailExists(_ connection: PostgresConnection, logger: Logger) async throws -> Bool {
     var exists = false
     for try await present in try await connection.checkedQuery(
-      "SELECT to_regclass('orderly_outbox_audit_start') IS NOT NULL",
+      "SELECT to_regclass('\(Table.auditStart)') IS NOT NULL",
       logger: logger
     ).decode(Bool.self) {
       exists = present
@@ -226,7 +226,7 @@ enum PostgresAudit {
     guard try await trailExists(connection, logger: logger) else { return nil }
     var begun = false
     for try await _ in try await connection.checkedQuery(
-      "SELECT 1 FROM orderly_outbox_audit_start WHERE line = \(begunRow)",
+      "SELECT 1 FROM \(Table.auditStart) WHERE line = \(begunRow)",
       logger: logger
     ) {
       begun = true
@@ -237,7 +237,7 @@ enum PostgresAudit {
       """
       SELECT number, partition, sequence, id, attempt, fence, worker, started_at, ended_at,
         outcome
-      FROM orderly_outbox_audit ORDER BY number
+      FROM \(Table.audit) ORDER BY number
       """,
       logger: logger
     ) {
@@ -247,7 +247,7 @@ enum PostgresAudit {
       guard let known = OutboxAuditOutcome(rawValue: outcome) else {
         // Reported, not replaced: the trail misses attempts, it never invents them.
         throw UnreadableValue(
-          table: "orderly_outbox_audit",
+          table: "\(Table.audit)",
           row: "number \(number)",
           column: "outcome",
           value: outcome
@@ -271,8 +271,8 @@ enum PostgresAudit {
     var held: [OutboxAuditHeld] = []
     for try await row in try await connection.checkedQuery(
       """
-      SELECT line, sequence, false AS dead FROM orderly_outbox_message
-      UNION ALL SELECT line, sequence, true FROM orderly_outbox_dead_letter
+      SELECT line, sequence, false AS dead FROM \(Table.message)
+      UNION ALL SELECT line, sequence, true FROM \(Table.deadLetter)
       """,
       logger: logger
     ) {
@@ -289,7 +289,7 @@ enum PostgresAudit {
     for try await row in try await connection.checkedQuery(
       """
       SELECT l.line, coalesce(s.first_sequence, 1) AS first_sequence, l.last_sequence
-      FROM orderly_outbox_line l LEFT JOIN orderly_outbox_audit_start s ON s.line = l.line
+      FROM \(Table.line) l LEFT JOIN \(Table.auditStart) s ON s.line = l.line
       """,
       logger: logger
     ) {

@@ -161,7 +161,7 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       try await bounded("releasing every lease at the stop") {
         try await client.checkedQuery(
           """
-          UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+          UPDATE \(Table.lease) SET owner = NULL, expires_at = now()
           WHERE owner = \(id) AND NOT (line = ANY(\(running)))
           """,
           logger: logger

@@ -236,7 +236,7 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
       progress: false
     ) { () -> Bool in
       try await client.checkedQuery(
-        "SELECT 1 FROM orderly_outbox_message WHERE line = \(line) AND sequence < \(sequence)",
+        "SELECT 1 FROM \(Table.message) WHERE line = \(line) AND sequence < \(sequence)",
         logger: logger
       ) { rows in
         var found = false

@@ -37,7 +37,7 @@ extension FleetWorker {
           // Committed before the lines' deadlines move (see `committedQuery`).
           try await client.committedQuery(
             """
-            UPDATE orderly_outbox_lease
+            UPDATE \(Table.lease)
             SET expires_at = now() + interval '1 millisecond' * \(leaseMilliseconds)
             WHERE owner = \(id) AND line = ANY(\(lines)) AND expires_at > now()
             RETURNING line, fence, paused

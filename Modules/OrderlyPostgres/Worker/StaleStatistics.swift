@@ -42,14 +42,14 @@ extension FleetWorker {
       let check = await checkStatistics()
       if case .analyzed(let estimated, let live) = check {
         logger.notice(
-          "the statistics of orderly_outbox_message counted far fewer rows than it holds (an autovacuum ran as the queue drained), so PostgreSQL planned for an empty table: analyzed it",
+          "the statistics of \(Table.message) counted far fewer rows than it holds (an autovacuum ran as the queue drained), so PostgreSQL planned for an empty table: analyzed it",
           metadata: ["worker": "\(id)", "estimated": "\(estimated)", "live": "\(live)"]
         )
       }
       if case .notOwner(let estimated, let live) = check, !told {
         told = true
         logger.warning(
-          "the statistics of orderly_outbox_message count far fewer rows than it holds, so PostgreSQL may plan the worker's statements for an empty table; the worker's role does not own the table and cannot ANALYZE it: run ANALYZE orderly_outbox_message as its owner, or let autovacuum's next round do it",
+          "the statistics of \(Table.message) count far fewer rows than it holds, so PostgreSQL may plan the worker's statements for an empty table; the worker's role does not own the table and cannot ANALYZE it: run ANALYZE \(Table.message) as its owner, or let autovacuum's next round do it",
           metadata: ["worker": "\(id)", "estimated": "\(estimated)", "live": "\(live)"]
         )
       }
@@ -78,7 +78,7 @@ extension FleetWorker {
           SELECT c.reltuples::float8 AS estimated, coalesce(s.n_live_tup, 0)::float8 AS live,
             pg_has_role(c.relowner, 'USAGE') AS owner
           FROM pg_class c LEFT JOIN pg_stat_user_tables s ON s.relid = c.oid
-          WHERE c.oid = to_regclass('orderly_outbox_message')
+          WHERE c.oid = to_regclass('\(Table.message)')
           """,
           logger: logger
         ) { rows in
@@ -105,7 +105,7 @@ extension FleetWorker {
             mine = locked
           }
           guard mine else { return .analyzedElsewhere }
-          try await connection.checkedQuery("ANALYZE orderly_outbox_message", logger: logger)
+          try await connection.checkedQuery("ANALYZE \(Table.message)", logger: logger)
           return .analyzed(estimated: found.estimated, live: found.live)
         }
       }

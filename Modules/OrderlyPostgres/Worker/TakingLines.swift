@@ -130,26 +130,26 @@ extension FleetWorker {
       try await client.checkedQuery(
         """
         WITH RECURSIVE lines(line) AS (
-          (SELECT line FROM orderly_outbox_message
+          (SELECT line FROM \(Table.message)
            WHERE \(after)::text IS NULL OR line > \(after) ORDER BY line LIMIT 1)
           UNION ALL
-          SELECT (SELECT m.line FROM orderly_outbox_message m WHERE m.line > lines.line
+          SELECT (SELECT m.line FROM \(Table.message) m WHERE m.line > lines.line
                   ORDER BY m.line LIMIT 1)
           FROM lines
           WHERE lines.line IS NOT NULL AND (\(through)::text IS NULL OR lines.line < \(through))
         )
         SELECT lines.line,
-          NOT EXISTS (SELECT 1 FROM orderly_outbox_lease f WHERE f.line = lines.line) AS fresh
+          NOT EXISTS (SELECT 1 FROM \(Table.lease) f WHERE f.line = lines.line) AS fresh
         FROM lines
         WHERE lines.line IS NOT NULL
           AND (\(through)::text IS NULL OR lines.line <= \(through))
           AND NOT EXISTS (
-            SELECT 1 FROM orderly_outbox_lease l WHERE l.line = lines.line
+            SELECT 1 FROM \(Table.lease) l WHERE l.line = lines.line
               AND (l.paused OR (l.owner IS NOT NULL AND l.expires_at > now())))
           AND (NOT \(stopLine) OR NOT EXISTS (
-            SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = lines.line))
+            SELECT 1 FROM \(Table.deadLetter) d WHERE d.line = lines.line))
           AND coalesce((
-            SELECT h.not_before FROM orderly_outbox_message h WHERE h.line = lines.line
+            SELECT h.not_before FROM \(Table.message) h WHERE h.line = lines.line
             ORDER BY h.sequence LIMIT 1), '-infinity') <= now()
         LIMIT \(limit)
         """,
@@ -174,7 +174,7 @@ extension FleetWorker {
       var soonest: Duration?
       try await client.checkedQuery(
         """
-        SELECT extract(epoch FROM min(expires_at) - now())::float8 FROM orderly_outbox_lease
+        SELECT extract(epoch FROM min(expires_at) - now())::float8 FROM \(Table.lease)
         WHERE owner IS NOT NULL AND owner <> \(id) AND expires_at > now() AND NOT paused
         """,
         logger: logger

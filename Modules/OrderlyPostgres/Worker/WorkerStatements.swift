@@ -50,20 +50,20 @@ struct OldestLinesStatement: PostgresPreparedStatement {
   static let name = "orderly_oldest_lines_v3"
   static let sql = """
     SELECT m.line,
-      (SELECT count(*) FROM orderly_outbox_lease f WHERE f.line = m.line) = 0 AS fresh
+      (SELECT count(*) FROM \(Table.lease) f WHERE f.line = m.line) = 0 AS fresh
     FROM (
-      SELECT line, sequence, appended_at, not_before FROM orderly_outbox_message
+      SELECT line, sequence, appended_at, not_before FROM \(Table.message)
       ORDER BY appended_at LIMIT $1
     ) m
     WHERE m.sequence = (
-        SELECT e.sequence FROM orderly_outbox_message e
+        SELECT e.sequence FROM \(Table.message) e
         WHERE e.line = m.line ORDER BY e.sequence LIMIT 1)
       AND (m.not_before IS NULL OR m.not_before <= now())
       AND coalesce((
         SELECT NOT l.paused AND (l.owner IS NULL OR l.expires_at <= now())
-        FROM orderly_outbox_lease l WHERE l.line = m.line), true)
+        FROM \(Table.lease) l WHERE l.line = m.line), true)
       AND (NOT $2 OR NOT EXISTS (
-        SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = m.line))
+        SELECT 1 FROM \(Table.deadLetter) d WHERE d.line = m.line))
     ORDER BY m.appended_at
     LIMIT $3
     """
@@ -102,17 +102,17 @@ struct TakeLinesStatement: PostgresPreparedStatement {
   static let name = "orderly_take_lines_v2"
   static let sql = """
     WITH free AS (
-      SELECT line FROM orderly_outbox_lease f
+      SELECT line FROM \(Table.lease) f
       WHERE line = ANY($1::text[]) AND NOT paused AND (owner IS NULL OR expires_at <= now())
         AND line BETWEEN (SELECT min(c) FROM unnest($1::text[]) c)
           AND (SELECT max(c) FROM unnest($1::text[]) c)
         AND (NOT $2 OR NOT EXISTS (
-          SELECT 1 FROM orderly_outbox_dead_letter d WHERE d.line = f.line))
+          SELECT 1 FROM \(Table.deadLetter) d WHERE d.line = f.line))
       ORDER BY array_position($1::text[], line)
       LIMIT $3
       FOR UPDATE SKIP LOCKED
     ), taken AS (
-      UPDATE orderly_outbox_lease l
+      UPDATE \(Table.lease) l
       SET owner = $4, expires_at = now() + interval '1 millisecond' * $5, fence = l.fence + 1
       FROM free WHERE l.line = free.line
       RETURNING l.line, l.fence
@@ -121,11 +121,11 @@ struct TakeLinesStatement: PostgresPreparedStatement {
         SELECT h.sequence,
           bool_and(h.not_before IS NULL OR h.not_before <= now())
             OVER (ORDER BY h.sequence) AS due
-        FROM (SELECT sequence, not_before FROM orderly_outbox_message
+        FROM (SELECT sequence, not_before FROM \(Table.message)
               WHERE line = t.line ORDER BY sequence LIMIT $6) h
       ) w WHERE w.due
     ), heads AS (
-      UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
+      UPDATE \(Table.message) m SET attempts = m.attempts + 1
       WHERE m.line = ANY(ARRAY(SELECT line FROM due))
         AND m.sequence BETWEEN (SELECT min(sequence) FROM due) AND (SELECT max(sequence) FROM due)
         AND ((m.line, m.sequence) IN (SELECT line, sequence FROM due) OR false)
@@ -173,7 +173,7 @@ struct TakeLinesStatement: PostgresPreparedStatement {
 struct FreshLeasesStatement: PostgresPreparedStatement {
   static let name = "orderly_fresh_leases_v1"
   static let sql = """
-    INSERT INTO orderly_outbox_lease (line, owner, expires_at, fence, paused)
+    INSERT INTO \(Table.lease) (line, owner, expires_at, fence, paused)
     SELECT line, NULL, now(), 0, false FROM unnest($1::text[]) AS fresh(line)
     ON CONFLICT (line) DO NOTHING
     """
@@ -194,7 +194,7 @@ struct FreshLeasesStatement: PostgresPreparedStatement {
 struct ReleaseStatement: PostgresPreparedStatement {
   static let name = "orderly_release_v1"
   static let sql = """
-    UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+    UPDATE \(Table.lease) SET owner = NULL, expires_at = now()
     WHERE line = $1 AND owner = $2 AND fence = $3
     """
   typealias Row = ()
@@ -224,17 +224,17 @@ struct DeadLetterStatement<Trail: AuditVariant>: PostgresPreparedStatement {
   static var sql: String {
     """
     WITH held AS (
-      SELECT 1 FROM orderly_outbox_lease
+      SELECT 1 FROM \(Table.lease)
       WHERE line = $1 AND owner = $2 AND fence = $3 AND expires_at > now()
         AND NOT EXISTS (
-          SELECT 1 FROM orderly_outbox_message e WHERE e.line = $1 AND e.sequence < $4)
+          SELECT 1 FROM \(Table.message) e WHERE e.line = $1 AND e.sequence < $4)
       FOR UPDATE
     ), moved AS (
-      DELETE FROM orderly_outbox_message
+      DELETE FROM \(Table.message)
       WHERE line = $1 AND sequence = $4 AND EXISTS (SELECT 1 FROM held)
       RETURNING *
     )\(Trail.isOn ? audited : "")
-    INSERT INTO orderly_outbox_dead_letter
+    INSERT INTO \(Table.deadLetter)
       (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
        failed_at, reason)
     SELECT line, sequence, id, partition, entity, payload, $5, appended_at, headers, now(), $6
@@ -246,7 +246,7 @@ struct DeadLetterStatement<Trail: AuditVariant>: PostgresPreparedStatement {
   private static var audited: String {
     """
     , audited AS (
-      INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
+      INSERT INTO \(Table.audit) \(AuditColumns.insertColumns)
       SELECT $1, $7, a.sequence, a.id, a.attempt, $3, $2, a.started, a.ended,
         CASE WHEN EXISTS (SELECT 1 FROM moved) THEN a.outcome ELSE 'cut' END
       FROM \(AuditColumns.rows(from: 8))
@@ -291,11 +291,11 @@ struct ClaimBatchStatement: PostgresPreparedStatement {
         SELECT h.sequence,
           bool_and(h.not_before IS NULL OR h.not_before <= now())
             OVER (ORDER BY h.sequence) AS due
-        FROM (SELECT sequence, not_before FROM orderly_outbox_message
+        FROM (SELECT sequence, not_before FROM \(Table.message)
               WHERE line = $1 ORDER BY sequence LIMIT $2) h
       ) w WHERE w.due
     ), taken AS (
-      UPDATE orderly_outbox_message m SET attempts = m.attempts + 1
+      UPDATE \(Table.message) m SET attempts = m.attempts + 1
       WHERE m.line = $1 AND m.sequence = ANY(ARRAY(SELECT sequence FROM due))
         AND m.sequence BETWEEN (SELECT min(sequence) FROM due) AND (SELECT max(sequence) FROM due)
       RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at, m.headers
@@ -345,17 +345,17 @@ struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
     """
     WITH ordered AS (
       SELECT NOT EXISTS (
-        SELECT 1 FROM orderly_outbox_message e
+        SELECT 1 FROM \(Table.message) e
         WHERE e.line = $1 AND e.sequence < (SELECT max(s) FROM unnest($4::int8[]) s)
           AND NOT (e.sequence = ANY($4::int8[]))
       ) AS ok
     ), held AS (
-      SELECT paused FROM orderly_outbox_lease
+      SELECT paused FROM \(Table.lease)
       WHERE line = $1 AND owner = $2 AND fence = $3 AND expires_at > now()
         AND (SELECT ok FROM ordered)
       FOR SHARE
     ), gone AS (
-      DELETE FROM orderly_outbox_message
+      DELETE FROM \(Table.message)
       WHERE line = $1 AND sequence = ANY($4::int8[]) AND EXISTS (SELECT 1 FROM held)
         AND sequence BETWEEN (SELECT min(s) FROM unnest($4::int8[]) s)
           AND (SELECT max(s) FROM unnest($4::int8[]) s)
@@ -365,13 +365,13 @@ struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
         SELECT h.sequence,
           bool_and(h.not_before IS NULL OR h.not_before <= now())
             OVER (ORDER BY h.sequence) AS due
-        FROM (SELECT sequence, not_before FROM orderly_outbox_message
+        FROM (SELECT sequence, not_before FROM \(Table.message)
               WHERE $6 AND line = $1 AND sequence > $7
               ORDER BY sequence LIMIT $8) h
       ) w
       WHERE w.due AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
     ), back AS (
-      UPDATE orderly_outbox_message SET attempts = greatest(attempts - 1, 0)
+      UPDATE \(Table.message) SET attempts = greatest(attempts - 1, 0)
       WHERE line = $1 AND sequence = ANY($5::int8[]) AND EXISTS (SELECT 1 FROM held)
         AND sequence BETWEEN (SELECT min(s) FROM unnest($5::int8[]) s)
           AND (SELECT max(s) FROM unnest($5::int8[]) s)
@@ -380,13 +380,13 @@ struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
     ), next AS (
       -- A message given back and taken again in one statement keeps its count: one row is
       -- updated once per statement.
-      UPDATE orderly_outbox_message m
+      UPDATE \(Table.message) m
       SET attempts = m.attempts + CASE WHEN m.sequence = ANY($5::int8[]) THEN 0 ELSE 1 END
       WHERE m.line = $1 AND m.sequence = ANY(ARRAY(SELECT sequence FROM due))
         AND m.sequence BETWEEN (SELECT min(sequence) FROM due) AND (SELECT max(sequence) FROM due)
       RETURNING m.sequence, m.id, m.partition, m.payload, m.attempts, m.appended_at, m.headers
     ), released AS (
-      UPDATE orderly_outbox_lease SET owner = NULL, expires_at = now()
+      UPDATE \(Table.lease) SET owner = NULL, expires_at = now()
       WHERE line = $1 AND owner = $2 AND fence = $3
         AND EXISTS (SELECT 1 FROM held WHERE NOT paused)
         AND (($6 AND NOT EXISTS (SELECT 1 FROM next)) OR $9)
@@ -404,7 +404,7 @@ struct AcknowledgeStatement<Trail: AuditVariant>: PostgresPreparedStatement {
   private static var audited: String {
     """
     , audited AS (
-      INSERT INTO orderly_outbox_audit \(AuditColumns.insertColumns)
+      INSERT INTO \(Table.audit) \(AuditColumns.insertColumns)
       SELECT $1, $10, a.sequence, a.id, a.attempt, $3, $2, a.started, a.ended,
         CASE WHEN EXISTS (SELECT 1 FROM held) THEN a.outcome ELSE 'cut' END
       FROM \(AuditColumns.rows(from: 11))
