@@ -68,6 +68,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   let clock: any Clock<Duration>
   let codec: MessageCodec<Message>
   let state: OrderlyLock<OutboxState<Message>>
+  /// When the audit trail is pruned next (the rule of every store).
+  let auditPruning = OrderlyLock(AuditPruning())
   let hub = OutboxEventHub()
   /// Retry waits in progress, ended early by pause, resume and stop.
   let retryWaits = RetryWaits()

@@ -13,8 +13,6 @@ import OrderlyOutboxCore
 enum OutboxAuditStore {
   static let table = OutboxSchema.auditTable
   static let start = OutboxSchema.auditStartTable
-  /// Rows pruned at most per transaction, so that a delivery's write stays short.
-  static let pruneBatch = 500
 
   /// Marks the trail as begun, once: numbers handed out from now on are checked for vanishing.
   static func begin(_ db: Database) throws {
@@ -77,29 +75,33 @@ enum OutboxAuditStore {
     )
   }
 
-  /// Removes up to ``pruneBatch`` rows recorded before `cutoff`, oldest first, and moves the
-  /// first number the trail answers for past them.
-  static func prune(_ db: Database, before cutoff: Date) throws {
+  /// Removes up to `AuditPruning.batch` rows recorded before `cutoff`, oldest first, and moves
+  /// the first number the trail answers for past them.
+  ///
+  /// - Returns: How many rows it removed.
+  static func prune(_ db: Database, before cutoff: Date) throws -> Int {
     let last = try Int64.fetchOne(
       db,
       sql: """
         SELECT MAX(sequence) FROM (
           SELECT sequence FROM \(table) WHERE endedAt < ? ORDER BY number LIMIT ?)
         """,
-      arguments: [cutoff.timeIntervalSince1970, pruneBatch]
+      arguments: [cutoff.timeIntervalSince1970, AuditPruning.batch]
     )
-    guard let last else { return }
+    guard let last else { return 0 }
     try db.execute(
       sql: """
         DELETE FROM \(table) WHERE number IN (
           SELECT number FROM \(table) WHERE endedAt < ? ORDER BY number LIMIT ?)
         """,
-      arguments: [cutoff.timeIntervalSince1970, pruneBatch]
+      arguments: [cutoff.timeIntervalSince1970, AuditPruning.batch]
     )
+    let removed = db.changesCount
     try db.execute(
       sql: "UPDATE \(start) SET first = MAX(first, ?) WHERE id = 1",
       arguments: [last + 1]
     )
+    return removed
   }
 
   /// The trail, the messages held and the numbers handed out, in one read.

@@ -61,8 +61,6 @@ struct OutboxState<Message: Codable & Sendable>: Sendable {
   var dataVersion: Int?
   /// Acknowledgements the store refused as out of order (``DelivererStatistics/orderRefusals``).
   var refusedOutOfOrder = 0
-  /// When this outbox last pruned its audit trail.
-  var auditPruned: Date?
   /// Why recording a delivery failed, while the outbox retries that write: a new
   /// ``Outbox/waitUntilDelivered()`` call throws it at once.
   var recordFailure: OutboxError?

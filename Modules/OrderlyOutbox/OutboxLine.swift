@@ -209,24 +209,24 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
   /// What a write transaction does for the audit trail; nothing when it is off.
   ///
   /// It marks the trail begun, writes `attempts` (a delivered one only if the transaction
-  /// removed its message), and prunes rows past the retention, at most every 10 minutes and a
-  /// batch at a time.
+  /// removed its message), and prunes rows past the retention when `AuditPruning` says a prune
+  /// is due (every 10 minutes, and at the next write again while a prune comes back full).
   private func auditing(
     _ attempts: [AuditAttempt]
   ) -> @Sendable (Database, _ removed: Set<Int64>) throws -> Void {
     guard audit.isOn else { return { _, _ in } }
     let (outbox, retention) = (outbox, audit.retentionSeconds)
-    let now = Date()
-    let prune = outbox.state.withLock(announcingTo: outbox) { state -> Bool in
-      guard now.timeIntervalSince(state.auditPruned ?? .distantPast) >= 600 else { return false }
-      state.auditPruned = now
-      return true
+    // Rows age in real time, as they are stamped: no injected clock applies.
+    let cutoff = outbox.auditPruning.withLock(announcingTo: outbox) {
+      $0.begin(at: Date(), retentionSeconds: retention)
     }
     return { db, removed in
       try OutboxAuditStore.begin(db)
       try OutboxAuditStore.write(db, attempts, removed: removed, worker: AuditWorker.current)
-      if prune {
-        try OutboxAuditStore.prune(db, before: now.addingTimeInterval(-retention))
+      if let cutoff {
+        let pruned = try OutboxAuditStore.prune(db, before: cutoff)
+        // A lock of its own, held for an assignment: never around a database call.
+        outbox.auditPruning.withLock(announcingTo: outbox) { $0.finished(removed: pruned) }
       }
     }
   }

@@ -148,8 +148,8 @@ enum PostgresAudit {
   }
 
   // deadline: the caller's
-  /// Removes up to 1,000 rows that ended before the retention, oldest first, and moves each
-  /// line's first number checked past them; returns how many were removed.
+  /// Removes up to `AuditPruning.batch` rows that ended before the retention, oldest first,
+  /// and moves each line's first number checked past them; returns how many were removed.
   static func pruneRows(
     _ client: PostgresClient,
     retentionSeconds: Double,
@@ -162,7 +162,7 @@ enum PostgresAudit {
         DELETE FROM \(Table.audit) WHERE number IN (
           SELECT number FROM \(Table.audit)
           WHERE ended_at < now() - interval '1 second' * \(retentionSeconds)
-          ORDER BY number LIMIT 1000)
+          ORDER BY number LIMIT \(AuditPruning.batch))
         RETURNING line, sequence
       ), moved AS (
         INSERT INTO \(Table.auditStart) (line, first_sequence)

@@ -223,31 +223,35 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
     }
   }
 
-  /// With the audit trail on: prunes rows past the retention every 10 minutes, a batch of
-  /// 1,000 at a time.
+  /// With the audit trail on: prunes rows past the retention when `AuditPruning` says a prune
+  /// is due (every 10 minutes, and at once again while a prune comes back full).
   func auditLoop() async {
     let (client, logger) = (client, logger)
     let retention = settings.options.audit.retentionSeconds
+    var pruning = AuditPruning()
     while !Task.isCancelled {
-      do {
-        var removed = 0
-        repeat {
-          removed = try await bounded("pruning the audit trail") {
+      // Rows age in the database's real time, not on the outbox's clock.
+      if pruning.begin(at: Date(), retentionSeconds: retention) != nil {
+        do {
+          let removed = try await bounded("pruning the audit trail") {
             try await PostgresAudit.pruneRows(client, retentionSeconds: retention, logger: logger)
           }
-        } while removed == 1_000 && !Task.isCancelled
-      } catch {
-        logger.warning(
-          "could not prune the audit trail; trying again in 10 minutes",
-          metadata: [
-            "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
-          ]
-        )
+          pruning.finished(removed: removed)
+        } catch {
+          pruning.finished(removed: 0)
+          logger.warning(
+            "could not prune the audit trail; trying again in 10 minutes",
+            metadata: [
+              "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
+            ]
+          )
+        }
       }
       // Safe as library code: a housekeeping period on real time (rows age in the database's
       // real time, not on the outbox's clock, so no injected clock applies); nothing waits on
       // it, it ends at once when end() cancels the loop, and each prune is bounded above.
-      try? await Task.sleep(for: .seconds(600))
+      let wait = pruning.wait(at: Date())
+      if wait > .zero { try? await Task.sleep(for: wait) }
     }
   }
 
