@@ -253,6 +253,8 @@ extension Outbox {
     )
     let whenDeliveredElsewhere = options.whenDeliveredElsewhere
     if options.audit.isOn {
+      // A prune is due when delivery starts (with this start's retention), as on every store.
+      auditPruning.withLock(announcingTo: self) { $0 = AuditPruning() }
       // The trail begins (once for the file) before anything is delivered: what is appended
       // from now on is checked. A write, so `start` may wait for another connection's
       // transaction (up to the busy timeout) when the trail is on.

@@ -63,6 +63,40 @@ struct AuditContractTests {
     #expect(report.numbersChecked >= 1)
   }
 
+  @Test(
+    "a trail 2,500 rows past its retention is pruned back when delivery starts again, a batch after another",
+    arguments: Store.all
+  )
+  func pruneBacklog(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    try await subject.outbox.append(
+      contentsOf: (0..<2_500).map { "m\($0)" },
+      partition: "k",
+      headers: [:]
+    )
+    try subject.startRetaining(100, .seconds(7 * 24 * 3_600), .batches { _ in })
+    try await subject.outbox.waitUntilDelivered()
+    await subject.outbox.stop()
+    let written = try #require(try await subject.outbox.auditTrail()).records.count
+    #expect(written == 2_500)
+
+    // Started again with a retention every row is past: a prune is due at once, and another
+    // at once while one comes back full (on SQLite, at each delivery's write).
+    try subject.startRetaining(1, .milliseconds(1), .each { _ in })
+    for index in 0..<5 {
+      try await subject.outbox.append("n\(index)", partition: "k", headers: [:])
+      try await subject.outbox.waitUntilDelivered()
+    }
+    let outbox = subject.outbox
+    let pruned = await eventually {
+      let records = try await outbox.auditTrail()?.records ?? []
+      return records.count <= 5 && !records.contains { $0.sequence <= 2_500 }
+    }
+    let left = try await subject.outbox.auditTrail()?.records.count ?? -1
+    await subject.finish()
+    #expect(pruned, "\(left) rows left: rows past the retention were not pruned back")
+  }
+
   @Test("with audit off, no trail is kept", arguments: Store.all)
   func off(store: Store) async throws {
     guard let subject = try await store.open(String.self) else { return }

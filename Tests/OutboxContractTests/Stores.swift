@@ -47,6 +47,13 @@ struct Subject<Message: Codable & Sendable>: Sendable {
       _ retry: RetryPolicy,
       _ handler: DeliveryHandler<Message>
     ) throws(OutboxError) -> Void
+  /// Starts with the audit trail on, this batch size and this retention.
+  let startRetaining:
+    @Sendable (
+      _ batch: Int,
+      _ retention: Duration,
+      _ handler: DeliveryHandler<Message>
+    ) throws(OutboxError) -> Void
   let cleanUp: @Sendable () async -> Void
   #if Server
   /// An `OutboxService` for this store, delivering batches of up to `batch` messages.
@@ -100,6 +107,11 @@ struct Subject<Message: Codable & Sendable>: Sendable {
     startAudited = { (onDeadLetter, retry, handler) throws(OutboxError) in
       var audited = options(4, 1, retry, onDeadLetter, .milliseconds(50))
       audited.audit = .on
+      try outbox.start(audited, deliver: handler)
+    }
+    startRetaining = { (batch, retention, handler) throws(OutboxError) in
+      var audited = options(4, batch, .standard, .stopLine, .milliseconds(50))
+      audited.audit = OutboxAuditOptions(isOn: true, retention: retention)
       try outbox.start(audited, deliver: handler)
     }
     self.cleanUp = cleanUp
