@@ -247,10 +247,10 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
           )
         }
       }
+      let wait = pruning.wait(at: Date())
       // Safe as library code: a housekeeping period on real time (rows age in the database's
       // real time, not on the outbox's clock, so no injected clock applies); nothing waits on
       // it, it ends at once when end() cancels the loop, and each prune is bounded above.
-      let wait = pruning.wait(at: Date())
       if wait > .zero { try? await Task.sleep(for: wait) }
     }
   }
