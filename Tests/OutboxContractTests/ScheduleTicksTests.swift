@@ -18,6 +18,17 @@ struct ScheduleTicksTests {
     #expect(rule.next(after: start) == minutes(10))
     #expect(rule.next(after: minutes(25)) == minutes(30))
     #expect(ScheduleRule.every(.zero, from: start).next(after: start) == nil)
+    // A tenth of a second, which a Double cannot hold: each next tick is still strictly later.
+    let tenths = ScheduleRule.every(.milliseconds(100), from: start)
+    var cursor = start
+    var later = 0
+    for _ in 0..<1_000 {
+      guard let tick = tenths.next(after: cursor) else { break }
+      if tick > cursor { later += 1 }
+      cursor = tick
+    }
+    #expect(later == 1_000)
+    #expect(abs(cursor.timeIntervalSince(start) - 100) < 0.001)
   }
 
   @Test("looked at on time: the tick is appended, none missed, and the next is the one after")

@@ -22,7 +22,9 @@ package enum ScheduleRule: Sendable, Equatable {
       guard seconds > 0 else { return nil }
       guard instant >= start else { return start }
       let passed = (instant.timeIntervalSince(start) / seconds).rounded(.down) + 1
-      return start.addingTimeInterval(passed * seconds)
+      let tick = start.addingTimeInterval(passed * seconds)
+      // A fraction of a second rounded down in the division: the tick after is the next.
+      return tick > instant ? tick : start.addingTimeInterval((passed + 1) * seconds)
     }
   }
 
