@@ -305,6 +305,49 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     try enterDatabase()
     defer { leaveDatabase() }
     do {
+      return try await database.write { db in try self.write(prepared, in: db) }.map(\.id)
+    } catch {
+      throw failure(error)
+    }
+  }
+
+  /// Appends messages in one transaction, each unless its unique key is held (by a pending
+  /// message, or by one appended within its window); see `DurableOutbox`.
+  ///
+  /// The key is checked and taken in the file's one write transaction, so appenders racing in
+  /// this process or in others on the same file never both store a message under one key.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - uniqueKeys: One key per message, or `nil` for one without.
+  ///   - uniqueFor: How long after the append a key stays held, delivered or not, on this
+  ///     machine's clock; `nil` for while its message is pending.
+  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with each of them.
+  ///   - deliverAfter: The earliest time they may be delivered; `nil` for at once.
+  /// - Returns: One result per message, in order.
+  /// - Throws: `OutboxError.invalidUniqueKey(_:)`, or as `append(_:partition:headers:)`;
+  ///   nothing was stored.
+  @discardableResult
+  public func append(
+    contentsOf messages: [Message],
+    uniqueKeys: [String?],
+    uniqueFor: Duration?,
+    partition: String?,
+    headers: [String: String],
+    deliverAfter: Date?
+  ) async throws(OutboxError) -> [UniqueAppend] {
+    let prepared = try codec.prepare(
+      messages,
+      partition: partition,
+      headers: headers,
+      deliverAfter: deliverAfter,
+      uniqueKeys: uniqueKeys,
+      uniqueFor: uniqueFor
+    )
+    try enterDatabase()
+    defer { leaveDatabase() }
+    do {
       return try await database.write { db in try self.write(prepared, in: db) }
     } catch {
       throw failure(error)
@@ -340,19 +383,70 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   ) throws -> UUID {
     let prepared = try codec.prepare([message], partition: partition, headers: headers)
     try checkOpen()
+    return try write(prepared, in: db)[0].id
+  }
+
+  /// Appends a message inside a write transaction of the outbox's database, unless its unique
+  /// key is held: it is stored exactly when the transaction commits, and the key is taken with
+  /// it (see `DurableOutbox`'s `append(_:uniqueKey:uniqueFor:partition:headers:deliverAfter:)`).
+  ///
+  /// ```swift
+  /// try await database.write { db in
+  ///   try db.execute(sql: "UPDATE invoice SET sent = 1 WHERE id = ?", arguments: [7])
+  ///   try outbox.append(SendInvoice(id: 7), uniqueKey: "invoice-7", in: db)
+  /// }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - uniqueKey: The key; non-empty, at most 200 UTF-8 bytes.
+  ///   - uniqueFor: How long after this append the key stays held, delivered or not; `nil` for
+  ///     while the message is pending.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
+  ///   - headers: Strings stored with the message.
+  ///   - db: A connection inside a write transaction on the outbox's database.
+  /// - Returns: Whether it was appended, and the identifier of the message that holds the key.
+  /// - Throws: `OutboxError.invalidUniqueKey(_:)`, `OutboxError.cannotEncode(reason:)`, or the
+  ///   database's error.
+  @discardableResult
+  public func append(
+    _ message: Message,
+    uniqueKey: String,
+    uniqueFor: Duration? = nil,
+    partition: String? = nil,
+    headers: [String: String] = [:],
+    in db: Database
+  ) throws -> UniqueAppend {
+    let prepared = try codec.prepare(
+      [message],
+      partition: partition,
+      headers: headers,
+      uniqueKeys: [uniqueKey],
+      uniqueFor: uniqueFor
+    )
+    try checkOpen()
     return try write(prepared, in: db)[0]
   }
 
   /// Writes messages (or merges them), and arranges for the counts, the events and the
   /// deliveries to follow the commit, with one commit hook for the whole batch.
-  private func write(_ batch: [PreparedMessage<Message>], in db: Database) throws -> [UUID] {
-    var ids: [UUID] = []
+  private func write(_ batch: [PreparedMessage<Message>], in db: Database) throws
+    -> [UniqueAppend]
+  {
+    var ids: [UniqueAppend] = []
     var events: [OutboxEvent] = []
     var added = 0
     var partitions: [String?] = []
+    let now = Date()
     for prepared in batch {
+      if let key = prepared.uniqueKey,
+        let holder = try OutboxStore.uniqueHolder(db, key: key, now: now)
+      {
+        ids.append(.duplicate(of: holder))
+        continue
+      }
       if let pending = try merge(prepared, in: db) {
-        ids.append(pending.id)
+        ids.append(.appended(pending.id))
         events.append(
           .merged(into: pending.id, sequence: pending.sequence, partition: pending.partition)
         )
@@ -367,9 +461,13 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
         payload: prepared.payload,
         appendedAt: Date(),
         headers: prepared.headers,
-        notBefore: prepared.notBefore
+        notBefore: prepared.notBefore,
+        uniqueKey: prepared.uniqueKey
       )
-      ids.append(id)
+      if let key = prepared.uniqueKey, let seconds = prepared.uniqueFor {
+        try OutboxStore.holdUniqueKey(db, key: key, id: id, now: now, seconds: seconds)
+      }
+      ids.append(.appended(id))
       events.append(.appended(id: id, sequence: sequence, partition: prepared.partition))
       added += 1
       if !partitions.contains(prepared.partition) { partitions.append(prepared.partition) }

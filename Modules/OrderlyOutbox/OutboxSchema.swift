@@ -34,6 +34,10 @@ package enum OutboxSchema {
   static let auditTable = "outbox_audit"
   /// When the audit trail began, and the first message number it answers for.
   static let auditStartTable = "outbox_audit_start"
+  /// The unique keys held for a window after their append (`append(_:uniqueKey:uniqueFor:)`),
+  /// delivered or not; a key held while its message is pending is the message row's own
+  /// `uniqueKey`, under a unique index.
+  static let uniqueWindowTable = "outbox_unique_window"
 
   package static let migrations = [
     DatabaseSchema.Migration(
@@ -123,6 +127,26 @@ package enum OutboxSchema {
             first INTEGER NOT NULL,
             since DOUBLE NOT NULL
           );
+          """
+      )
+    },
+    DatabaseSchema.Migration(
+      "orderly outbox 6: unique keys",
+      tables: [uniqueWindowTable]
+    ) { db in
+      // A new column of NULLs costs nothing to add, and the partial index holds only the
+      // messages that have a key: a message without one pays nothing for it.
+      try db.execute(
+        sql: """
+          ALTER TABLE \(messageTable) ADD COLUMN uniqueKey TEXT;
+          CREATE UNIQUE INDEX \(messageTable)_unique ON \(messageTable) (uniqueKey)
+            WHERE uniqueKey IS NOT NULL;
+          CREATE TABLE \(uniqueWindowTable) (
+            key TEXT PRIMARY KEY NOT NULL,
+            id TEXT NOT NULL,
+            until DOUBLE NOT NULL
+          );
+          CREATE INDEX \(uniqueWindowTable)_until ON \(uniqueWindowTable) (until);
           """
       )
     },

@@ -73,6 +73,7 @@ package enum OutboxStore {
   static let headers = OutboxSchema.headerTable
   static let paused = OutboxSchema.pausedTable
   static let notBefore = OutboxSchema.notBeforeTable
+  static let uniqueWindow = OutboxSchema.uniqueWindowTable
 
   static func counts(_ db: Database) throws -> (pending: Int, deadLetters: Int) {
     (
@@ -114,16 +115,30 @@ package enum OutboxStore {
     payload: Data,
     appendedAt: Date,
     headers: String? = nil,
-    notBefore: Date? = nil
+    notBefore: Date? = nil,
+    uniqueKey: String? = nil
   ) throws -> Int64 {
-    try db.cachedStatement(
-      sql: """
-        INSERT INTO \(messages) (id, partition, entity, payload, attempts, appendedAt)
-        VALUES (?, ?, ?, ?, 0, ?)
-        """
-    ).execute(
-      arguments: [id.uuidString, partition, entity, payload, appendedAt.timeIntervalSince1970]
-    )
+    if let uniqueKey {
+      try db.cachedStatement(
+        sql: """
+          INSERT INTO \(messages) (id, partition, entity, payload, attempts, appendedAt, uniqueKey)
+          VALUES (?, ?, ?, ?, 0, ?, ?)
+          """
+      ).execute(
+        arguments: [
+          id.uuidString, partition, entity, payload, appendedAt.timeIntervalSince1970, uniqueKey,
+        ]
+      )
+    } else {
+      try db.cachedStatement(
+        sql: """
+          INSERT INTO \(messages) (id, partition, entity, payload, attempts, appendedAt)
+          VALUES (?, ?, ?, ?, 0, ?)
+          """
+      ).execute(
+        arguments: [id.uuidString, partition, entity, payload, appendedAt.timeIntervalSince1970]
+      )
+    }
     let sequence = db.lastInsertedRowID
     if let text = headers {
       try db.cachedStatement(sql: "INSERT INTO \(Self.headers) (sequence, headers) VALUES (?, ?)")
@@ -135,6 +150,43 @@ package enum OutboxStore {
       ).execute(arguments: [sequence, notBefore.timeIntervalSince1970])
     }
     return sequence
+  }
+
+  /// The message that holds a unique key at `now`: the pending one appended with it, or the
+  /// one appended with it within its window.
+  ///
+  /// Read and then written in one write transaction: SQLite has one writer, so no other
+  /// append can take the key in between.
+  static func uniqueHolder(_ db: Database, key: String, now: Date) throws -> UUID? {
+    if let row = try Row.fetchOne(
+      db.cachedStatement(sql: "SELECT id FROM \(messages) WHERE uniqueKey = ?"),
+      arguments: [key]
+    ) {
+      return try UnreadableRow.id(of: row, in: messages)
+    }
+    if let row = try Row.fetchOne(
+      db.cachedStatement(sql: "SELECT id FROM \(uniqueWindow) WHERE key = ? AND until > ?"),
+      arguments: [key, now.timeIntervalSince1970]
+    ) {
+      return try UnreadableRow.id(of: row, in: uniqueWindow)
+    }
+    return nil
+  }
+
+  /// Holds a unique key for `seconds` after `now`, for the message `id`, and forgets the keys
+  /// whose windows have passed.
+  static func holdUniqueKey(
+    _ db: Database,
+    key: String,
+    id: UUID,
+    now: Date,
+    seconds: Double
+  ) throws {
+    try db.cachedStatement(sql: "DELETE FROM \(uniqueWindow) WHERE until <= ?")
+      .execute(arguments: [now.timeIntervalSince1970])
+    try db.cachedStatement(
+      sql: "INSERT OR REPLACE INTO \(uniqueWindow) (key, id, until) VALUES (?, ?, ?)"
+    ).execute(arguments: [key, id.uuidString, now.timeIntervalSince1970 + seconds])
   }
 
   /// The newest message for an entity, if it is still waiting (in any line).

@@ -68,6 +68,42 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
     deliverAfter: Date?
   ) async throws(OutboxError) -> [UUID]
 
+  /// Appends messages in one transaction, each with a unique key or none: a message whose key
+  /// is held already is not stored, and its result names the message that holds the key.
+  ///
+  /// A key is held while a message appended with it is pending (not yet delivered, not a dead
+  /// letter), and, with `uniqueFor`, until that long after the append that took it, delivered
+  /// or not. The store keeps the rule with a unique index, never by reading first and writing
+  /// after, so it holds for appenders racing in one process and, on `PostgresOutbox`, across
+  /// processes; a duplicate never waits on other appends, except on the one appending that
+  /// same key at that moment, until it commits or rolls back. Two messages of one call with the
+  /// same key: the second is a duplicate of the first. A message with a unique key is never
+  /// merged, nor merged into (``Coalescing``); a dead letter no longer holds its key, and a
+  /// retried one does not take it back. A duplicate emits no event.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - uniqueKeys: One key per message (`nil` for a message without one); each non-empty and
+  ///     at most 200 UTF-8 bytes.
+  ///   - uniqueFor: How long after its append a key stays held, delivered or not; `nil` for
+  ///     while its message is pending. Positive, at most ten years. The wall clock's (the
+  ///     database server's for `PostgresOutbox`).
+  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with each of them.
+  ///   - deliverAfter: The earliest time they may be delivered; `nil` for at once.
+  /// - Returns: One result per message, in order.
+  /// - Throws: ``OutboxError/invalidUniqueKey(_:)`` for a key or window out of range, or as
+  ///   ``append(contentsOf:partition:headers:deliverAfter:)``; nothing was stored.
+  @discardableResult
+  func append(
+    contentsOf messages: [Message],
+    uniqueKeys: [String?],
+    uniqueFor: Duration?,
+    partition: String?,
+    headers: [String: String],
+    deliverAfter: Date?
+  ) async throws(OutboxError) -> [UniqueAppend]
+
   /// What happens to messages from now on, as this outbox sees it.
   var events: AsyncStream<OutboxEvent> { get }
 
@@ -421,5 +457,79 @@ extension DurableOutbox {
       headers: headers,
       deliverAfter: deliverAfter
     )[0]
+  }
+
+  /// Appends a message unless its unique key is held: by a pending message, or by one appended
+  /// within `uniqueFor` (see
+  /// ``append(contentsOf:uniqueKeys:uniqueFor:partition:headers:deliverAfter:)``).
+  ///
+  /// ```swift
+  /// let result = try await outbox.append(charge, uniqueKey: "charge-\(charge.invoice)")
+  /// if !result.wasAppended { print("already queued: \(result.id)") }
+  /// ```
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - uniqueKey: The key; non-empty, at most 200 UTF-8 bytes.
+  ///   - uniqueFor: How long after this append the key stays held, delivered or not; `nil`
+  ///     (the default) for while the message is pending.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
+  ///   - headers: Strings stored with the message; none by default.
+  ///   - deliverAfter: The earliest time it may be delivered; `nil` for at once.
+  /// - Returns: ``UniqueAppend/appended(_:)`` with the new message's identifier, or
+  ///   ``UniqueAppend/duplicate(of:)`` with the identifier of the message that holds the key.
+  /// - Throws: ``OutboxError/invalidUniqueKey(_:)``, or as ``append(_:partition:headers:)``;
+  ///   nothing was stored.
+  @discardableResult
+  public func append(
+    _ message: Message,
+    uniqueKey: String,
+    uniqueFor: Duration? = nil,
+    partition: String? = nil,
+    headers: [String: String] = [:],
+    deliverAfter: Date? = nil
+  ) async throws(OutboxError) -> UniqueAppend {
+    let results = try await append(
+      contentsOf: [message],
+      uniqueKeys: [uniqueKey],
+      uniqueFor: uniqueFor,
+      partition: partition,
+      headers: headers,
+      deliverAfter: deliverAfter
+    )
+    guard let result = results.first else {
+      throw .storageFailed(path: defaultName, reason: "the append answered for no message")
+    }
+    return result
+  }
+
+  /// Appends messages in one transaction, each unless its unique key is held (see
+  /// ``append(contentsOf:uniqueKeys:uniqueFor:partition:headers:deliverAfter:)``), for delivery
+  /// at once.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - uniqueKey: Each message's key, or `nil` for one without.
+  ///   - uniqueFor: How long after the append the keys stay held; `nil` for while pending.
+  ///   - partition: The line they join; `nil` uses the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with each of them.
+  /// - Returns: One result per message, in order.
+  /// - Throws: As the method above; nothing was stored.
+  @discardableResult
+  public func append(
+    contentsOf messages: [Message],
+    uniqueKey: (Message) -> String?,
+    uniqueFor: Duration? = nil,
+    partition: String? = nil,
+    headers: [String: String] = [:]
+  ) async throws(OutboxError) -> [UniqueAppend] {
+    try await append(
+      contentsOf: messages,
+      uniqueKeys: messages.map(uniqueKey),
+      uniqueFor: uniqueFor,
+      partition: partition,
+      headers: headers,
+      deliverAfter: nil
+    )
   }
 }

@@ -43,6 +43,9 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
   case lineStopped(partition: String?, deadLetter: UUID)
   /// No dead letter has that identifier.
   case noSuchDeadLetter(UUID)
+  /// An append's unique key or window was refused (empty, too long, a window not above zero,
+  /// or not one key per message); nothing was stored.
+  case invalidUniqueKey(String)
 
   /// What went wrong and what to do about it, on one line.
   public var description: String {
@@ -96,6 +99,8 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
         + "(dropDeadLetter(id:)) to let them through."
     case .noSuchDeadLetter(let id):
       "no dead letter has the identifier \(id); list them with deadLetters()."
+    case .invalidUniqueKey(let problem):
+      "invalid unique key: \(Self.escaped(problem)); nothing was stored."
     }
   }
 

@@ -42,6 +42,53 @@ extension PostgresOutbox {
       headers: headers,
       deliverAfter: deliverAfter
     )
+    return try await transact(prepared).map(\.id)
+  }
+
+  /// Appends messages in one transaction, each unless its unique key is held (by a pending
+  /// message, or by one appended within its window); see `DurableOutbox`.
+  ///
+  /// A pending message's key is held by a unique index on the messages, and a window's by the
+  /// key's row: a second appender of the same key, in this process or another, waits for the
+  /// first to commit or roll back, then finds the key held or free; no key is read first and
+  /// written after.
+  ///
+  /// - Parameters:
+  ///   - messages: The messages, in order.
+  ///   - uniqueKeys: One key per message, or `nil` for one without.
+  ///   - uniqueFor: How long after the append a key stays held, delivered or not, on the
+  ///     database server's clock; `nil` for while its message is pending.
+  ///   - partition: The line they join; `nil` asks the outbox's `partition` closure for each.
+  ///   - headers: Strings stored with every one of them.
+  ///   - deliverAfter: The earliest time they may be delivered; `nil` for at once.
+  /// - Returns: One result per message, in order.
+  /// - Throws: `OutboxError.invalidUniqueKey(_:)`, or as
+  ///   `append(contentsOf:partition:headers:deliverAfter:)`; nothing was stored.
+  @discardableResult public func append(
+    contentsOf messages: [Message],
+    uniqueKeys: [String?],
+    uniqueFor: Duration?,
+    partition: String?,
+    headers: [String: String],
+    deliverAfter: Date?
+  ) async throws(OutboxError) -> [UniqueAppend] {
+    let prepared = try codec.prepare(
+      messages,
+      partition: partition,
+      headers: headers,
+      deliverAfter: deliverAfter,
+      uniqueKeys: uniqueKeys,
+      uniqueFor: uniqueFor
+    )
+    guard !prepared.isEmpty else { return [] }
+    return try await transact(prepared)
+  }
+
+  /// Writes prepared messages in a transaction of their own, tried again when a pooled
+  /// connection had ended before the commit, and emits their events once it committed.
+  private func transact(_ prepared: [PreparedMessage<Message>]) async throws(OutboxError)
+    -> [UniqueAppend]
+  {
     // A task cancelled already asks for no connection: PostgresNIO's pool can miss a
     // cancellation that lands just as a request is queued, and such a request then waits for a
     // connection however long the server stays away.
@@ -79,7 +126,7 @@ extension PostgresOutbox {
       }
     }
     for event in written.events { hub.emit(event) }
-    return written.ids
+    return written.results
   }
 
   /// Appends a message inside a transaction you opened on the outbox's database: it is stored
@@ -115,12 +162,51 @@ extension PostgresOutbox {
       try await self.write(prepared, on: connection)
     }
     for event in written.events { hub.emit(event) }
-    return written.ids[0]
+    return written.results[0].id
+  }
+
+  /// Appends a message inside a transaction you opened on the outbox's database, unless its
+  /// unique key is held: it is stored, and the key taken, exactly when your transaction commits
+  /// (see `DurableOutbox`'s `append(_:uniqueKey:uniqueFor:partition:headers:deliverAfter:)`).
+  ///
+  /// Another appender of the same key waits for your transaction to end, so keep it short.
+  ///
+  /// - Parameters:
+  ///   - message: The message.
+  ///   - uniqueKey: The key; non-empty, at most 200 UTF-8 bytes.
+  ///   - uniqueFor: How long after this append the key stays held, delivered or not; `nil` for
+  ///     while the message is pending.
+  ///   - partition: The line to join; `nil` uses the outbox's `partition` closure.
+  ///   - headers: Strings stored with the message.
+  ///   - connection: A connection inside a transaction (`BEGIN` ran) on the outbox's database.
+  /// - Returns: Whether it was appended, and the identifier of the message that holds the key.
+  /// - Throws: `OutboxError.invalidUniqueKey(_:)`, `OutboxError.cannotEncode(reason:)`, or the
+  ///   database's error (roll back).
+  @discardableResult public func append(
+    _ message: Message,
+    uniqueKey: String,
+    uniqueFor: Duration? = nil,
+    partition: String? = nil,
+    headers: [String: String] = [:],
+    on connection: PostgresConnection
+  ) async throws -> UniqueAppend {
+    let prepared = try codec.prepare(
+      [message],
+      partition: partition,
+      headers: headers,
+      uniqueKeys: [uniqueKey],
+      uniqueFor: uniqueFor
+    )
+    let written = try await withDeadline(Self.statementLimit) {
+      try await self.write(prepared, on: connection)
+    }
+    for event in written.events { hub.emit(event) }
+    return written.results[0]
   }
 
   /// What a write did.
   struct Written: Sendable {
-    var ids: [UUID] = []
+    var results: [UniqueAppend] = []
     var events: [OutboxEvent] = []
   }
 
@@ -134,10 +220,11 @@ extension PostgresOutbox {
     async throws
     -> Written
   {
-    if batch.count == 1, codec.coalescing == nil || batch[0].entity == nil {
+    let keyed = batch.contains { $0.uniqueKey != nil }
+    if !keyed, batch.count == 1, codec.coalescing == nil || batch[0].entity == nil {
       return try await writeOne(batch[0], on: connection)
     }
-    if codec.coalescing == nil || batch.allSatisfy({ $0.entity == nil }) {
+    if !keyed, codec.coalescing == nil || batch.allSatisfy({ $0.entity == nil }) {
       return try await writeMany(batch, on: connection)
     }
     var needed: [String: Int64] = [:]
@@ -161,8 +248,24 @@ extension PostgresOutbox {
       let line = Line.key(prepared.partition)
       let sequence = next[line] ?? 1
       next[line] = sequence + 1
+      if let key = prepared.uniqueKey {
+        let result = try await writeKeyed(
+          prepared,
+          key: key,
+          line: line,
+          sequence: sequence,
+          on: connection
+        )
+        written.results.append(result)
+        if case .appended(let id) = result {
+          written.events.append(
+            .appended(id: id, sequence: sequence, partition: prepared.partition)
+          )
+        }
+        continue
+      }
       if let merged = try await merge(prepared, line: line, on: connection) {
-        written.ids.append(merged.id)
+        written.results.append(.appended(merged.id))
         written.events.append(
           .merged(into: merged.id, sequence: merged.sequence, partition: prepared.partition)
         )
@@ -179,7 +282,7 @@ extension PostgresOutbox {
         """,
         logger: logger
       )
-      written.ids.append(id)
+      written.results.append(.appended(id))
       written.events.append(.appended(id: id, sequence: sequence, partition: prepared.partition))
     }
     // Delivered to listeners when the transaction commits; dropped if it rolls back.
@@ -253,7 +356,7 @@ extension PostgresOutbox {
       )
     }
     var written = Written()
-    written.ids = ids
+    written.results = ids.map(UniqueAppend.appended)
     for (id, prepared) in zip(ids, batch) {
       written.events.append(
         .appended(id: id, sequence: sequences[id] ?? 0, partition: prepared.partition)
@@ -296,9 +399,116 @@ extension PostgresOutbox {
       throw OutboxError.storageFailed(path: database, reason: "the append stored no row")
     }
     var written = Written()
-    written.ids = [id]
+    written.results = [.appended(id)]
     written.events = [.appended(id: id, sequence: sequence, partition: prepared.partition)]
     return written
+  }
+
+  // deadline: the caller's
+  /// Writes a message with a unique key under the number `sequence` of its line, unless the
+  /// key is held.
+  ///
+  /// The row goes in with `ON CONFLICT DO NOTHING` on the unique index of pending keys: an
+  /// appender of the same key that has not committed makes this one wait, then conflict (it
+  /// committed) or go in (it rolled back). A window is taken after, on the key's row, which
+  /// an expired window gives up in the same statement; when the window is held, the row just
+  /// written is taken out again, before anyone can see it. A number not used leaves a gap in
+  /// the line, which its order does not mind.
+  ///
+  /// - Returns: `.appended` with the new identifier, or `.duplicate` with the holder's.
+  private func writeKeyed(
+    _ prepared: PreparedMessage<Message>,
+    key: String,
+    line: String,
+    sequence: Int64,
+    on connection: PostgresConnection
+  ) async throws -> UniqueAppend {
+    // The holder can be delivered between the conflict and the look-up: then the key is free,
+    // and the insert goes again (a few times at most, each after a delivery of that key).
+    for _ in 0..<8 {
+      let id = UUID()
+      var inserted = false
+      for try await _ in try await connection.checkedQuery(
+        """
+        INSERT INTO \(Table.message)
+          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
+           not_before, unique_key)
+        VALUES (\(line), \(sequence), \(id), \(prepared.partition), NULL, \(prepared.payload), 0,
+          \(Date()), \(prepared.headers), \(prepared.notBefore), \(key))
+        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+        RETURNING sequence
+        """,
+        logger: logger
+      ).decode(Int64.self) {
+        inserted = true
+      }
+      if !inserted {
+        var holder: UUID?
+        for try await found in try await connection.checkedQuery(
+          "SELECT id FROM \(Table.message) WHERE unique_key = \(key)",
+          logger: logger
+        ).decode(UUID.self) {
+          holder = found
+        }
+        if let holder { return .duplicate(of: holder) }
+        continue
+      }
+      var taken = false
+      if let seconds = prepared.uniqueFor {
+        for try await _ in try await connection.checkedQuery(
+          """
+          INSERT INTO \(Table.uniqueWindow) AS w (key, id, until)
+          VALUES (\(key), \(id), now() + make_interval(secs => \(seconds)))
+          ON CONFLICT (key) DO UPDATE SET id = excluded.id, until = excluded.until
+            WHERE w.until <= now()
+          RETURNING w.id
+          """,
+          logger: logger
+        ) {
+          taken = true
+        }
+      } else {
+        // No window of its own, but one taken earlier still holds the key. A window taken
+        // since this transaction's insert would have met that insert in the index and waited.
+        var held = false
+        for try await _ in try await connection.checkedQuery(
+          "SELECT 1 FROM \(Table.uniqueWindow) WHERE key = \(key) AND until > now()",
+          logger: logger
+        ) {
+          held = true
+        }
+        if !held { return .appended(id) }
+      }
+      if taken {
+        // Keys whose windows passed, forgotten a few at a time by the appends that take one.
+        try await connection.checkedQuery(
+          """
+          DELETE FROM \(Table.uniqueWindow) WHERE key IN (
+            SELECT key FROM \(Table.uniqueWindow) WHERE until <= now()
+            ORDER BY until LIMIT 16 FOR UPDATE SKIP LOCKED)
+          """,
+          logger: logger
+        )
+        return .appended(id)
+      }
+      try await connection.checkedQuery(
+        "DELETE FROM \(Table.message) WHERE line = \(line) AND sequence = \(sequence)",
+        logger: logger
+      )
+      var holder: UUID?
+      for try await found in try await connection.checkedQuery(
+        "SELECT id FROM \(Table.uniqueWindow) WHERE key = \(key)",
+        logger: logger
+      ).decode(UUID.self) {
+        holder = found
+      }
+      guard let holder else { break }
+      return .duplicate(of: holder)
+    }
+    throw OutboxError.storageFailed(
+      path: database,
+      reason: "the unique key '\(key)' was taken and freed again 8 times during one append"
+    )
   }
 
   // deadline: the caller's

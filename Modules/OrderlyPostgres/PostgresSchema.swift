@@ -39,6 +39,10 @@ enum Table {
   static let formerAgeIndex = SQLName(description: "orderly_outbox_message_age")
   /// The messages of a line by entity, for merging.
   static let entityIndex = SQLName(description: "orderly_outbox_message_entity")
+  /// The pending messages by unique key: the index that holds a key while its message waits.
+  static let uniqueIndex = SQLName(description: "orderly_outbox_message_unique")
+  /// The unique keys held for a window after their append, delivered or not.
+  static let uniqueWindow = SQLName(description: "orderly_outbox_unique_window")
 }
 
 /// The outbox's tables on PostgreSQL, and the check that a database holds them (or nothing of
@@ -117,6 +121,7 @@ enum PostgresSchema {
       appended_at timestamptz NOT NULL,
       headers text,
       not_before timestamptz,
+      unique_key text,
       PRIMARY KEY (line, sequence)
     )
     """,
@@ -140,6 +145,32 @@ enum PostgresSchema {
       reason text NOT NULL,
       PRIMARY KEY (line, sequence)
     )
+    """,
+  ]
+
+  /// What unique keys need: the pending messages' keys under a unique index (partial: a
+  /// message without a key is not in it, and pays nothing for it), and the keys held for a
+  /// window.
+  ///
+  /// Added in place to an outbox created before them, by the first worker that opens it, as
+  /// the audit trail's tables: an earlier worker reads and writes the tables as before (it never
+  /// sets a key), so the schema's version is unchanged.
+  static let uniqueKeys: [PostgresQuery] = [
+    "ALTER TABLE \(Table.message) ADD COLUMN IF NOT EXISTS unique_key text",
+    """
+    CREATE UNIQUE INDEX IF NOT EXISTS \(Table.uniqueIndex) ON \(Table.message) (unique_key)
+      WHERE unique_key IS NOT NULL
+    """,
+    """
+    CREATE TABLE IF NOT EXISTS \(Table.uniqueWindow) (
+      key text PRIMARY KEY,
+      id uuid NOT NULL,
+      until timestamptz NOT NULL
+    )
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS orderly_outbox_unique_window_until
+      ON \(Table.uniqueWindow) (until)
     """,
   ]
 
@@ -200,7 +231,7 @@ enum PostgresSchema {
           + "check the URL's database, or start a worker to create the outbox"
       }
       if present.isEmpty {
-        for statement in create + PostgresAudit.create {
+        for statement in create + uniqueKeys + PostgresAudit.create {
           try await connection.query(statement, logger: logger)
         }
         try await connection.query(
@@ -287,6 +318,20 @@ enum PostgresSchema {
         }
         if !audited {
           for statement in PostgresAudit.create {
+            try await connection.query(statement, logger: logger)
+          }
+        }
+        // The unique keys' column, index and table, missing in an outbox created before them;
+        // looked up first, as the index.
+        var keyed = false
+        for try await present in try await connection.query(
+          "SELECT to_regclass('\(Table.uniqueWindow)') IS NOT NULL",
+          logger: logger
+        ).decode(Bool.self) {
+          keyed = present
+        }
+        if !keyed {
+          for statement in uniqueKeys {
             try await connection.query(statement, logger: logger)
           }
         }

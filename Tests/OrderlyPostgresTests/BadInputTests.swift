@@ -314,6 +314,30 @@ struct SchemaUpgradeTests {
     await outbox.close()
     #expect(seen.values == ["kept", "later"])
   }
+
+  @Test(
+    "an outbox from before unique keys gains their column, index and table; its messages are kept"
+  )
+  func beforeUniqueKeys() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let old = try await database.outbox(of: String.self)
+    try await old.append("kept", partition: "k")
+    await old.close()
+    // The tables as a version before unique keys left them.
+    try await database.execute("DROP TABLE orderly_outbox_unique_window")
+    try await database.execute("ALTER TABLE orderly_outbox_message DROP COLUMN unique_key")
+    let outbox = try await database.outbox(of: String.self)
+    let first = try await outbox.append("once", uniqueKey: "u", partition: "k")
+    let second = try await outbox.append("once", uniqueKey: "u", uniqueFor: .seconds(60))
+    #expect(first.wasAppended && second == .duplicate(of: first.id))
+    let seen = Delivered()
+    try outbox.start { envelope in seen.add(envelope.message) }
+    try await outbox.waitUntilDelivered()
+    await outbox.stop()
+    await outbox.close()
+    #expect(seen.values == ["kept", "once"])
+  }
 }
 
 /// What a handler delivered, in order.

@@ -152,6 +152,64 @@ struct PostgresOutboxTests {
     #expect(seen.all == ["committed"])
   }
 
+  @Test(
+    "a unique key taken in the app's transaction holds once it commits, for an outbox on another client too"
+  )
+  func uniqueKeyInTransaction() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let client = try database.client()
+    let outbox = try await database.outbox(of: String.self, client: client)
+    // Another pool: its own sessions, as another process would have.
+    let elsewhere = try await database.outbox(of: String.self, client: database.client())
+    struct Abort: Error {}
+    // Rolled back: the key was never taken. The other outbox's append, to another line, waits
+    // for the open transaction on the key alone, then stores its message.
+    let taken = AsyncGate()
+    let release = AsyncGate()
+    let rolledBack = Task {
+      try await client.withTransaction(logger: TestServer.logger) { connection in
+        let result = try await outbox.append(
+          "rolled back",
+          uniqueKey: "order-7",
+          partition: "a",
+          on: connection
+        )
+        #expect(result.wasAppended)
+        await taken.open()
+        await release.wait()
+        throw Abort()
+      }
+    }
+    await taken.wait()
+    let waiter = Task {
+      try await elsewhere.append("appended elsewhere", uniqueKey: "order-7", partition: "b")
+    }
+    let waiting = try await database.countWaitingOnLocks()
+    #expect(waiting >= 1)
+    await release.open()
+    _ = await rolledBack.result
+    let after = try await waiter.value
+    #expect(after.wasAppended)
+    // Committed: a later append of the key, here or elsewhere, is a duplicate of it.
+    let committed = try await client.withTransaction(logger: TestServer.logger) { connection in
+      try await outbox.append(
+        "second",
+        uniqueKey: "order-8",
+        uniqueFor: .seconds(60),
+        on: connection
+      )
+    }
+    let again = try await elsewhere.append("second again", uniqueKey: "order-8")
+    #expect(committed.wasAppended && again == .duplicate(of: committed.id))
+    let inside = try await client.withTransaction(logger: TestServer.logger) { connection in
+      try await outbox.append("inside", uniqueKey: "order-7", on: connection)
+    }
+    #expect(inside == .duplicate(of: after.id))
+    #expect(try await outbox.pendingCount() == 2)
+    await elsewhere.close()
+  }
+
   @Test("two transactions appending to one key: delivered in commit order, none skipped")
   func commitOrder() async throws {
     guard let database = try await TestDatabase.make() else { return }

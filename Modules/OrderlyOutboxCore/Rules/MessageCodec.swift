@@ -16,6 +16,11 @@ package struct PreparedMessage<Message: Sendable>: Sendable {
   package let headers: String?
   /// The earliest time it may be delivered; `nil` for at once.
   package var notBefore: Date? = nil
+  /// The key it holds while it is pending (``UniqueKeys``); `nil` for none.
+  package var uniqueKey: String? = nil
+  /// How long, in seconds, its unique key stays held after the append, delivered or not;
+  /// `nil` for while it is pending.
+  package var uniqueFor: Double? = nil
 }
 
 /// How every store turns messages into stored bytes and back: one encoder, one merge rule.
@@ -52,19 +57,29 @@ package struct MessageCodec<Message: Codable & Sendable>: Sendable {
   ///   - partition: The line the append names; `nil` asks the partition closure.
   ///   - headers: The headers stored with each of them.
   ///   - deliverAfter: The earliest time they may be delivered; `nil` for at once.
+  ///   - uniqueKeys: One key per message (`nil` for none), or none at all.
+  ///   - uniqueFor: How long the keys stay held after the append; `nil` for while pending.
   /// - Returns: The messages, ready to be written.
-  /// - Throws: ``OutboxError/cannotEncode(reason:)``; nothing is prepared then.
+  /// - Throws: ``OutboxError/cannotEncode(reason:)``, ``OutboxError/invalidUniqueKey(_:)``;
+  ///   nothing is prepared then.
   package func prepare(
     _ messages: [Message],
     partition: String?,
     headers: [String: String],
-    deliverAfter: Date? = nil
+    deliverAfter: Date? = nil,
+    uniqueKeys: [String?]? = nil,
+    uniqueFor: Duration? = nil
   ) throws(OutboxError) -> [PreparedMessage<Message>] {
+    if let uniqueKeys {
+      try UniqueKeys.check(uniqueKeys, messages: messages.count, window: uniqueFor)
+    }
+    let window = uniqueFor.map(UniqueKeys.seconds)
     let encoder = Self.encoder()
     let stored = StoredHeaders.encode(headers)
     var prepared: [PreparedMessage<Message>] = []
     prepared.reserveCapacity(messages.count)
-    for message in messages {
+    for (index, message) in messages.enumerated() {
+      let uniqueKey = uniqueKeys?[index]
       let payload: Data
       do {
         payload = try encoder.encode(message)
@@ -76,10 +91,13 @@ package struct MessageCodec<Message: Codable & Sendable>: Sendable {
           message: message,
           payload: payload,
           partition: partition ?? partitionOfMessage?(message),
-          // A message with a not-before time is never merged, nor merged into.
-          entity: deliverAfter == nil ? coalescing?.entity(message) : nil,
+          // A message with a not-before time or a unique key is never merged, nor merged
+          // into: its key names it, and stays with what was appended under it.
+          entity: deliverAfter == nil && uniqueKey == nil ? coalescing?.entity(message) : nil,
           headers: stored,
-          notBefore: deliverAfter
+          notBefore: deliverAfter,
+          uniqueKey: uniqueKey,
+          uniqueFor: uniqueKey == nil ? nil : window
         )
       )
     }
