@@ -3,8 +3,9 @@
 // sample: outbox-core-fence-relay, outbox-core-fence-receiver
 import Foundation
 // end sample
-// sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver
+// sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-unique-key
 import OrderlyOutboxCore
+
 // end sample
 
 /// A change the core samples record.
@@ -72,5 +73,21 @@ struct EditsEndpoint: Sendable {
     }
     return admission.statusCode
   }
+}
+// end sample
+
+// sample: outbox-core-unique-key
+/// Queues a charge for an invoice once, however often the app is asked to.
+func charge(_ edit: NoteEdit, in outbox: some DurableOutbox<NoteEdit>) async throws -> UUID {
+  let result = try await outbox.append(
+    edit,
+    uniqueKey: "charge-note-\(edit.noteID)",
+    partition: "note-\(edit.noteID)"
+  )
+  switch result {
+  case .appended(let id): print("queued \(id)")
+  case .duplicate(let id): print("already queued as \(id); nothing stored")
+  }
+  return result.id
 }
 // end sample

@@ -192,6 +192,34 @@ struct PolicyTableTests {
   }
 
   @Test(
+    "an append whose unique key is held stores nothing and names the holder; its line and others go on",
+    arguments: Store.all
+  )
+  func uniqueKeyHeld(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    let outbox = subject.outbox
+    let holder = try await outbox.append("charge", uniqueKey: "invoice-7", partition: "k")
+    let duplicate = try await outbox.append("charge again", uniqueKey: "invoice-7", partition: "k")
+    try await outbox.append("o1", partition: "o", headers: [:])
+    #expect(duplicate == .duplicate(of: holder.id))
+    // What the operator sees: the holder, by the id the duplicate returned; no stuck key.
+    let stored = try await outbox.storedMessage(id: duplicate.id)
+    #expect(stored?.payload == Data("\"charge\"".utf8))
+    let keys = try await outbox.keys()
+    #expect(keys.allSatisfy { $0.stuck().isEmpty })
+    #expect(keys.first { $0.partition == "k" }?.pending == 1)
+    let seen = Recorder<String>()
+    try subject.start { envelope in seen.record(envelope.message) }
+    try await outbox.waitUntilDelivered()
+    // The fix is time: once the holder is delivered, the key is free.
+    let later = try await outbox.append("next charge", uniqueKey: "invoice-7", partition: "k")
+    try await outbox.waitUntilDelivered()
+    await subject.finish()
+    #expect(later.wasAppended)
+    #expect(seen.all.sorted() == ["charge", "next charge", "o1"])
+  }
+
+  @Test(
     "a handler that keeps timing out: retried with attempts counted, then a dead letter saying so",
     arguments: Store.all
   )

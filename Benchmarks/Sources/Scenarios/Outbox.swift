@@ -45,17 +45,30 @@ private func change(_ index: Int) -> BenchChange {
   BenchChange(noteID: index % 100, text: "edit \(index)")
 }
 
-/// `jobs` appends, one transaction each, or in batches of `batch`.
-func outboxAppends(_ jobs: Int, batch: Int) async throws -> Double {
+/// `jobs` appends, one transaction each, or in batches of `batch`; with `unique`, each with a
+/// unique key of its own (every append stores its message: the cost of checking and taking the
+/// key, not of a duplicate).
+func outboxAppends(_ jobs: Int, batch: Int, unique: Bool = false) async throws -> Double {
   try await withScratchFile { path in
     let outbox = try Outbox<BenchChange>(path: path)
     defer { Task { try? await outbox.close() } }
     return try await nanosecondsPerJob(jobs) {
       if batch == 1 {
-        for index in 0..<jobs { try await outbox.append(change(index)) }
+        for index in 0..<jobs {
+          if unique {
+            try await outbox.append(change(index), uniqueKey: "edit-\(index)")
+          } else {
+            try await outbox.append(change(index))
+          }
+        }
       } else {
         for start in stride(from: 0, to: jobs, by: batch) {
-          try await outbox.append(contentsOf: (start..<min(start + batch, jobs)).map(change))
+          let changes = (start..<min(start + batch, jobs)).map(change)
+          if unique {
+            try await outbox.append(contentsOf: changes) { "edit-\($0.text)" }
+          } else {
+            try await outbox.append(contentsOf: changes)
+          }
         }
       }
     }
@@ -230,6 +243,26 @@ public let outboxScenarios: [Scenario] = [
     jobs: (100_000, 10_000),
     orderly: { jobs in try await outboxAppends(jobs, batch: 100) },
     baseline: { jobs in try await plainInserts(jobs, batch: 100) }
+  ),
+  // What a unique key costs ("Appending once: unique keys"): the same appends, each with a key
+  // of its own.
+  Scenario(
+    name: "Outbox.append with a unique key, one per transaction",
+    baselineName: "Outbox.append, one per transaction",
+    unit: .nanosecondsPerJob,
+    target: .ratio(1.3),
+    jobs: (2_000, 300),
+    orderly: { jobs in try await outboxAppends(jobs, batch: 1, unique: true) },
+    baseline: { jobs in try await outboxAppends(jobs, batch: 1) }
+  ),
+  Scenario(
+    name: "Outbox.append(contentsOf:) with unique keys, 100 per transaction",
+    baselineName: "Outbox.append(contentsOf:), 100 per transaction",
+    unit: .nanosecondsPerJob,
+    target: .ratio(1.3),
+    jobs: (100_000, 10_000),
+    orderly: { jobs in try await outboxAppends(jobs, batch: 100, unique: true) },
+    baseline: { jobs in try await outboxAppends(jobs, batch: 100) }
   ),
   Scenario(
     name: "Outbox delivery to a no-op handler",
