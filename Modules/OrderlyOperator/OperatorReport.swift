@@ -106,13 +106,15 @@ enum OperatorReport {
     @NullWhenAbsent var oldestDeadLetterFailedAt: Date?
     /// Why the key does not move, strongest first.
     ///
-    /// Each is one of `atDeadLetter`, `paused`, `scheduled`, `retrying`, `leaseEnded`; empty for a key that
-    /// moves.
+    /// Each is one of `quarantined`, `atDeadLetter`, `paused`, `scheduled`, `retrying`,
+    /// `leaseEnded`; empty for a key that moves.
     let stuck: [String]
     /// The same, in words.
     let why: String
     /// PostgreSQL: the worker holding the key's lease; `null` when none does (always for SQLite).
     @NullWhenAbsent var holder: Holder?
+    /// Why delivery quarantined the key (it stays paused until resumed); `null` when it was not.
+    @NullWhenAbsent var quarantine: String?
 
     struct Holder: Encodable {
       let worker: String
@@ -138,6 +140,7 @@ enum OperatorReport {
       holder = key.holder.map {
         Holder(worker: $0.owner, leaseExpiresAt: $0.leaseExpiresAt, fence: $0.fence)
       }
+      quarantine = key.paused ? key.quarantine : nil
     }
 
     static func name(_ reason: OutboxKeyStuck) -> String {
@@ -147,6 +150,7 @@ enum OperatorReport {
       case .scheduled: "scheduled"
       case .retrying: "retrying"
       case .leaseEnded: "leaseEnded"
+      case .quarantined: "quarantined"
       }
     }
   }

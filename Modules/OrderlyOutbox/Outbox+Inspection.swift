@@ -97,9 +97,11 @@ extension OutboxStore {
       entry.oldestDeadLetterFailedAt = Date(timeIntervalSince1970: row["failed"])
       keys[partition] = entry
     }
+    let quarantines = try OutboxStore.quarantines(db)
     for partition in try pausedPartitions(db) {
       var entry = key(partition)
       entry.paused = true
+      entry.quarantine = quarantines[partition]
       keys[partition] = entry
     }
     return Array(keys.values)

@@ -176,6 +176,19 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     return stops ? .end(.stopped) : .again
   }
 
+  /// Pauses the line in the file with the reason: this deliverer stops taking it at once, and
+  /// so does any other that opens the file, until it is resumed.
+  func quarantine(reason: String) async throws {
+    let (outbox, partition) = (outbox, partition)
+    try await written { db in
+      try OutboxStore.quarantine(db, partition: partition, reason: reason)
+    }
+    outbox.state.withLock(announcingTo: outbox) { state in
+      state.recordFailure = nil
+      _ = state.pausedLines.insert(partition)
+    }
+  }
+
   /// Tried again, after the runner's wait on the outbox's clock, until the outbox stops or
   /// closes (the message stays on disk, and is delivered again by the next start: at least
   /// once).

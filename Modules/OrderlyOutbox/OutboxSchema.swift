@@ -38,6 +38,9 @@ package enum OutboxSchema {
   /// delivered or not; a key held while its message is pending is the message row's own
   /// `uniqueKey`, under a unique index.
   static let uniqueWindowTable = "outbox_unique_window"
+  /// Why delivery quarantined a paused line (`QuarantinePolicy`), by line key: a table of its
+  /// own beside the paused lines, so that older files gain it by a migration.
+  static let quarantineTable = "outbox_quarantine"
 
   package static let migrations = [
     DatabaseSchema.Migration(
@@ -147,6 +150,20 @@ package enum OutboxSchema {
             until DOUBLE NOT NULL
           );
           CREATE INDEX \(uniqueWindowTable)_until ON \(uniqueWindowTable) (until);
+          """
+      )
+    },
+    DatabaseSchema.Migration(
+      "orderly outbox 7: quarantined lines",
+      tables: [quarantineTable]
+    ) { db in
+      try db.execute(
+        sql: """
+          CREATE TABLE \(quarantineTable) (
+            line TEXT PRIMARY KEY NOT NULL,
+            reason TEXT NOT NULL,
+            since DOUBLE NOT NULL
+          )
           """
       )
     },

@@ -74,6 +74,7 @@ package enum OutboxStore {
   static let paused = OutboxSchema.pausedTable
   static let notBefore = OutboxSchema.notBeforeTable
   static let uniqueWindow = OutboxSchema.uniqueWindowTable
+  static let quarantine = OutboxSchema.quarantineTable
 
   static func counts(_ db: Database) throws -> (pending: Int, deadLetters: Int) {
     (
@@ -320,9 +321,33 @@ package enum OutboxStore {
     try String.fetchAll(db, sql: "SELECT line FROM \(paused) ORDER BY line").map(LineKey.partition)
   }
 
+  /// Pauses a line with the reason delivery quarantined it.
+  static func quarantine(_ db: Database, partition: String?, reason: String) throws {
+    let key = LineKey.key(partition)
+    try db.execute(sql: "INSERT OR IGNORE INTO \(paused) (line) VALUES (?)", arguments: [key])
+    try db.execute(
+      sql: "INSERT OR REPLACE INTO \(quarantine) (line, reason, since) VALUES (?, ?, ?)",
+      arguments: [key, reason, Date().timeIntervalSince1970]
+    )
+  }
+
+  /// Why each quarantined line was, by partition key.
+  static func quarantines(_ db: Database) throws -> [String?: String] {
+    var reasons: [String?: String] = [:]
+    for row in try Row.fetchAll(db, sql: "SELECT line, reason FROM \(quarantine)") {
+      reasons[LineKey.partition(row["line"])] = row["reason"]
+    }
+    return reasons
+  }
+
   /// Pauses or resumes a line; returns whether that changed anything.
+  ///
+  /// A resume also ends the line's quarantine.
   static func setPaused(_ db: Database, partition: String?, _ on: Bool) throws -> Bool {
     let key = LineKey.key(partition)
+    if !on {
+      try db.execute(sql: "DELETE FROM \(quarantine) WHERE line = ?", arguments: [key])
+    }
     try db.execute(
       sql: on
         ? "INSERT OR IGNORE INTO \(paused) (line) VALUES (?)"

@@ -27,13 +27,17 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
   /// ``DurableOutbox/waitUntilDelivered()`` callers get the error. If the outbox stops first, the
   /// message stays and is delivered again later.
   case recordFailed(id: UUID, sequence: Int64, reason: String, retryIn: Duration)
+  /// A key was quarantined (``QuarantinePolicy``): paused in the store with `reason`, its
+  /// message `id` (`sequence`) left at its head, or just set aside as a dead letter under
+  /// go-on. Resume the key to deliver it again.
+  case quarantined(id: UUID, sequence: Int64, partition: String?, reason: String)
 
   /// The message the event is about.
   public var id: UUID {
     switch self {
     case .appended(let id, _, _), .merged(let id, _, _), .delivering(let id, _, _),
       .delivered(let id, _), .retrying(let id, _, _, _, _), .deadLettered(let id, _, _, _),
-      .recordFailed(let id, _, _, _):
+      .recordFailed(let id, _, _, _), .quarantined(let id, _, _, _):
       id
     }
   }
@@ -44,7 +48,7 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
     case .appended(_, let sequence, _), .merged(_, let sequence, _),
       .delivering(_, let sequence, _), .delivered(_, let sequence),
       .retrying(_, let sequence, _, _, _), .deadLettered(_, let sequence, _, _),
-      .recordFailed(_, let sequence, _, _):
+      .recordFailed(_, let sequence, _, _), .quarantined(_, let sequence, _, _):
       sequence
     }
   }
@@ -64,6 +68,9 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
       "dead letter #\(sequence): \(reason)" + (stopped ? " (line stopped)" : "")
     case .recordFailed(_, let sequence, let reason, let delay):
       "recording #\(sequence) failed, trying again in \(delay): \(reason)"
+    case .quarantined(_, let sequence, let partition, let reason):
+      "quarantined " + (partition.map { "[\($0)]" } ?? "(default line)")
+        + " at #\(sequence): \(reason)"
     }
   }
 }

@@ -31,6 +31,9 @@ public struct OutboxKey: Sendable, Equatable {
   /// The worker that holds the key's lease (`PostgresOutbox`); always `nil` for `Outbox`, which
   /// has one deliverer per file and no leases.
   public var holder: OutboxKeyHolder?
+  /// Why delivery quarantined the key (``QuarantinePolicy``), when it is paused for that
+  /// reason; `nil` when it is not paused, or was paused by hand.
+  public var quarantine: String? = nil
 
   /// A key as read from a store.
   ///
@@ -45,6 +48,7 @@ public struct OutboxKey: Sendable, Equatable {
   ///   - oldestPendingAppendedAt: When the oldest pending message was appended.
   ///   - oldestDeadLetterFailedAt: When the oldest dead letter failed.
   ///   - holder: The worker holding the key's lease.
+  ///   - quarantine: Why delivery quarantined it, if it did.
   public init(
     partition: String?,
     pending: Int,
@@ -55,7 +59,8 @@ public struct OutboxKey: Sendable, Equatable {
     headNotBefore: Date? = nil,
     oldestPendingAppendedAt: Date? = nil,
     oldestDeadLetterFailedAt: Date? = nil,
-    holder: OutboxKeyHolder? = nil
+    holder: OutboxKeyHolder? = nil,
+    quarantine: String? = nil
   ) {
     self.partition = partition
     self.pending = pending
@@ -67,6 +72,7 @@ public struct OutboxKey: Sendable, Equatable {
     self.oldestPendingAppendedAt = oldestPendingAppendedAt
     self.oldestDeadLetterFailedAt = oldestDeadLetterFailedAt
     self.holder = holder
+    self.quarantine = quarantine
   }
 
   /// Why the key does not move, strongest reason first; empty for a key that moves.
@@ -84,7 +90,11 @@ public struct OutboxKey: Sendable, Equatable {
   {
     var reasons: [OutboxKeyStuck] = []
     if deadLetters > 0, onDeadLetter == .stopLine { reasons.append(.atDeadLetter) }
-    if paused { reasons.append(.paused) }
+    if paused, let quarantine {
+      reasons.insert(.quarantined(reason: quarantine), at: 0)
+    } else if paused {
+      reasons.append(.paused)
+    }
     if pending > 0, let headNotBefore, headNotBefore > now {
       reasons.append(.scheduled(until: headNotBefore))
     }
@@ -133,6 +143,9 @@ public enum OutboxKeyStuck: Sendable, Equatable {
   /// The worker named by its lease stopped renewing it (it died, or hangs) and the lease has
   /// ended, but no worker has taken the key yet: any worker with room takes it.
   case leaseEnded(owner: String, at: Date)
+  /// Delivery quarantined the key (``QuarantinePolicy``), and it stays paused until resumed;
+  /// the reason says what failed. Listed first.
+  case quarantined(reason: String)
 
   /// The reason in a few words, for a terminal.
   public var summary: String {
@@ -143,6 +156,7 @@ public enum OutboxKeyStuck: Sendable, Equatable {
       "scheduled: its next message waits until \(until.formatted(.iso8601))"
     case .retrying(let attempts): "retrying: its next message failed \(attempts) time(s)"
     case .leaseEnded(let owner, _): "\(owner)'s lease ended; waits for a worker with room"
+    case .quarantined(let reason): "quarantined (resume it once fixed): \(reason)"
     }
   }
 }
@@ -227,12 +241,13 @@ extension Array where Element == OutboxKey {
   {
     func rank(_ key: OutboxKey) -> Int {
       switch key.stuck(onDeadLetter: onDeadLetter, at: now).first {
-      case .atDeadLetter: 0
-      case .paused: 1
-      case .retrying: 2
-      case .leaseEnded: 3
-      case .scheduled: 4
-      case nil: 5
+      case .quarantined: 0
+      case .atDeadLetter: 1
+      case .paused: 2
+      case .retrying: 3
+      case .leaseEnded: 4
+      case .scheduled: 5
+      case nil: 6
       }
     }
     func since(_ key: OutboxKey) -> Date {

@@ -148,7 +148,7 @@ extension PostgresOutbox {
           """
           INSERT INTO \(Table.lease) (line, owner, expires_at, fence, paused)
           VALUES (\(line), NULL, now(), 0, \(paused))
-          ON CONFLICT (line) DO UPDATE SET paused = \(paused)
+          ON CONFLICT (line) DO UPDATE SET paused = \(paused), pause_reason = NULL
           """,
           logger: logger
         ) { _ in }

@@ -148,14 +148,15 @@ enum PostgresSchema {
     """,
   ]
 
-  /// What unique keys need: the pending messages' keys under a unique index (partial: a
-  /// message without a key is not in it, and pays nothing for it), and the keys held for a
-  /// window.
+  /// What unique keys and quarantine need: the pending messages' keys under a unique index
+  /// (partial: a message without a key is not in it, and pays nothing for it), the keys held
+  /// for a window, and why a paused line was quarantined.
   ///
   /// Added in place to an outbox created before them, by the first worker that opens it, as
   /// the audit trail's tables: an earlier worker reads and writes the tables as before (it never
-  /// sets a key), so the schema's version is unchanged.
-  static let uniqueKeys: [PostgresQuery] = [
+  /// sets a key or a reason), so the schema's version is unchanged. Each statement can run
+  /// again; the last column added (``additionsMark``) says whether they all ran.
+  static let additions: [PostgresQuery] = [
     "ALTER TABLE \(Table.message) ADD COLUMN IF NOT EXISTS unique_key text",
     """
     CREATE UNIQUE INDEX IF NOT EXISTS \(Table.uniqueIndex) ON \(Table.message) (unique_key)
@@ -172,7 +173,10 @@ enum PostgresSchema {
     CREATE INDEX IF NOT EXISTS orderly_outbox_unique_window_until
       ON \(Table.uniqueWindow) (until)
     """,
+    "ALTER TABLE \(Table.lease) ADD COLUMN IF NOT EXISTS pause_reason text",
   ]
+  /// The table and column the last of ``additions`` adds.
+  static let additionsMark = (table: leaseTable, column: "pause_reason")
 
   /// The messages by age, so a worker finds the lines whose oldest message waits longest
   /// without reading every line.
@@ -231,7 +235,7 @@ enum PostgresSchema {
           + "check the URL's database, or start a worker to create the outbox"
       }
       if present.isEmpty {
-        for statement in create + uniqueKeys + PostgresAudit.create {
+        for statement in create + additions + PostgresAudit.create {
           try await connection.query(statement, logger: logger)
         }
         try await connection.query(
@@ -321,17 +325,21 @@ enum PostgresSchema {
             try await connection.query(statement, logger: logger)
           }
         }
-        // The unique keys' column, index and table, missing in an outbox created before them;
-        // looked up first, as the index.
-        var keyed = false
-        for try await present in try await connection.query(
-          "SELECT to_regclass('\(Table.uniqueWindow)') IS NOT NULL",
+        // The unique keys' column, index and table and the quarantine's column, missing in an
+        // outbox created before them; looked up first, as the index.
+        var added = false
+        for try await _ in try await connection.query(
+          """
+          SELECT 1 FROM information_schema.columns
+          WHERE table_schema = current_schema() AND table_name = \(additionsMark.table)
+            AND column_name = \(additionsMark.column)
+          """,
           logger: logger
-        ).decode(Bool.self) {
-          keyed = present
+        ) {
+          added = true
         }
-        if !keyed {
-          for statement in uniqueKeys {
+        if !added {
+          for statement in additions {
             try await connection.query(statement, logger: logger)
           }
         }

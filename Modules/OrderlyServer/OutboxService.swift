@@ -597,6 +597,9 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       if let partition = keys.partition(of: event.id) {
         metadata["orderly.partition"] = "\(partition)"
       }
+    case .quarantined:
+      // Ends the delivery of the message at its key's head: it is taken again once resumed.
+      _ = keys.finish(event.id)
     case .appended, .merged, .delivering:
       break
     }
@@ -625,6 +628,10 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       metadata["orderly.reason"] = "\(reason)"
       metadata["orderly.retry_in"] = "\(delay)"
       logger.error("recording a delivery failed; will retry", metadata: metadata)
+    case .quarantined(_, _, let partition, let reason):
+      if let partition { metadata["orderly.partition"] = "\(partition)" }
+      metadata["orderly.reason"] = "\(reason)"
+      logger.error("key quarantined: paused until resumed", metadata: metadata)
     }
   }
 }

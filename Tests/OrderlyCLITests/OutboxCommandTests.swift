@@ -263,6 +263,54 @@ struct OutboxCommandChangeTests {
     #expect(one["pending"] as? Int == 2)
   }
 
+  @Test("a quarantined key: keys lists it first with why; resume KEY lets it go, from its message")
+  func quarantined() async throws {
+    let folder = try ScratchFolder()
+    let path = folder.path("outbox.sqlite")
+    let outbox = try Outbox<Change>(path: path)
+    try await outbox.append(Change(note: "9", text: "poison"), partition: "note-9")
+    try await outbox.append(Change(note: "1", text: "fine"), partition: "note-1")
+    var options = OutboxDeliveryOptions(
+      retry: try RetryPolicy(initialDelay: .milliseconds(1), maximumDelay: .milliseconds(1))
+    )
+    options.quarantine = QuarantinePolicy(afterFailedAttempts: 2)
+    let events = outbox.events
+    try outbox.start(
+      options,
+      deliver: .each { envelope in
+        if envelope.message.note == "9" { throw Offline() }
+      }
+    )
+    for await event in events {
+      if case .quarantined = event { break }
+    }
+    await outbox.stop()
+    try await outbox.close()
+    func run(_ arguments: [String]) async throws -> CLIResult {
+      try await orderly(["outbox"] + arguments + ["--database", path])
+    }
+    let json = try await run(["keys", "--format", "json"])
+    #expect(json.status == 0, "\(json.stderr)")
+    let rows = try #require(
+      try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]]
+    )
+    let reason =
+      "its first message failed 2 time(s) in a row; last error: the server did not answer"
+    #expect(rows.first?["key"] as? String == "note-9")
+    #expect(rows.first?["stuck"] as? [String] == ["quarantined", "retrying"])
+    #expect(rows.first?["quarantine"] as? String == reason)
+    let text = try await run(["keys"])
+    #expect(text.stdout.contains("quarantined (resume it once fixed): \(reason)"))
+    let resumed = try await run(["resume", "note-9"])
+    #expect(resumed.status == 0, "\(resumed.stderr)")
+    let after = try await run(["keys", "--format", "json"])
+    let afterRows = try #require(
+      try JSONSerialization.jsonObject(with: Data(after.stdout.utf8)) as? [[String: Any]]
+    )
+    #expect(afterRows.first?["stuck"] as? [String] == ["retrying"])
+    #expect(afterRows.first?["quarantine"] is NSNull)
+  }
+
   @Test("pause and resume a key")
   func pauseAndResume() async throws {
     let fixture = try await Fixture()

@@ -137,6 +137,91 @@ struct LineRunnerTests {
   }
 
   @Test(
+    "quarantine: after N failed attempts at the head the line is paused with why, the message kept; a retry policy's dead letter comes first"
+  )
+  func quarantineAfterFailures() async throws {
+    let store = MemoryLine(messages: ["poison", "after"])
+    store.audits = true
+    let rule = try MemoryLine.rule()
+    let events = rule.hub.subscribe()
+    let runner = LineRunner<String>(
+      rule: rule,
+      onDeadLetter: .stopLine,
+      quarantine: QuarantinePolicy(afterFailedAttempts: 3)
+    ) { envelope in
+      if envelope.message == "poison" { throw Failed() }
+    }
+    let end = await runner.run(store)
+    rule.hub.finish()
+    var seen: [String] = []
+    for await event in events {
+      switch event {
+      case .retrying(_, _, let attempt, _, _): seen.append("retrying \(attempt)")
+      case .quarantined(_, let sequence, let partition, let reason):
+        seen.append("quarantined \(partition ?? "-") #\(sequence): \(reason)")
+      default: break
+      }
+    }
+    let reason = "its first message failed 3 time(s) in a row; last error: Failed()"
+    #expect(end == .stopped)
+    #expect(
+      store.log == [
+        "claim 1: poison#1", "claim 1: poison#2", "claim 1: poison#3", "quarantine: \(reason)",
+      ]
+    )
+    #expect(seen == ["retrying 1", "retrying 2", "quarantined k #1: \(reason)"])
+    // The third attempt's row is written on its own, as retried: it is tried again on resume.
+    #expect(store.trail.last == "alone: poison retried")
+
+    // Attempts used up before the quarantine's count: a dead letter, as the retry policy says.
+    let exhausted = MemoryLine(messages: ["poison"])
+    let limited = LineRunner<String>(
+      rule: DeliveryRule(
+        retry: try RetryPolicy(
+          initialDelay: .milliseconds(1),
+          maximumDelay: .milliseconds(1),
+          maximumAttempts: 2
+        ),
+        hub: OutboxEventHub(),
+        waits: RetryWaits(),
+        clock: ContinuousClock()
+      ),
+      onDeadLetter: .stopLine,
+      quarantine: QuarantinePolicy(afterFailedAttempts: 3)
+    ) { _ in throw Failed() }
+    _ = await limited.run(exhausted)
+    #expect(
+      exhausted.log == [
+        "claim 1: poison#1", "claim 1: poison#2", "set aside poison after 2, stops",
+      ]
+    )
+  }
+
+  @Test("quarantine on a dead letter under go-on: the line stops behind it, paused with why")
+  func quarantineOnDeadLetter() async throws {
+    for onDeadLetter in [true, false] {
+      let store = MemoryLine(messages: ["poison", "after"])
+      let runner = LineRunner<String>(
+        rule: try MemoryLine.rule(),
+        onDeadLetter: .continueLine,
+        quarantine: QuarantinePolicy(afterFailedAttempts: 5, onDeadLetter: onDeadLetter)
+      ) { envelope in
+        if envelope.message == "poison" { throw PermanentDeliveryFailure("never") }
+      }
+      let end = await runner.run(store)
+      if onDeadLetter {
+        #expect(end == .stopped)
+        #expect(store.log.count == 3)
+        #expect(store.log.last?.hasPrefix("quarantine: its message ") == true)
+        #expect(store.log.last?.hasSuffix(" became a dead letter: never") == true)
+      } else {
+        #expect(end == .empty)
+        #expect(store.log.last == "ack after, upTo(1)")
+      }
+    }
+  }
+
+  @Test(
     "with the audit trail on, each attempt's row goes with the write that records its outcome: the acknowledgement, the claim that retries it, the move to the dead letters"
   )
   func auditRows() async throws {
@@ -273,6 +358,10 @@ private final class MemoryLine: LineStore, Sendable {
   }
 
   func recordAudit(_ attempts: [AuditAttempt]) async { write("alone", attempts) }
+
+  func quarantine(reason: String) async throws {
+    state.withLock { $0.log.append("quarantine: \(reason)") }
+  }
 
   func halt() -> LineHalt? { halting }
 

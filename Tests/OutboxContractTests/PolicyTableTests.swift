@@ -1,6 +1,7 @@
 import Foundation
 import OrderlyOutboxCore
 import OrderlyTestSupport
+import Synchronization
 import Testing
 
 /// The operator's policy table, one test per row, on every store.
@@ -220,6 +221,72 @@ struct PolicyTableTests {
   }
 
   @Test(
+    "a poison key is quarantined after 3 failed attempts: paused with why, listed first, others go on; resumed, it delivers in order",
+    arguments: Store.all
+  )
+  func quarantined(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    let outbox = subject.outbox
+    try await outbox.append(contentsOf: ["poison", "behind"], partition: "p", headers: [:])
+    try await outbox.append(contentsOf: ["o1", "o2"], partition: "o", headers: [:])
+    let events = outbox.events
+    let fixed = Mutex(false)
+    let seen = Recorder<String>()
+    let retry = try RetryPolicy(initialDelay: .milliseconds(1), maximumDelay: .milliseconds(1))
+    try subject.startConfigured(
+      { options in
+        options.retry = retry
+        options.quarantine = QuarantinePolicy(afterFailedAttempts: 3)
+      },
+      .each { envelope in
+        if envelope.message == "poison", !fixed.withLock({ $0 }) { throw Refused() }
+        seen.record(envelope.message)
+      }
+    )
+    var quarantine: (partition: String?, reason: String)?
+    for await event in events {
+      if case .quarantined(_, _, let partition, let reason) = event {
+        quarantine = (partition, reason)
+        break
+      }
+    }
+    #expect(quarantine?.partition == "p")
+    let othersDone = await eventually { seen.all == ["o1", "o2"] }
+    #expect(othersDone)
+    // What the operator sees: the key first, paused with why, its message at its head.
+    let keys = try await outbox.keys().sortedForOperator()
+    let first = try #require(keys.first)
+    let reason = "its first message failed 3 time(s) in a row; last error: refused by the receiver"
+    #expect(first.partition == "p" && first.paused && first.pending == 2)
+    #expect(first.quarantine == reason && first.headAttempts == 3)
+    #expect(first.stuck().first == .quarantined(reason: reason))
+    let blocked = try await outbox.counts().blockedKeys
+    #expect(blocked == 1)
+    // The fix, then `resume KEY`: delivered from the same message, in order.
+    fixed.withLock { $0 = true }
+    try await outbox.resume(partition: "p")
+    try await outbox.waitUntilDelivered()
+    let after = try await outbox.keys()
+    await subject.finish()
+    #expect(seen.all == ["o1", "o2", "poison", "behind"])
+    #expect(after.isEmpty)
+  }
+
+  @Test("a quarantine policy of 0 attempts is refused, and nothing starts", arguments: Store.all)
+  func quarantineRefused(store: Store) async throws {
+    guard let subject = try await store.open(String.self) else { return }
+    let message = refusal {
+      try subject.startConfigured(
+        { $0.quarantine = QuarantinePolicy(afterFailedAttempts: 0) },
+        .each { _ in }
+      )
+    }
+    #expect(message.contains("quarantine.afterFailedAttempts must be 1 or more (got 0)"))
+    try subject.start { _ in }
+    await subject.finish()
+  }
+
+  @Test(
     "a handler that keeps timing out: retried with attempts counted, then a dead letter saying so",
     arguments: Store.all
   )
@@ -303,4 +370,14 @@ struct PolicyTableScaleTests {
 struct TimedOut: Error, CustomStringConvertible {
   let attempt: Int
   var description: String { "the request timed out (attempt \(attempt))" }
+}
+
+/// What `call` threw, as its description, or `no error`.
+private func refusal(of call: () throws -> Void) -> String {
+  do {
+    try call()
+    return "no error"
+  } catch {
+    return "\(error)"
+  }
 }

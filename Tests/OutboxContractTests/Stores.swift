@@ -54,6 +54,13 @@ struct Subject<Message: Codable & Sendable>: Sendable {
       _ retention: Duration,
       _ handler: DeliveryHandler<Message>
     ) throws(OutboxError) -> Void
+  /// Starts with the store's options as `configure` leaves them (the options every store has,
+  /// with a 50 ms poll interval to begin with).
+  let startConfigured:
+    @Sendable (
+      _ configure: @Sendable (inout any DeliveryOptions) -> Void,
+      _ handler: DeliveryHandler<Message>
+    ) throws(OutboxError) -> Void
   let cleanUp: @Sendable () async -> Void
   #if Server
   /// An `OutboxService` for this store, delivering batches of up to `batch` messages.
@@ -113,6 +120,14 @@ struct Subject<Message: Codable & Sendable>: Sendable {
       var audited = options(4, batch, .standard, .stopLine, .milliseconds(50))
       audited.audit = OutboxAuditOptions(isOn: true, retention: retention)
       try outbox.start(audited, deliver: handler)
+    }
+    startConfigured = { (configure, handler) throws(OutboxError) in
+      var configured: any DeliveryOptions = options(4, 1, .standard, .stopLine, .milliseconds(50))
+      configure(&configured)
+      guard let options = configured as? Store.Options else {
+        throw .invalidOption("the test's configure closure changed the options' type")
+      }
+      try outbox.start(options, deliver: handler)
     }
     self.cleanUp = cleanUp
     #if Server

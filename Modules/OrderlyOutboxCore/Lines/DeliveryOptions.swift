@@ -29,6 +29,9 @@ public protocol DeliveryOptions: Sendable {
   /// Whether each delivery attempt is recorded in the store's audit trail, and for how long;
   /// off by default (``OutboxAuditOptions/off``). `orderly outbox audit` checks the trail.
   var audit: OutboxAuditOptions { get set }
+  /// When delivery quarantines a poison key by itself (pauses it with the reason); `nil`, the
+  /// default, never does. See ``QuarantinePolicy``.
+  var quarantine: QuarantinePolicy? { get set }
 }
 
 extension DeliveryOptions {
@@ -50,6 +53,7 @@ extension DeliveryOptions {
         "audit retention must be longer than zero (got \(audit.retention)); the default is 7 days"
       )
     }
+    if let problem = quarantine?.problem { throw .invalidOption(problem) }
     if case .each = handler, batchSize != 1 {
       throw .invalidOption(
         "batchSize \(batchSize) needs a batch handler (.batches); .each gets one message a call"
@@ -85,12 +89,18 @@ extension LineRunner {
   ) {
     switch handler {
     case .each(let deliver):
-      self.init(rule: rule, onDeadLetter: options.onDeadLetter, deliver: deliver)
+      self.init(
+        rule: rule,
+        onDeadLetter: options.onDeadLetter,
+        quarantine: options.quarantine,
+        deliver: deliver
+      )
     case .batches(let deliver):
       self.init(
         rule: rule,
         batch: options.batchSize,
         onDeadLetter: options.onDeadLetter,
+        quarantine: options.quarantine,
         onBadCount: onBadCount,
         deliver: deliver
       )

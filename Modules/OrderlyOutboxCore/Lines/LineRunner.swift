@@ -19,6 +19,8 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
   package let batched: Bool
   /// What a dead letter does to its line.
   package let onDeadLetter: DeadLetterPolicy
+  /// When the runner quarantines its line instead of retrying; `nil` never does.
+  package let quarantine: QuarantinePolicy?
   /// The handler.
   package let handler: @Sendable ([Envelope<Message>]) async throws -> Void
   /// Called when a batch handler throws a ``BatchDeliveryError`` whose count is outside its
@@ -30,16 +32,19 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
   /// - Parameters:
   ///   - rule: The outbox's rule.
   ///   - onDeadLetter: What a dead letter does to its line.
+  ///   - quarantine: When the line is quarantined instead of retried; `nil` never.
   ///   - deliver: The handler.
   package init(
     rule: DeliveryRule<Message>,
     onDeadLetter: DeadLetterPolicy,
+    quarantine: QuarantinePolicy? = nil,
     deliver: @escaping @Sendable (Envelope<Message>) async throws -> Void
   ) {
     self.rule = rule
     self.batch = 1
     self.batched = false
     self.onDeadLetter = onDeadLetter
+    self.quarantine = quarantine
     self.handler = { envelopes in
       for envelope in envelopes { try await deliver(envelope) }
     }
@@ -52,12 +57,14 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
   ///   - rule: The outbox's rule.
   ///   - batch: Up to how many messages one call of `deliver` gets (1 or more).
   ///   - onDeadLetter: What a dead letter does to its line.
+  ///   - quarantine: When the line is quarantined instead of retried; `nil` never.
   ///   - onBadCount: Told of a ``BatchDeliveryError`` whose count is outside its batch.
   ///   - deliver: The handler.
   package init(
     rule: DeliveryRule<Message>,
     batch: Int,
     onDeadLetter: DeadLetterPolicy,
+    quarantine: QuarantinePolicy? = nil,
     onBadCount: @escaping @Sendable (_ error: BatchDeliveryError, _ batch: Int) -> Void,
     deliver: @escaping @Sendable ([Envelope<Message>]) async throws -> Void
   ) {
@@ -65,6 +72,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     self.batch = max(1, batch)
     self.batched = true
     self.onDeadLetter = onDeadLetter
+    self.quarantine = quarantine
     self.handler = deliver
     self.onBadCount = onBadCount
   }
@@ -229,6 +237,16 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         store: store
       )
       return (step, [])
+    case .retry where quarantine?.quarantines(afterFailed: failed.attempt) == true:
+      // One rule on every store: the key is paused in the store with why, its message left at
+      // its head with its attempts; the failed attempt's row goes on its own, as a retried
+      // one (it is tried again once the key is resumed).
+      let step = await quarantined(
+        failed,
+        reason: QuarantinePolicy.reason(attempts: failed.attempt, error: error),
+        store: store
+      )
+      return (step, failedRow)
     case .retry(let delay):
       // The epoch first, before the event: a pause or resume after it ends the wait (one made
       // by a listener that heard `retrying` included), one before it is seen by the check.
@@ -314,7 +332,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         )
       )
     }
-    return await recording(message, store: store) {
+    let step = await recording(message, store: store) {
       try await store.setAside(
         message,
         attempts: attempts,
@@ -324,6 +342,41 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         announce: announce
       )
     }
+    // Under go-on the line would move past it: with the policy's `onDeadLetter`, the key is
+    // quarantined instead, behind its dead letter.
+    guard case .again = step, !stops, quarantine?.onDeadLetter == true else { return step }
+    return await quarantined(
+      message,
+      reason: QuarantinePolicy.reason(deadLetter: message.id, reason: reason),
+      store: store
+    )
+  }
+
+  /// Quarantines the line in the store, and emits `quarantined` once that is durable; the
+  /// line ends.
+  private func quarantined(
+    _ message: ClaimedHead,
+    reason: String,
+    store: some LineStore<Message>
+  ) async -> LineStep {
+    var written = false
+    let step = await recording(message, store: store) { () async throws -> LineStep in
+      try await store.quarantine(reason: reason)
+      written = true
+      return .end(.stopped)
+    }
+    // Not written (the outbox stopped first): the key is not paused, and its message is tried
+    // again by the next start.
+    guard written else { return step }
+    rule.hub.emit(
+      .quarantined(
+        id: message.id,
+        sequence: message.sequence,
+        partition: message.partition,
+        reason: reason
+      )
+    )
+    return step
   }
 
   /// Makes a write that records what happened to delivered messages until it succeeds, the

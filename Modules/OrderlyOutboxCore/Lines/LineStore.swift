@@ -110,6 +110,15 @@ package protocol LineStore<Message>: Sendable {
     announce: @escaping @Sendable () -> Void
   ) async throws -> LineStep
 
+  /// Quarantines the line (``QuarantinePolicy``): pauses it in the store, for every deliverer
+  /// and across restarts, with the reason, as ``DurableOutbox/pause(partition:)`` does; this
+  /// deliverer stops taking it at once. One try, as
+  /// ``acknowledge(_:givingBack:then:recording:announce:)``.
+  ///
+  /// - Parameter reason: Why, as ``OutboxKey/quarantine`` shows it.
+  /// - Throws: Why the pause could not be written.
+  func quarantine(reason: String) async throws
+
   /// Writes attempts to the audit trail on their own: those of a line that ends before a step
   /// could carry them (it stops, or lost its lease). One try; a failure is logged and the rows
   /// are lost (the trail then misses attempts, never invents them).

@@ -39,6 +39,11 @@ public struct OutboxDeliveryOptions: DeliveryOptions {
   /// Off by default. `orderly outbox audit` checks the trail: see the article "Auditing
   /// delivery".
   public var audit: OutboxAuditOptions = .off
+  /// When delivery quarantines a poison key by itself (``QuarantinePolicy``).
+  ///
+  /// It pauses the key, with the reason, after a run of failed attempts at its first message.
+  /// Off (`nil`) by default.
+  public var quarantine: QuarantinePolicy? = nil
 
   /// Options with the given values; each has the default `start` uses.
   ///
@@ -95,6 +100,11 @@ public struct FleetDeliveryOptions: DeliveryOptions {
   /// Off by default. Give every worker of a fleet the same setting: `orderly outbox audit`
   /// checks the trail (see the article "Auditing delivery").
   public var audit: OutboxAuditOptions = .off
+  /// When delivery quarantines a poison key by itself (``QuarantinePolicy``).
+  ///
+  /// It pauses the key, with the reason, after a run of failed attempts at its first message.
+  /// Off (`nil`) by default.
+  public var quarantine: QuarantinePolicy? = nil
 
   /// Options with the given values; each has the default `start` uses.
   ///

@@ -228,6 +228,23 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
     return stopsLine ? .end(.stopped) : .again
   }
 
+  /// Pauses the line for every worker, with the reason, committed before the line ends; this
+  /// worker stops taking it at once (others read the flag with their next renewal).
+  func quarantine(reason: String) async throws {
+    let (client, logger, line) = (worker.client, worker.logger, line)
+    try await worker.bounded("quarantining line \(Line.shown(line))", progress: true) {
+      try await client.committedQuery(
+        """
+        INSERT INTO \(Table.lease) (line, owner, expires_at, fence, paused, pause_reason)
+        VALUES (\(line), NULL, now(), 0, true, \(reason))
+        ON CONFLICT (line) DO UPDATE SET paused = true, pause_reason = excluded.pause_reason
+        """,
+        logger: logger
+      ) { _ in }
+    }
+    worker.linesPaused([line])
+  }
+
   /// Whether `sequence` is the line's first message (read after a refused move, to say why).
   private func isFirst(_ sequence: Int64) async -> Bool {
     let (client, logger, line) = (worker.client, worker.logger, line)
