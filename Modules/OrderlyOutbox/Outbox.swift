@@ -438,12 +438,17 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     var added = 0
     var partitions: [String?] = []
     let now = Date()
+    // Whether any key is held for a window: read once per transaction, and only by a batch
+    // with a unique key, so that appends without windows look nothing up.
+    var windows: Bool?
     for prepared in batch {
-      if let key = prepared.uniqueKey,
-        let holder = try OutboxStore.uniqueHolder(db, key: key, now: now)
-      {
-        ids.append(.duplicate(of: holder))
-        continue
+      if let key = prepared.uniqueKey {
+        let held = try windows ?? OutboxStore.holdsWindows(db)
+        windows = held
+        if held, let holder = try OutboxStore.windowHolder(db, key: key, now: now) {
+          ids.append(.duplicate(of: holder))
+          continue
+        }
       }
       if let pending = try merge(prepared, in: db) {
         ids.append(.appended(pending.id))
@@ -453,7 +458,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
         continue
       }
       let id = UUID()
-      let sequence = try OutboxStore.insert(
+      let inserted = try OutboxStore.insert(
         db,
         id: id,
         partition: prepared.partition,
@@ -464,8 +469,22 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
         notBefore: prepared.notBefore,
         uniqueKey: prepared.uniqueKey
       )
+      guard let sequence = inserted else {
+        // Held by a pending message: the index refused the row.
+        guard let key = prepared.uniqueKey,
+          let holder = try OutboxStore.pendingHolder(db, key: key)
+        else {
+          throw OutboxError.storageFailed(
+            path: path ?? ":memory:",
+            reason: "a message with a unique key was refused, and no pending message holds it"
+          )
+        }
+        ids.append(.duplicate(of: holder))
+        continue
+      }
       if let key = prepared.uniqueKey, let seconds = prepared.uniqueFor {
         try OutboxStore.holdUniqueKey(db, key: key, id: id, now: now, seconds: seconds)
+        windows = true
       }
       ids.append(.appended(id))
       events.append(.appended(id: id, sequence: sequence, partition: prepared.partition))

@@ -107,7 +107,11 @@ package enum OutboxStore {
     return (since.count, worst)
   }
 
-  /// Writes a new message at the end of its line.
+  /// Writes a new message at the end of its line; `nil` when its unique key is held by a
+  /// pending message (nothing is written then).
+  ///
+  /// The unique index on the pending messages' keys decides, in the insert itself: no look-up
+  /// before it.
   static func insert(
     _ db: Database,
     id: UUID,
@@ -118,18 +122,20 @@ package enum OutboxStore {
     headers: String? = nil,
     notBefore: Date? = nil,
     uniqueKey: String? = nil
-  ) throws -> Int64 {
+  ) throws -> Int64? {
     if let uniqueKey {
       try db.cachedStatement(
         sql: """
           INSERT INTO \(messages) (id, partition, entity, payload, attempts, appendedAt, uniqueKey)
           VALUES (?, ?, ?, ?, 0, ?, ?)
+          ON CONFLICT (uniqueKey) WHERE uniqueKey IS NOT NULL DO NOTHING
           """
       ).execute(
         arguments: [
           id.uuidString, partition, entity, payload, appendedAt.timeIntervalSince1970, uniqueKey,
         ]
       )
+      guard db.changesCount > 0 else { return nil }
     } else {
       try db.cachedStatement(
         sql: """
@@ -153,25 +159,37 @@ package enum OutboxStore {
     return sequence
   }
 
-  /// The message that holds a unique key at `now`: the pending one appended with it, or the
-  /// one appended with it within its window.
+  /// The pending message that holds a unique key, if one does.
+  static func pendingHolder(_ db: Database, key: String) throws -> UUID? {
+    guard
+      let row = try Row.fetchOne(
+        db.cachedStatement(sql: "SELECT id FROM \(messages) WHERE uniqueKey = ?"),
+        arguments: [key]
+      )
+    else { return nil }
+    return try UnreadableRow.id(of: row, in: messages)
+  }
+
+  /// Whether any key is held for a window (passed or not): when none is, an append need not
+  /// look a key up there.
+  static func holdsWindows(_ db: Database) throws -> Bool {
+    try Bool.fetchOne(
+      db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM \(uniqueWindow))")
+    ) ?? false
+  }
+
+  /// The message that holds a unique key for a window still running at `now`, if one does.
   ///
   /// Read and then written in one write transaction: SQLite has one writer, so no other
   /// append can take the key in between.
-  static func uniqueHolder(_ db: Database, key: String, now: Date) throws -> UUID? {
-    if let row = try Row.fetchOne(
-      db.cachedStatement(sql: "SELECT id FROM \(messages) WHERE uniqueKey = ?"),
-      arguments: [key]
-    ) {
-      return try UnreadableRow.id(of: row, in: messages)
-    }
-    if let row = try Row.fetchOne(
-      db.cachedStatement(sql: "SELECT id FROM \(uniqueWindow) WHERE key = ? AND until > ?"),
-      arguments: [key, now.timeIntervalSince1970]
-    ) {
-      return try UnreadableRow.id(of: row, in: uniqueWindow)
-    }
-    return nil
+  static func windowHolder(_ db: Database, key: String, now: Date) throws -> UUID? {
+    guard
+      let row = try Row.fetchOne(
+        db.cachedStatement(sql: "SELECT id FROM \(uniqueWindow) WHERE key = ? AND until > ?"),
+        arguments: [key, now.timeIntervalSince1970]
+      )
+    else { return nil }
+    return try UnreadableRow.id(of: row, in: uniqueWindow)
   }
 
   /// Holds a unique key for `seconds` after `now`, for the message `id`, and forgets the keys
