@@ -220,6 +220,9 @@ extension PostgresOutbox {
     async throws
     -> Written
   {
+    if batch.count == 1, let key = batch[0].uniqueKey {
+      return try await writeKeyedOne(batch[0], key: key, on: connection)
+    }
     let keyed = batch.contains { $0.uniqueKey != nil }
     if !keyed, batch.count == 1, codec.coalescing == nil || batch[0].entity == nil {
       return try await writeOne(batch[0], on: connection)
@@ -421,11 +424,28 @@ extension PostgresOutbox {
     key: String,
     line: String,
     sequence: Int64,
-    on connection: PostgresConnection
+    on connection: PostgresConnection,
+    tried first: (id: UUID, inserted: Bool)? = nil
   ) async throws -> UniqueAppend {
+    var first = first
     // The holder can be delivered between the conflict and the look-up: then the key is free,
     // and the insert goes again (a few times at most, each after a delivery of that key).
     for _ in 0..<8 {
+      if let tried = first {
+        first = nil
+        if let result = try await afterInsert(
+          prepared,
+          key: key,
+          line: line,
+          sequence: sequence,
+          id: tried.id,
+          inserted: tried.inserted,
+          on: connection
+        ) {
+          return result
+        }
+        continue
+      }
       let id = UUID()
       var inserted = false
       for try await _ in try await connection.checkedQuery(
@@ -442,73 +462,168 @@ extension PostgresOutbox {
       ).decode(Int64.self) {
         inserted = true
       }
-      if !inserted {
-        var holder: UUID?
-        for try await found in try await connection.checkedQuery(
-          "SELECT id FROM \(Table.message) WHERE unique_key = \(key)",
-          logger: logger
-        ).decode(UUID.self) {
-          holder = found
-        }
-        if let holder { return .duplicate(of: holder) }
-        continue
+      if let result = try await afterInsert(
+        prepared,
+        key: key,
+        line: line,
+        sequence: sequence,
+        id: id,
+        inserted: inserted,
+        on: connection
+      ) {
+        return result
       }
-      var taken = false
-      if let seconds = prepared.uniqueFor {
-        for try await _ in try await connection.checkedQuery(
-          """
-          INSERT INTO \(Table.uniqueWindow) AS w (key, id, until)
-          VALUES (\(key), \(id), now() + make_interval(secs => \(seconds)))
-          ON CONFLICT (key) DO UPDATE SET id = excluded.id, until = excluded.until
-            WHERE w.until <= now()
-          RETURNING w.id
-          """,
-          logger: logger
-        ) {
-          taken = true
-        }
-      } else {
-        // No window of its own, but one taken earlier still holds the key. A window taken
-        // since this transaction's insert would have met that insert in the index and waited.
-        var held = false
-        for try await _ in try await connection.checkedQuery(
-          "SELECT 1 FROM \(Table.uniqueWindow) WHERE key = \(key) AND until > now()",
-          logger: logger
-        ) {
-          held = true
-        }
-        if !held { return .appended(id) }
-      }
-      if taken {
-        // Keys whose windows passed, forgotten a few at a time by the appends that take one.
-        try await connection.checkedQuery(
-          """
-          DELETE FROM \(Table.uniqueWindow) WHERE key IN (
-            SELECT key FROM \(Table.uniqueWindow) WHERE until <= now()
-            ORDER BY until LIMIT 16 FOR UPDATE SKIP LOCKED)
-          """,
-          logger: logger
-        )
-        return .appended(id)
-      }
-      try await connection.checkedQuery(
-        "DELETE FROM \(Table.message) WHERE line = \(line) AND sequence = \(sequence)",
-        logger: logger
-      )
-      var holder: UUID?
-      for try await found in try await connection.checkedQuery(
-        "SELECT id FROM \(Table.uniqueWindow) WHERE key = \(key)",
-        logger: logger
-      ).decode(UUID.self) {
-        holder = found
-      }
-      guard let holder else { break }
-      return .duplicate(of: holder)
     }
     throw OutboxError.storageFailed(
       path: database,
       reason: "the unique key '\(key)' was taken and freed again 8 times during one append"
     )
+  }
+
+  // deadline: the caller's
+  /// What follows an insert of a keyed message: the holder's identifier when the index refused
+  /// it, the window taken (or found held, and the row taken out again), or `nil` to try the
+  /// insert again (the holder was delivered in between).
+  private func afterInsert(
+    _ prepared: PreparedMessage<Message>,
+    key: String,
+    line: String,
+    sequence: Int64,
+    id: UUID,
+    inserted: Bool,
+    on connection: PostgresConnection
+  ) async throws -> UniqueAppend? {
+    if !inserted {
+      var holder: UUID?
+      for try await found in try await connection.checkedQuery(
+        "SELECT id FROM \(Table.message) WHERE unique_key = \(key)",
+        logger: logger
+      ).decode(UUID.self) {
+        holder = found
+      }
+      return holder.map { .duplicate(of: $0) }
+    }
+    var taken = false
+    if let seconds = prepared.uniqueFor {
+      for try await _ in try await connection.checkedQuery(
+        """
+        INSERT INTO \(Table.uniqueWindow) AS w (key, id, until)
+        VALUES (\(key), \(id), now() + make_interval(secs => \(seconds)))
+        ON CONFLICT (key) DO UPDATE SET id = excluded.id, until = excluded.until
+          WHERE w.until <= now()
+        RETURNING w.id
+        """,
+        logger: logger
+      ) {
+        taken = true
+      }
+    } else {
+      // No window of its own, but one taken earlier still holds the key. A window taken
+      // since this transaction's insert would have met that insert in the index and waited.
+      var held = false
+      for try await _ in try await connection.checkedQuery(
+        "SELECT 1 FROM \(Table.uniqueWindow) WHERE key = \(key) AND until > now()",
+        logger: logger
+      ) {
+        held = true
+      }
+      if !held { return .appended(id) }
+    }
+    if taken {
+      // Keys whose windows passed, forgotten a few at a time by the appends that take one.
+      try await connection.checkedQuery(
+        """
+        DELETE FROM \(Table.uniqueWindow) WHERE key IN (
+          SELECT key FROM \(Table.uniqueWindow) WHERE until <= now()
+          ORDER BY until LIMIT 16 FOR UPDATE SKIP LOCKED)
+        """,
+        logger: logger
+      )
+      return .appended(id)
+    }
+    try await connection.checkedQuery(
+      "DELETE FROM \(Table.message) WHERE line = \(line) AND sequence = \(sequence)",
+      logger: logger
+    )
+    var holder: UUID?
+    for try await found in try await connection.checkedQuery(
+      "SELECT id FROM \(Table.uniqueWindow) WHERE key = \(key)",
+      logger: logger
+    ).decode(UUID.self) {
+      holder = found
+    }
+    guard let holder else {
+      throw OutboxError.storageFailed(
+        path: database,
+        reason: "the unique key '\(key)' was held for a window, and then by nothing"
+      )
+    }
+    return .duplicate(of: holder)
+  }
+
+  // deadline: the caller's
+  /// Writes one message with a unique key: the line's number, the row (unless the index holds
+  /// the key) and the notification in one round trip, then the window as ``writeKeyed``.
+  private func writeKeyedOne(
+    _ prepared: PreparedMessage<Message>,
+    key: String,
+    on connection: PostgresConnection
+  ) async throws -> Written {
+    let line = Line.key(prepared.partition)
+    let id = UUID()
+    var answer: (sequence: Int64, inserted: Bool)?
+    let rows = try await connection.checkedQuery(
+      """
+      WITH numbered AS (
+        INSERT INTO \(Table.line) (line, last_sequence) VALUES (\(line), 1)
+        ON CONFLICT (line) DO UPDATE SET last_sequence = \(Table.line).last_sequence + 1
+        RETURNING last_sequence
+      ), written AS (
+        INSERT INTO \(Table.message)
+          (line, sequence, id, partition, entity, payload, attempts, appended_at, headers,
+           not_before, unique_key)
+        SELECT \(line), last_sequence, \(id), \(prepared.partition), NULL, \(prepared.payload), 0,
+          \(Date()), \(prepared.headers), \(prepared.notBefore), \(key)
+        FROM numbered
+        ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+        RETURNING sequence
+      )
+      SELECT n.last_sequence AS sequence, EXISTS (SELECT 1 FROM written) AS inserted,
+        (SELECT count(pg_notify(\(PostgresSchema.channel), '')) FROM written) AS notified
+      FROM numbered n
+      """,
+      logger: logger
+    )
+    for try await row in rows {
+      let row = NamedColumns(row)
+      answer = (try row("sequence"), try row("inserted"))
+    }
+    guard let answer else {
+      throw OutboxError.storageFailed(path: database, reason: "the append numbered no line")
+    }
+    let result = try await writeKeyed(
+      prepared,
+      key: key,
+      line: line,
+      sequence: answer.sequence,
+      on: connection,
+      tried: (id, answer.inserted)
+    )
+    var written = Written()
+    written.results = [result]
+    if case .appended(let appended) = result {
+      written.events = [
+        .appended(id: appended, sequence: answer.sequence, partition: prepared.partition)
+      ]
+      // The first insert notified; one after a holder was delivered did not.
+      if appended != id {
+        try await connection.checkedQuery(
+          "SELECT pg_notify(\(PostgresSchema.channel), '')",
+          logger: logger
+        )
+      }
+    }
+    return written
   }
 
   // deadline: the caller's

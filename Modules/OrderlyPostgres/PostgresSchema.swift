@@ -155,7 +155,7 @@ enum PostgresSchema {
   /// Added in place to an outbox created before them, by the first worker that opens it, as
   /// the audit trail's tables: an earlier worker reads and writes the tables as before (it never
   /// sets a key or a reason), so the schema's version is unchanged. Each statement can run
-  /// again; the last column added (``additionsMark``) says whether they all ran.
+  /// again; the columns they add (``additionsColumns``) say whether they all ran.
   static let additions: [PostgresQuery] = [
     "ALTER TABLE \(Table.message) ADD COLUMN IF NOT EXISTS unique_key text",
     """
@@ -175,8 +175,11 @@ enum PostgresSchema {
     """,
     "ALTER TABLE \(Table.lease) ADD COLUMN IF NOT EXISTS pause_reason text",
   ]
-  /// The table and column the last of ``additions`` adds.
-  static let additionsMark = (table: leaseTable, column: "pause_reason")
+  /// The columns ``additions`` adds, by table: all there, and so is the rest.
+  static let additionsColumns = [
+    (table: messageTable, column: "unique_key"), (table: leaseTable, column: "pause_reason"),
+    (table: Table.uniqueWindow.description, column: "until"),
+  ]
 
   /// The messages by age, so a worker finds the lines whose oldest message waits longest
   /// without reading every line.
@@ -327,18 +330,19 @@ enum PostgresSchema {
         }
         // The unique keys' column, index and table and the quarantine's column, missing in an
         // outbox created before them; looked up first, as the index.
-        var added = false
+        var found = 0
         for try await _ in try await connection.query(
           """
           SELECT 1 FROM information_schema.columns
-          WHERE table_schema = current_schema() AND table_name = \(additionsMark.table)
-            AND column_name = \(additionsMark.column)
+          WHERE table_schema = current_schema()
+            AND (table_name, column_name) IN (SELECT * FROM unnest(
+              \(additionsColumns.map(\.table))::text[], \(additionsColumns.map(\.column))::text[]))
           """,
           logger: logger
         ) {
-          added = true
+          found += 1
         }
-        if !added {
+        if found < additionsColumns.count {
           for statement in additions {
             try await connection.query(statement, logger: logger)
           }

@@ -316,7 +316,7 @@ struct SchemaUpgradeTests {
   }
 
   @Test(
-    "an outbox from before unique keys gains their column, index and table; its messages are kept"
+    "an outbox from before unique keys and quarantine gains their columns, index and table; its messages are kept"
   )
   func beforeUniqueKeys() async throws {
     guard let database = try await TestDatabase.make() else { return }
@@ -327,6 +327,7 @@ struct SchemaUpgradeTests {
     // The tables as a version before unique keys left them.
     try await database.execute("DROP TABLE orderly_outbox_unique_window")
     try await database.execute("ALTER TABLE orderly_outbox_message DROP COLUMN unique_key")
+    try await database.execute("ALTER TABLE orderly_outbox_lease DROP COLUMN pause_reason")
     let outbox = try await database.outbox(of: String.self)
     let first = try await outbox.append("once", uniqueKey: "u", partition: "k")
     let second = try await outbox.append("once", uniqueKey: "u", uniqueFor: .seconds(60))

@@ -219,9 +219,13 @@ func unordered(url: String, schema: String, workers: Int, count: Int, keys: Int)
 
 /// p50 and p99 of `count` appends, alone or each inside an app transaction that also updates a
 /// row of the app's.
-func appendLatency(url: String, schema: String, count: Int, inTransaction: Bool) async throws
-  -> (Duration, Duration)
-{
+func appendLatency(
+  url: String,
+  schema: String,
+  count: Int,
+  inTransaction: Bool,
+  unique: Bool = false
+) async throws -> (Duration, Duration) {
   let (client, run) = try makeClient(url: url, schema: schema)
   defer { run.cancel() }
   let outbox = try await PostgresOutbox<Job>(client: client, logger: quietLogger)
@@ -247,6 +251,8 @@ func appendLatency(url: String, schema: String, count: Int, inTransaction: Bool)
         )
         try await outbox.append(job, partition: job.key, on: connection)
       }
+    } else if unique {
+      try await outbox.append(job, uniqueKey: "job-\(n)", partition: job.key)
     } else {
       try await outbox.append(job, partition: job.key)
     }
@@ -614,6 +620,17 @@ if wants("append") {
   )
   print(
     "| append p50 / p99, inside an app transaction | \(milliseconds(inside.0)) / \(milliseconds(inside.1)) | | | info |"
+  )
+  // What a unique key costs ("Appending once: unique keys"): each append with a key of its own.
+  let keyed = try await appendLatency(
+    url: url,
+    schema: schema,
+    count: samples,
+    inTransaction: false,
+    unique: true
+  )
+  print(
+    "| append p50 / p99, with a unique key | \(milliseconds(keyed.0)) / \(milliseconds(keyed.1)) | | | info |"
   )
 }
 if wants("kill") {
