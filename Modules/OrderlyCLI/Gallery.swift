@@ -83,6 +83,8 @@ let gallery: [GalleryEntry] = [
     summary: "Edit offline, get killed, restart, go online: the server catches up in order, each change applied once.", command: "swift run --package-path Examples/notes-sync notes-sync"),
   GalleryEntry(name: "outbox-operator", title: "Outbox operator", lesson: 18,
     summary: "A key stuck at a dead letter, found and fixed with `orderly outbox` while the app delivers.", command: "swift run outbox-operator"),
+  GalleryEntry(name: "outbox-poison-key", title: "Outbox poison key", lesson: 18,
+    summary: "A request retried twice appends one charge (a unique key); a key that keeps failing is quarantined by itself while the others go on, and resumed once fixed.", command: "swift run outbox-poison-key"),
   GalleryEntry(name: "fleet-outbox", title: "Fleet outbox", lesson: 19,
     summary: "Three worker processes, each a service, share one outbox on PostgreSQL; one is killed and its keys wait for the lease, one gets SIGTERM and its key moves at once.", command: "swift run --package-path Examples/fleet-outbox fleet-outbox"),
 ]

@@ -282,6 +282,47 @@ struct ExamplesTests {
     )
   }
 
+  @Test(
+    "outbox-poison-key: a retried request appends one charge; a failing key is quarantined while others go on, then resumed in order"
+  )
+  func outboxPoisonKey() async throws {
+    let output = try await runExample("outbox-poison-key")
+    #expect(
+      output.hasPrefix(
+        """
+        checkout of order 1: appended
+        the same request again: a duplicate of the first append; nothing stored
+        pending: 6 charges for 3 customers
+
+        event: quarantined carol: its first message failed 3 time(s) in a row; last error: \
+        503: carol's account is closed for maintenance
+        The payment service charged, while carol's key was set aside:
+          alice: order 1, 1250 cents
+          alice: order 5, 2500 cents
+          bob: order 3, 990 cents
+          bob: order 6, 75 cents
+
+        """
+      )
+    )
+    #expect(output.contains("carol  2        0"))
+    #expect(output.contains("quarantined (resume it once fixed): its first message failed 3"))
+    #expect(
+      output.hasSuffix(
+        """
+        Carol's charges, delivered in order once resumed:
+          carol: order 2, 4000 cents
+          carol: order 4, 150 cents
+
+        $ orderly outbox keys --database outbox.sqlite
+        No keys: nothing pending, no dead letters, no pauses.
+
+
+        """
+      )
+    )
+  }
+
   @Test("outbox-basics: retried with backoff, a dead letter stops the line, then the rest in order")
   func outboxBasics() async throws {
     let output = try await runExample("outbox-basics")
