@@ -143,13 +143,32 @@ extension PostgresOutbox {
     let line = Line.key(partition)
     do {
       try await withDeadline(Self.statementLimit) { [self] in
+        // A pause or resume by hand ends a quarantine's reason; an outbox whose tables predate
+        // quarantine (this is `orderly outbox`, which changes no table, before a worker of this
+        // version upgraded them) has no reason to clear.
+        var reasons = false
+        for try await _ in try await client.query(
+          """
+          SELECT 1 FROM information_schema.columns WHERE table_schema = current_schema()
+            AND table_name = \(PostgresSchema.leaseTable) AND column_name = 'pause_reason'
+          """,
+          logger: logger
+        ) {
+          reasons = true
+        }
         // Committed before this returns: the caller is told the line is paused (or resumed).
         try await client.committedQuery(
-          """
-          INSERT INTO \(Table.lease) (line, owner, expires_at, fence, paused)
-          VALUES (\(line), NULL, now(), 0, \(paused))
-          ON CONFLICT (line) DO UPDATE SET paused = \(paused), pause_reason = NULL
-          """,
+          reasons
+            ? """
+            INSERT INTO \(Table.lease) (line, owner, expires_at, fence, paused)
+            VALUES (\(line), NULL, now(), 0, \(paused))
+            ON CONFLICT (line) DO UPDATE SET paused = \(paused), pause_reason = NULL
+            """
+            : """
+            INSERT INTO \(Table.lease) (line, owner, expires_at, fence, paused)
+            VALUES (\(line), NULL, now(), 0, \(paused))
+            ON CONFLICT (line) DO UPDATE SET paused = \(paused)
+            """,
           logger: logger
         ) { _ in }
         if !paused {

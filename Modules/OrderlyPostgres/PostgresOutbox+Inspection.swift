@@ -50,7 +50,7 @@ extension PostgresOutbox {
           SELECT k.line, coalesce(p.n, 0)::bigint AS pending, p.oldest, m.id AS head,
             coalesce(m.attempts, 0)::bigint AS attempts, coalesce(d.n, 0)::bigint AS dead,
             d.failed, coalesce(l.paused, false) AS paused, l.owner, l.expires_at, l.fence,
-            m.not_before, l.pause_reason
+            m.not_before, to_jsonb(l) ->> 'pause_reason' AS pause_reason
           FROM keys k
           LEFT JOIN pending p ON p.line = k.line
           LEFT JOIN dead d ON d.line = k.line

@@ -339,6 +339,30 @@ struct SchemaUpgradeTests {
     await outbox.close()
     #expect(seen.values == ["kept", "once"])
   }
+
+  @Test(
+    "orderly outbox (which changes no table) on an outbox from before quarantine: keys, pause and resume work"
+  )
+  func operatorBeforeQuarantine() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    let old = try await database.outbox(of: String.self)
+    try await old.append("kept", partition: "k")
+    await old.close()
+    try await database.execute("ALTER TABLE orderly_outbox_lease DROP COLUMN pause_reason")
+    let separator = database.url.contains("?") ? "&" : "?"
+    let outbox = try await PostgresOutbox<String>(
+      url: database.url + separator + "search_path=" + database.schema,
+      creatingTables: false
+    )
+    try await outbox.pause(partition: "k")
+    let paused = try await outbox.keys()
+    #expect(paused.map(\.paused) == [true] && paused.first?.quarantine == nil)
+    try await outbox.resume(partition: "k")
+    let resumed = try await outbox.keys()
+    #expect(resumed.map(\.paused) == [false])
+    await outbox.close()
+  }
 }
 
 /// What a handler delivered, in order.
