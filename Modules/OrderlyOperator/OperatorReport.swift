@@ -378,6 +378,8 @@ enum OperatorReport {
     @NullWhenAbsent var payloadBase64: String?
     @NullWhenAbsent var failedAt: Date?
     @NullWhenAbsent var reason: String?
+    /// The unique key it holds while pending, if it was appended with one.
+    @NullWhenAbsent var uniqueKey: String?
 
     init(_ stored: OutboxStoredMessage) {
       id = stored.id
@@ -392,6 +394,7 @@ enum OperatorReport {
       payloadBase64 = message == nil ? stored.payload.base64EncodedString() : nil
       failedAt = stored.deadLetter?.failedAt
       reason = stored.deadLetter?.reason
+      uniqueKey = stored.uniqueKey
     }
 
     var text: String {
@@ -404,6 +407,7 @@ enum OperatorReport {
         ["Appended", stamp(appendedAt)],
       ]
       if let notBefore { rows.append(["Not before", stamp(notBefore)]) }
+      if let uniqueKey { rows.append(["Unique key", uniqueKey]) }
       if let failedAt, let reason {
         rows.append(["Failed", stamp(failedAt)])
         rows.append(["Reason", reason])

@@ -149,7 +149,8 @@ extension OutboxStore {
       attempts: row["attempts"],
       appendedAt: Date(timeIntervalSince1970: row["appendedAt"]),
       notBefore: (row["notBefore"] as Double?).map(Date.init(timeIntervalSince1970:)),
-      deadLetter: deadLetter
+      deadLetter: deadLetter,
+      uniqueKey: deadLetter == nil ? row["uniqueKey"] : nil
     )
   }
 }

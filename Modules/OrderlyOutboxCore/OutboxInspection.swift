@@ -190,6 +190,9 @@ public struct OutboxStoredMessage: Sendable, Equatable {
   }
   private var failedAt: Date?
   private var reason: String?
+  /// The unique key it holds while it is pending (``UniqueAppend``); `nil` when it was appended
+  /// without one, or is a dead letter (which holds none).
+  public var uniqueKey: String? = nil
 
   /// A message as read from a store.
   ///
@@ -203,6 +206,7 @@ public struct OutboxStoredMessage: Sendable, Equatable {
   ///   - appendedAt: When it was appended.
   ///   - notBefore: The earliest time it may be delivered.
   ///   - deadLetter: When and why it failed for good, for a dead letter.
+  ///   - uniqueKey: The unique key it holds, if any.
   public init(
     id: UUID,
     sequence: Int64,
@@ -212,7 +216,8 @@ public struct OutboxStoredMessage: Sendable, Equatable {
     attempts: Int,
     appendedAt: Date,
     notBefore: Date? = nil,
-    deadLetter: (failedAt: Date, reason: String)?
+    deadLetter: (failedAt: Date, reason: String)?,
+    uniqueKey: String? = nil
   ) {
     self.id = id
     self.sequence = sequence
@@ -224,6 +229,7 @@ public struct OutboxStoredMessage: Sendable, Equatable {
     self.notBefore = notBefore
     self.failedAt = deadLetter?.failedAt
     self.reason = deadLetter?.reason
+    self.uniqueKey = uniqueKey
   }
 }
 

@@ -103,11 +103,12 @@ extension PostgresOutbox {
         let rows = try await client.query(
           """
           SELECT sequence, partition, payload, headers, attempts, appended_at, not_before,
-            NULL::timestamptz AS failed_at, NULL::text AS reason
-          FROM \(Table.message) WHERE id = \(id)
+            NULL::timestamptz AS failed_at, NULL::text AS reason,
+            to_jsonb(m) ->> 'unique_key' AS unique_key
+          FROM \(Table.message) m WHERE id = \(id)
           UNION ALL
           SELECT sequence, partition, payload, headers, attempts, appended_at, NULL::timestamptz,
-            failed_at, reason
+            failed_at, reason, NULL::text
           FROM \(Table.deadLetter) WHERE id = \(id)
           """,
           logger: logger
@@ -124,7 +125,8 @@ extension PostgresOutbox {
             attempts: try row("attempts"),
             appendedAt: try row("appended_at"),
             notBefore: try row("not_before"),
-            deadLetter: try row("failed_at", as: Date?.self).map { ($0, reason ?? "") }
+            deadLetter: try row("failed_at", as: Date?.self).map { ($0, reason ?? "") },
+            uniqueKey: try row("unique_key")
           )
         }
         return found

@@ -206,6 +206,7 @@ struct PolicyTableTests {
     // What the operator sees: the holder, by the id the duplicate returned; no stuck key.
     let stored = try await outbox.storedMessage(id: duplicate.id)
     #expect(stored?.payload == Data("\"charge\"".utf8))
+    #expect(stored?.uniqueKey == "invoice-7")
     let keys = try await outbox.keys()
     #expect(keys.allSatisfy { $0.stuck().isEmpty })
     #expect(keys.first { $0.partition == "k" }?.pending == 1)
