@@ -200,6 +200,8 @@ enum OperatorReport {
     @NullWhenAbsent var keysInFlight: Int?
     let deadLetters: Int
     let pausedKeys: [String?]
+    /// Paused keys that delivery quarantined (`QuarantinePolicy`), in the order `keys` lists them.
+    let quarantinedKeys: [String?]
     /// Keys that do not move until someone acts (a dead letter under `stop-line`, a pause).
     let blockedKeys: [String?]
     let retryingKeys: [String?]
@@ -241,6 +243,7 @@ enum OperatorReport {
       deadLetters = counts.deadLetters
       let sorted = keys.sortedForOperator(onDeadLetter: policy, at: now)
       pausedKeys = sorted.filter(\.paused).map(\.partition)
+      quarantinedKeys = sorted.filter { $0.paused && $0.quarantine != nil }.map(\.partition)
       blockedKeys = sorted.filter {
         $0.paused || ($0.deadLetters > 0 && policy == .stopLine)
       }.map(\.partition)
@@ -298,6 +301,12 @@ enum OperatorReport {
         ],
         ["Dead letters", "\(deadLetters)"],
         ["Paused keys", "\(pausedKeys.count)\(list(pausedKeys))"],
+      ]
+      // Shown only when there are some: an outbox without a quarantine policy never has any.
+      if !quarantinedKeys.isEmpty {
+        rows.append(["Quarantined", "\(quarantinedKeys.count)\(list(quarantinedKeys))"])
+      }
+      rows += [
         [
           "Blocked keys",
           "\(blockedKeys.count)\(list(blockedKeys))"

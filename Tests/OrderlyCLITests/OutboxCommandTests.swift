@@ -301,6 +301,14 @@ struct OutboxCommandChangeTests {
     #expect(rows.first?["quarantine"] as? String == reason)
     let text = try await run(["keys"])
     #expect(text.stdout.contains("quarantined (resume it once fixed): \(reason)"))
+    let status = try await run(["status", "--format", "json"])
+    let counts = try #require(
+      try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+    )
+    #expect(counts["quarantinedKeys"] as? [String] == ["note-9"])
+    #expect(counts["pausedKeys"] as? [String] == ["note-9"])
+    let statusText = try await run(["status"])
+    #expect(statusText.stdout.contains("Quarantined:     1 (note-9)"))
     let resumed = try await run(["resume", "note-9"])
     #expect(resumed.status == 0, "\(resumed.stderr)")
     let after = try await run(["keys", "--format", "json"])
