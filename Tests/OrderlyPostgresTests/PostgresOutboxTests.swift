@@ -1,5 +1,6 @@
 // Built with the Postgres trait only; see Package.swift.
 #if Postgres
+import BuiltProducts
 import Foundation
 import OrderlyOutbox
 import OrderlyPostgres
@@ -208,6 +209,45 @@ struct PostgresOutboxTests {
     #expect(inside == .duplicate(of: after.id))
     #expect(try await outbox.pendingCount() == 2)
     await elsewhere.close()
+  }
+
+  @Test("worker processes racing on 300 unique keys: each key is stored exactly once")
+  func uniqueKeysAcrossProcesses() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    // The tables first, so that the processes race on the keys, not on creating them.
+    let outbox = try await database.outbox(of: String.self)
+    let folder = try ScratchFolder()
+    let go = folder.path("go")
+    var appenders: [BuiltProducts.Running] = []
+    for _ in 0..<3 {
+      let appender = try BuiltProducts.Running(
+        "outbox-postgres-probe",
+        arguments: ["unique", database.url, database.schema, "300", go]
+      )
+      let ready = await appender.readLines(1)
+      #expect(ready == ["ready"])
+      appenders.append(appender)
+    }
+    FileManager.default.createFile(atPath: go, contents: Data())
+    var appended = 0
+    var duplicates = 0
+    for appender in appenders {
+      let ended = await appender.finish()
+      let words = ended.stdout.split(whereSeparator: \.isWhitespace)
+      #expect(words.count == 4, "\(ended.stdout) \(ended.stderr)")
+      if words.count == 4 {
+        appended += Int(words[1]) ?? 0
+        duplicates += Int(words[3]) ?? 0
+      }
+    }
+    #expect(appended == 300 && duplicates == 600)
+    let stored = try await database.fleetCount(
+      "SELECT count(DISTINCT unique_key)::bigint FROM orderly_outbox_message"
+    )
+    let rows = try await database.fleetCount("SELECT count(*)::bigint FROM orderly_outbox_message")
+    #expect(stored == 300 && rows == 300)
+    await outbox.close()
   }
 
   @Test("two transactions appending to one key: delivered in commit order, none skipped")

@@ -14,6 +14,11 @@
 //     waits until GO_FILE exists (at most a minute), then, whatever became of its lease, writes
 //     the message to fence_ledger in a transaction that first calls PostgresFences.admit, and
 //     prints `wrote KEY N FENCE` or `refused KEY N FENCE LAST_FENCE`. SIGTERM as for `work`.
+//
+//   outbox-postgres-probe unique URL SCHEMA KEYS GO_FILE
+//     An appender racing others: prints `ready`, waits until GO_FILE exists (at most a minute),
+//     then appends one message with the unique key `u-K` for each K in 0..<KEYS, in order,
+//     each to key `k-K`, and prints `appended A duplicates D` and exits 0. Delivers nothing.
 #if Postgres
 import Foundation
 import Logging
@@ -44,20 +49,22 @@ func fail(_ text: String) -> Never {
 
 let arguments = CommandLine.arguments
 let fenced = arguments.count == 6 && arguments[1] == "fenced"
+let unique = arguments.count == 6 && arguments[1] == "unique" && Int(arguments[4]) != nil
 guard
-  fenced
+  fenced || unique
     || (arguments.count == 8 && arguments[1] == "work" && Int(arguments[4]) != nil
       && Int(arguments[5]) != nil && Int(arguments[6]) != nil
       && ["stop", "go"].contains(arguments[7]))
 else {
   fail(
     "usage: outbox-postgres-probe work URL SCHEMA LIMIT LEASE_MS POLL_MS stop|go\n"
-      + "       outbox-postgres-probe fenced URL SCHEMA LEASE_MS GO_FILE"
+      + "       outbox-postgres-probe fenced URL SCHEMA LEASE_MS GO_FILE\n"
+      + "       outbox-postgres-probe unique URL SCHEMA KEYS GO_FILE"
   )
 }
 let limit = fenced ? 1 : Int(arguments[4]) ?? 1
-let leaseMs = Int(arguments[fenced ? 4 : 5]) ?? 1000
-let pollMs = fenced ? 50 : Int(arguments[6]) ?? 100
+let leaseMs = unique ? 1000 : Int(arguments[fenced ? 4 : 5]) ?? 1000
+let pollMs = fenced || unique ? 50 : Int(arguments[6]) ?? 100
 
 var logger = Logger(label: "probe")
 logger.logLevel =
@@ -86,6 +93,18 @@ do {
     logger: logger,
     partition: { $0.key }
   )
+  if unique {
+    say("ready")
+    let (appended, duplicates) = try await appendRacing(
+      outbox,
+      keys: Int(arguments[4]) ?? 0,
+      goFile: arguments[5]
+    )
+    say("appended \(appended) duplicates \(duplicates)")
+    await outbox.close()
+    running.cancel()
+    exit(0)
+  }
   if fenced {
     try startFenced(outbox, goFile: arguments[5])
   } else {
@@ -170,5 +189,25 @@ func startFenced(_ outbox: PostgresOutbox<FleetMessage>, goFile: String) throws 
     }
     try await write.value
   }
+}
+/// The unique-key race: once GO_FILE exists, appends `u-K` for every K, as other processes do.
+func appendRacing(
+  _ outbox: PostgresOutbox<FleetMessage>,
+  keys: Int,
+  goFile: String
+) async throws -> (appended: Int, duplicates: Int) {
+  let deadline = ContinuousClock.now + .seconds(60)
+  while !FileManager.default.fileExists(atPath: goFile), ContinuousClock.now < deadline {
+    try await Task.sleep(for: .milliseconds(5))
+  }
+  var counts = (appended: 0, duplicates: 0)
+  for key in 0..<keys {
+    let result = try await outbox.append(
+      FleetMessage(key: "k-\(key)", n: 0),
+      uniqueKey: "u-\(key)"
+    )
+    if result.wasAppended { counts.appended += 1 } else { counts.duplicates += 1 }
+  }
+  return counts
 }
 #endif
