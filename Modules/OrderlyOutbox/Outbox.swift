@@ -446,7 +446,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
         let held = try windows ?? OutboxStore.holdsWindows(db)
         windows = held
         if held, let holder = try OutboxStore.windowHolder(db, key: key, now: now) {
-          ids.append(.duplicate(of: holder))
+          ids.append(.duplicate(of: holder.id))
+          events.append(.duplicate(id: holder.id, sequence: holder.sequence, uniqueKey: key))
           continue
         }
       }
@@ -479,11 +480,19 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
             reason: "a message with a unique key was refused, and no pending message holds it"
           )
         }
-        ids.append(.duplicate(of: holder))
+        ids.append(.duplicate(of: holder.id))
+        events.append(.duplicate(id: holder.id, sequence: holder.sequence, uniqueKey: key))
         continue
       }
       if let key = prepared.uniqueKey, let seconds = prepared.uniqueFor {
-        try OutboxStore.holdUniqueKey(db, key: key, id: id, now: now, seconds: seconds)
+        try OutboxStore.holdUniqueKey(
+          db,
+          key: key,
+          id: id,
+          sequence: sequence,
+          now: now,
+          seconds: seconds
+        )
         windows = true
       }
       ids.append(.appended(id))

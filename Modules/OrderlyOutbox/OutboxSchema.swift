@@ -147,6 +147,7 @@ package enum OutboxSchema {
           CREATE TABLE \(uniqueWindowTable) (
             key TEXT PRIMARY KEY NOT NULL,
             id TEXT NOT NULL,
+            sequence INTEGER NOT NULL,
             until DOUBLE NOT NULL
           );
           CREATE INDEX \(uniqueWindowTable)_until ON \(uniqueWindowTable) (until);

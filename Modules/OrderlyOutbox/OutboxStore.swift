@@ -159,15 +159,15 @@ package enum OutboxStore {
     return sequence
   }
 
-  /// The pending message that holds a unique key, if one does.
-  static func pendingHolder(_ db: Database, key: String) throws -> UUID? {
+  /// The pending message that holds a unique key, if one does: its identifier and place.
+  static func pendingHolder(_ db: Database, key: String) throws -> (id: UUID, sequence: Int64)? {
     guard
       let row = try Row.fetchOne(
-        db.cachedStatement(sql: "SELECT id FROM \(messages) WHERE uniqueKey = ?"),
+        db.cachedStatement(sql: "SELECT id, sequence FROM \(messages) WHERE uniqueKey = ?"),
         arguments: [key]
       )
     else { return nil }
-    return try UnreadableRow.id(of: row, in: messages)
+    return (try UnreadableRow.id(of: row, in: messages), row["sequence"])
   }
 
   /// Whether any key is held for a window (passed or not): when none is, an append need not
@@ -182,14 +182,18 @@ package enum OutboxStore {
   ///
   /// Read and then written in one write transaction: SQLite has one writer, so no other
   /// append can take the key in between.
-  static func windowHolder(_ db: Database, key: String, now: Date) throws -> UUID? {
+  static func windowHolder(_ db: Database, key: String, now: Date) throws
+    -> (id: UUID, sequence: Int64)?
+  {
     guard
       let row = try Row.fetchOne(
-        db.cachedStatement(sql: "SELECT id FROM \(uniqueWindow) WHERE key = ? AND until > ?"),
+        db.cachedStatement(
+          sql: "SELECT id, sequence FROM \(uniqueWindow) WHERE key = ? AND until > ?"
+        ),
         arguments: [key, now.timeIntervalSince1970]
       )
     else { return nil }
-    return try UnreadableRow.id(of: row, in: uniqueWindow)
+    return (try UnreadableRow.id(of: row, in: uniqueWindow), row["sequence"])
   }
 
   /// Holds a unique key for `seconds` after `now`, for the message `id`, and forgets the keys
@@ -198,14 +202,15 @@ package enum OutboxStore {
     _ db: Database,
     key: String,
     id: UUID,
+    sequence: Int64,
     now: Date,
     seconds: Double
   ) throws {
     try db.cachedStatement(sql: "DELETE FROM \(uniqueWindow) WHERE until <= ?")
       .execute(arguments: [now.timeIntervalSince1970])
     try db.cachedStatement(
-      sql: "INSERT OR REPLACE INTO \(uniqueWindow) (key, id, until) VALUES (?, ?, ?)"
-    ).execute(arguments: [key, id.uuidString, now.timeIntervalSince1970 + seconds])
+      sql: "INSERT OR REPLACE INTO \(uniqueWindow) (key, id, sequence, until) VALUES (?, ?, ?, ?)"
+    ).execute(arguments: [key, id.uuidString, sequence, now.timeIntervalSince1970 + seconds])
   }
 
   /// The newest message for an entity, if it is still waiting (in any line).

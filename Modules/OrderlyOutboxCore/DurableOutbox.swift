@@ -79,7 +79,8 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// same key at that moment, until it commits or rolls back. Two messages of one call with the
   /// same key: the second is a duplicate of the first. A message with a unique key is never
   /// merged, nor merged into (``Coalescing``); a dead letter no longer holds its key, and a
-  /// retried one does not take it back. A duplicate emits no event.
+  /// retried one does not take it back. A duplicate emits
+  /// ``OutboxEvent/duplicate(id:sequence:uniqueKey:)``, naming the holder.
   ///
   /// - Parameters:
   ///   - messages: The messages, in order.

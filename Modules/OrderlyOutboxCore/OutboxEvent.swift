@@ -31,13 +31,16 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
   /// message `id` (`sequence`) left at its head, or just set aside as a dead letter under
   /// go-on. Resume the key to deliver it again.
   case quarantined(id: UUID, sequence: Int64, partition: String?, reason: String)
+  /// An append found its unique key held by the message `id` (`sequence`: pending, or appended
+  /// within its window) and stored nothing (``UniqueAppend/duplicate(of:)``).
+  case duplicate(id: UUID, sequence: Int64, uniqueKey: String)
 
   /// The message the event is about.
   public var id: UUID {
     switch self {
     case .appended(let id, _, _), .merged(let id, _, _), .delivering(let id, _, _),
       .delivered(let id, _), .retrying(let id, _, _, _, _), .deadLettered(let id, _, _, _),
-      .recordFailed(let id, _, _, _), .quarantined(let id, _, _, _):
+      .recordFailed(let id, _, _, _), .quarantined(let id, _, _, _), .duplicate(let id, _, _):
       id
     }
   }
@@ -48,7 +51,8 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
     case .appended(_, let sequence, _), .merged(_, let sequence, _),
       .delivering(_, let sequence, _), .delivered(_, let sequence),
       .retrying(_, let sequence, _, _, _), .deadLettered(_, let sequence, _, _),
-      .recordFailed(_, let sequence, _, _), .quarantined(_, let sequence, _, _):
+      .recordFailed(_, let sequence, _, _), .quarantined(_, let sequence, _, _),
+      .duplicate(_, let sequence, _):
       sequence
     }
   }
@@ -71,6 +75,7 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
     case .quarantined(_, let sequence, let partition, let reason):
       "quarantined " + (partition.map { "[\($0)]" } ?? "(default line)")
         + " at #\(sequence): \(reason)"
+    case .duplicate(_, let sequence, let key): "duplicate of #\(sequence) (unique key \(key))"
     }
   }
 }

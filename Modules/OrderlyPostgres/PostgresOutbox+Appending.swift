@@ -208,6 +208,24 @@ extension PostgresOutbox {
   struct Written: Sendable {
     var results: [UniqueAppend] = []
     var events: [OutboxEvent] = []
+
+    /// Adds what a message with a unique key came to, with its event.
+    mutating func add(_ keyed: KeyedWrite, key: String, partition: String?) {
+      results.append(keyed.result)
+      switch keyed.result {
+      case .appended(let id):
+        events.append(.appended(id: id, sequence: keyed.sequence, partition: partition))
+      case .duplicate(let holder):
+        events.append(.duplicate(id: holder, sequence: keyed.sequence, uniqueKey: key))
+      }
+    }
+  }
+
+  /// What the append of a message with a unique key came to: the result, and the new message's
+  /// place in its line, or the holder's.
+  struct KeyedWrite: Sendable {
+    let result: UniqueAppend
+    let sequence: Int64
   }
 
   // deadline: the caller's
@@ -252,19 +270,14 @@ extension PostgresOutbox {
       let sequence = next[line] ?? 1
       next[line] = sequence + 1
       if let key = prepared.uniqueKey {
-        let result = try await writeKeyed(
+        let keyed = try await writeKeyed(
           prepared,
           key: key,
           line: line,
           sequence: sequence,
           on: connection
         )
-        written.results.append(result)
-        if case .appended(let id) = result {
-          written.events.append(
-            .appended(id: id, sequence: sequence, partition: prepared.partition)
-          )
-        }
+        written.add(keyed, key: key, partition: prepared.partition)
         continue
       }
       if let merged = try await merge(prepared, line: line, on: connection) {
@@ -418,7 +431,8 @@ extension PostgresOutbox {
   /// written is taken out again, before anyone can see it. A number not used leaves a gap in
   /// the line, which its order does not mind.
   ///
-  /// - Returns: `.appended` with the new identifier, or `.duplicate` with the holder's.
+  /// - Returns: `.appended` with the new identifier, or `.duplicate` with the holder's; and
+  ///   the new message's place, or the holder's.
   private func writeKeyed(
     _ prepared: PreparedMessage<Message>,
     key: String,
@@ -426,7 +440,7 @@ extension PostgresOutbox {
     sequence: Int64,
     on connection: PostgresConnection,
     tried first: (id: UUID, inserted: Bool)? = nil
-  ) async throws -> UniqueAppend {
+  ) async throws -> KeyedWrite {
     var first = first
     // The holder can be delivered between the conflict and the look-up: then the key is free,
     // and the insert goes again (a few times at most, each after a delivery of that key).
@@ -492,24 +506,26 @@ extension PostgresOutbox {
     id: UUID,
     inserted: Bool,
     on connection: PostgresConnection
-  ) async throws -> UniqueAppend? {
+  ) async throws -> KeyedWrite? {
     if !inserted {
-      var holder: UUID?
-      for try await found in try await connection.checkedQuery(
-        "SELECT id FROM \(Table.message) WHERE unique_key = \(key)",
+      var holder: KeyedWrite?
+      for try await row in try await connection.checkedQuery(
+        "SELECT id, sequence FROM \(Table.message) WHERE unique_key = \(key)",
         logger: logger
-      ).decode(UUID.self) {
-        holder = found
+      ) {
+        let row = NamedColumns(row)
+        holder = KeyedWrite(result: .duplicate(of: try row("id")), sequence: try row("sequence"))
       }
-      return holder.map { .duplicate(of: $0) }
+      return holder
     }
     var taken = false
     if let seconds = prepared.uniqueFor {
       for try await _ in try await connection.checkedQuery(
         """
-        INSERT INTO \(Table.uniqueWindow) AS w (key, id, until)
-        VALUES (\(key), \(id), now() + make_interval(secs => \(seconds)))
-        ON CONFLICT (key) DO UPDATE SET id = excluded.id, until = excluded.until
+        INSERT INTO \(Table.uniqueWindow) AS w (key, id, sequence, until)
+        VALUES (\(key), \(id), \(sequence), now() + make_interval(secs => \(seconds)))
+        ON CONFLICT (key) DO UPDATE
+          SET id = excluded.id, sequence = excluded.sequence, until = excluded.until
           WHERE w.until <= now()
         RETURNING w.id
         """,
@@ -527,7 +543,7 @@ extension PostgresOutbox {
       ) {
         held = true
       }
-      if !held { return .appended(id) }
+      if !held { return KeyedWrite(result: .appended(id), sequence: sequence) }
     }
     if taken {
       // Keys whose windows passed, forgotten a few at a time by the appends that take one.
@@ -539,18 +555,19 @@ extension PostgresOutbox {
         """,
         logger: logger
       )
-      return .appended(id)
+      return KeyedWrite(result: .appended(id), sequence: sequence)
     }
     try await connection.checkedQuery(
       "DELETE FROM \(Table.message) WHERE line = \(line) AND sequence = \(sequence)",
       logger: logger
     )
-    var holder: UUID?
-    for try await found in try await connection.checkedQuery(
-      "SELECT id FROM \(Table.uniqueWindow) WHERE key = \(key)",
+    var holder: KeyedWrite?
+    for try await row in try await connection.checkedQuery(
+      "SELECT id, sequence FROM \(Table.uniqueWindow) WHERE key = \(key)",
       logger: logger
-    ).decode(UUID.self) {
-      holder = found
+    ) {
+      let row = NamedColumns(row)
+      holder = KeyedWrite(result: .duplicate(of: try row("id")), sequence: try row("sequence"))
     }
     guard let holder else {
       throw OutboxError.storageFailed(
@@ -558,7 +575,7 @@ extension PostgresOutbox {
         reason: "the unique key '\(key)' was held for a window, and then by nothing"
       )
     }
-    return .duplicate(of: holder)
+    return holder
   }
 
   // deadline: the caller's
@@ -601,7 +618,7 @@ extension PostgresOutbox {
     guard let answer else {
       throw OutboxError.storageFailed(path: database, reason: "the append numbered no line")
     }
-    let result = try await writeKeyed(
+    let keyed = try await writeKeyed(
       prepared,
       key: key,
       line: line,
@@ -610,11 +627,8 @@ extension PostgresOutbox {
       tried: (id, answer.inserted)
     )
     var written = Written()
-    written.results = [result]
-    if case .appended(let appended) = result {
-      written.events = [
-        .appended(id: appended, sequence: answer.sequence, partition: prepared.partition)
-      ]
+    written.add(keyed, key: key, partition: prepared.partition)
+    if case .appended(let appended) = keyed.result {
       // The first insert notified; one after a holder was delivered did not.
       if appended != id {
         try await connection.checkedQuery(

@@ -166,6 +166,7 @@ enum PostgresSchema {
     CREATE TABLE IF NOT EXISTS \(Table.uniqueWindow) (
       key text PRIMARY KEY,
       id uuid NOT NULL,
+      sequence bigint NOT NULL,
       until timestamptz NOT NULL
     )
     """,

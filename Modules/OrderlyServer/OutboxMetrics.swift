@@ -17,6 +17,7 @@ public import OrderlyOutboxCore
 /// | `orderly_outbox_messages_delivered_total` | counter | | deliveries recorded |
 /// | `orderly_outbox_messages_retried_total` | counter | | failed attempts that will be tried again |
 /// | `orderly_outbox_messages_dead_lettered_total` | counter | | messages given up |
+/// | `orderly_outbox_appends_deduplicated_total` | counter | | appends that stored nothing: their unique key was held (`UniqueAppend.duplicate`) |
 /// | `orderly_outbox_keys_quarantined_total` | counter | | keys delivery quarantined (`QuarantinePolicy`): paused with the reason until resumed |
 /// | `orderly_outbox_delivery_duration` | timer | `result`: `delivered`, `failed` | one call of the delivery closure (a whole batch, for a batch handler) |
 /// | `orderly_outbox_append_to_delivery_duration` | timer | | from the append to the end of its delivery |
@@ -51,6 +52,7 @@ public struct OutboxMetrics: Sendable {
   let retried: Counter
   let deadLettered: Counter
   let quarantined: Counter
+  let deduplicated: Counter
   let deliverySucceeded: CoreMetrics.Timer
   let deliveryFailed: CoreMetrics.Timer
   let appendToDelivery: CoreMetrics.Timer
@@ -98,6 +100,11 @@ public struct OutboxMetrics: Sendable {
     )
     quarantined = Counter(
       label: "orderly_outbox_keys_quarantined_total",
+      dimensions: dimensions,
+      factory: factory
+    )
+    deduplicated = Counter(
+      label: "orderly_outbox_appends_deduplicated_total",
       dimensions: dimensions,
       factory: factory
     )
@@ -191,6 +198,7 @@ public struct OutboxMetrics: Sendable {
     case .retrying: retried.increment()
     case .deadLettered: deadLettered.increment()
     case .quarantined: quarantined.increment()
+    case .duplicate: deduplicated.increment()
     case .merged, .delivering, .recordFailed: break
     }
   }

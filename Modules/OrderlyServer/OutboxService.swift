@@ -600,7 +600,7 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     case .quarantined:
       // Ends the delivery of the message at its key's head: it is taken again once resumed.
       _ = keys.finish(event.id)
-    case .appended, .merged, .delivering:
+    case .appended, .merged, .delivering, .duplicate:
       break
     }
     switch event {
@@ -632,6 +632,9 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
       if let partition { metadata["orderly.partition"] = "\(partition)" }
       metadata["orderly.reason"] = "\(reason)"
       logger.error("key quarantined: paused until resumed", metadata: metadata)
+    case .duplicate(_, _, let key):
+      metadata["orderly.unique_key"] = "\(key)"
+      logger.debug("append not stored: its unique key is held", metadata: metadata)
     }
   }
 }

@@ -147,6 +147,41 @@ struct OrderlyServerTests {
 
   // MARK: - Metrics
 
+  @Test("outbox metrics: an append its unique key refused, and a key quarantined, are counted")
+  func outboxMetricsDuplicatesAndQuarantine() async throws {
+    struct Down: Error {}
+    let metrics = TestMetrics()
+    let recorder = OutboxMetrics(outboxName: "orders", factory: metrics)
+    let outbox = try Outbox<String>()
+    var events = outbox.events.makeAsyncIterator()
+    try await outbox.append("charge", uniqueKey: "order-1")
+    try await outbox.append("charge again", uniqueKey: "order-1")
+    var options = OutboxDeliveryOptions(
+      retry: try RetryPolicy(initialDelay: .zero, maximumDelay: .zero)
+    )
+    options.quarantine = QuarantinePolicy(afterFailedAttempts: 2)
+    try outbox.start(options, deliver: .each { _ in throw Down() })
+    while let event = await events.next() {
+      recorder.record(event)
+      if case .quarantined = event { break }
+    }
+    await outbox.stop()
+    let orders = [("outbox", "orders")]
+    #expect(
+      try metrics.expectCounter("orderly_outbox_messages_appended_total", orders).totalValue == 1
+    )
+    #expect(
+      try metrics.expectCounter("orderly_outbox_appends_deduplicated_total", orders).totalValue
+        == 1
+    )
+    #expect(
+      try metrics.expectCounter("orderly_outbox_keys_quarantined_total", orders).totalValue == 1
+    )
+    #expect(
+      try metrics.expectCounter("orderly_outbox_messages_retried_total", orders).totalValue == 1
+    )
+  }
+
   @Test("outbox metrics: appended, delivered, retried, dead-lettered, timers and gauges")
   func outboxMetrics() async throws {
     let metrics = TestMetrics()

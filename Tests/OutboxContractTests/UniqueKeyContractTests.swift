@@ -14,6 +14,7 @@ struct UniqueKeyContractTests {
   func heldWhilePending(store: Store) async throws {
     guard let subject = try await store.open(String.self) else { return }
     let outbox = subject.outbox
+    let events = outbox.events
     let first = try await outbox.append("charge 1", uniqueKey: "invoice-7", partition: "a")
     let second = try await outbox.append("charge 2", uniqueKey: "invoice-7", partition: "a")
     // The key is the outbox's, not the line's: another line's append is a duplicate too.
@@ -23,6 +24,15 @@ struct UniqueKeyContractTests {
     #expect(second == .duplicate(of: first.id))
     #expect(third == .duplicate(of: first.id))
     #expect(other.wasAppended && other.id != first.id)
+    // Each duplicate is told, naming the holder and the key.
+    var told: [String] = []
+    for await event in events {
+      if case .duplicate(let id, _, let key) = event {
+        told.append("\(id == first.id ? "first" : "\(id)") \(key)")
+        if told.count == 2 { break }
+      }
+    }
+    #expect(told == ["first invoice-7", "first invoice-7"])
     let pending = try await outbox.counts().pending
     #expect(pending == 2)
 
