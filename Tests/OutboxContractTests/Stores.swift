@@ -40,20 +40,6 @@ struct Subject<Message: Codable & Sendable>: Sendable {
   /// size, whatever the handler.
   let startHandler:
     @Sendable (_ batch: Int, _ handler: DeliveryHandler<Message>) throws(OutboxError) -> Void
-  /// Starts with the audit trail on, the dead-letter policy given, and fast retries.
-  let startAudited:
-    @Sendable (
-      _ onDeadLetter: DeadLetterPolicy,
-      _ retry: RetryPolicy,
-      _ handler: DeliveryHandler<Message>
-    ) throws(OutboxError) -> Void
-  /// Starts with the audit trail on, this batch size and this retention.
-  let startRetaining:
-    @Sendable (
-      _ batch: Int,
-      _ retention: Duration,
-      _ handler: DeliveryHandler<Message>
-    ) throws(OutboxError) -> Void
   /// Starts with the store's options as `configure` leaves them (the options every store has,
   /// with a 50 ms poll interval to begin with).
   let startConfigured:
@@ -111,16 +97,6 @@ struct Subject<Message: Codable & Sendable>: Sendable {
         deliver: handler
       )
     }
-    startAudited = { (onDeadLetter, retry, handler) throws(OutboxError) in
-      var audited = options(4, 1, retry, onDeadLetter, .milliseconds(50))
-      audited.audit = .on
-      try outbox.start(audited, deliver: handler)
-    }
-    startRetaining = { (batch, retention, handler) throws(OutboxError) in
-      var audited = options(4, batch, .standard, .stopLine, .milliseconds(50))
-      audited.audit = OutboxAuditOptions(isOn: true, retention: retention)
-      try outbox.start(audited, deliver: handler)
-    }
     startConfigured = { (configure, handler) throws(OutboxError) in
       var configured: any DeliveryOptions = options(4, 1, .standard, .stopLine, .milliseconds(50))
       configure(&configured)
@@ -141,6 +117,37 @@ struct Subject<Message: Codable & Sendable>: Sendable {
       )
     }
     #endif
+  }
+
+  /// Starts with the audit trail on, the dead-letter policy and retries given.
+  func startAudited(
+    _ onDeadLetter: DeadLetterPolicy,
+    _ retry: RetryPolicy,
+    _ handler: DeliveryHandler<Message>
+  ) throws(OutboxError) {
+    try startConfigured(
+      { options in
+        options.onDeadLetter = onDeadLetter
+        options.retry = retry
+        options.audit = .on
+      },
+      handler
+    )
+  }
+
+  /// Starts with the audit trail on, this batch size and this retention.
+  func startRetaining(
+    _ batch: Int,
+    _ retention: Duration,
+    _ handler: DeliveryHandler<Message>
+  ) throws(OutboxError) {
+    try startConfigured(
+      { options in
+        options.batchSize = batch
+        options.audit = OutboxAuditOptions(isOn: true, retention: retention)
+      },
+      handler
+    )
   }
 
   /// Starts delivering in ordered batches, with the options every store has.
