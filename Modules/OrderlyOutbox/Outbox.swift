@@ -71,6 +71,8 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
   /// When the audit trail is pruned next (the rule of every store).
   let auditPruning = OrderlyLock(AuditPruning())
   let hub = OutboxEventHub()
+  /// The loop that appends recurring schedules' ticks while the outbox is started.
+  let scheduleTicker: ScheduleTicker<Message>
   /// Retry waits in progress, ended early by pause, resume and stop.
   let retryWaits = RetryWaits()
 
@@ -272,6 +274,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
     self.ownsDatabase = ownsDatabase
     self.clock = clock
     self.codec = MessageCodec(partition: partition, coalescing: coalescing)
+    self.scheduleTicker = ScheduleTicker(clock: clock, codec: codec, hub: hub)
     self.state = OrderlyLock(OutboxState(pending: counts.pending, deadLetters: counts.deadLetters))
   }
 
@@ -430,7 +433,7 @@ public final class Outbox<Message: Codable & Sendable>: Sendable {
 
   /// Writes messages (or merges them), and arranges for the counts, the events and the
   /// deliveries to follow the commit, with one commit hook for the whole batch.
-  private func write(_ batch: [PreparedMessage<Message>], in db: Database) throws
+  func write(_ batch: [PreparedMessage<Message>], in db: Database) throws
     -> [UniqueAppend]
   {
     var ids: [UniqueAppend] = []

@@ -288,6 +288,9 @@ extension Outbox {
       lock?.release()
       throw failure(error)
     }
+    // Recurring schedules tick while the outbox is started, whichever process delivers the
+    // file: a tick is taken once, in the file's one write transaction.
+    scheduleTicker.start(self, pollInterval: options.pollInterval)
   }
 
   /// Keeps the deliverer lock, if the outbox still wants to deliver; otherwise gives it back.
@@ -532,6 +535,7 @@ extension Outbox {
   /// on disk. The deliverer lock is given back, so another outbox waiting for this file takes
   /// over at once. The outbox can be started again.
   public func stop() async {
+    await scheduleTicker.stop()
     let (settings, watcher) = state.withLock(announcingTo: self) { state in
       state.stopping = true
       defer { state.watcher = nil }

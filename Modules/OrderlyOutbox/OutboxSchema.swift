@@ -41,6 +41,9 @@ package enum OutboxSchema {
   /// Why delivery quarantined a paused line (`QuarantinePolicy`), by line key: a table of its
   /// own beside the paused lines, so that older files gain it by a migration.
   static let quarantineTable = "outbox_quarantine"
+  /// The recurring schedules (`OutboxSchedules`), by name: times in whole milliseconds since
+  /// 1970.
+  static let scheduleTable = "outbox_schedule"
 
   package static let migrations = [
     DatabaseSchema.Migration(
@@ -164,6 +167,28 @@ package enum OutboxSchema {
             line TEXT PRIMARY KEY NOT NULL,
             reason TEXT NOT NULL,
             since DOUBLE NOT NULL
+          )
+          """
+      )
+    },
+    DatabaseSchema.Migration(
+      "orderly outbox 8: recurring schedules",
+      tables: [scheduleTable]
+    ) { db in
+      try db.execute(
+        sql: """
+          CREATE TABLE \(scheduleTable) (
+            name TEXT PRIMARY KEY NOT NULL,
+            rule TEXT NOT NULL,
+            zone TEXT NOT NULL,
+            partition TEXT,
+            payload BLOB NOT NULL,
+            headers TEXT,
+            missed TEXT NOT NULL,
+            paused INTEGER NOT NULL DEFAULT 0,
+            anchor INTEGER NOT NULL,
+            countFrom INTEGER NOT NULL,
+            lastTick INTEGER
           )
           """
       )

@@ -221,6 +221,10 @@ public protocol DurableOutbox<Message>: AnyObject, Sendable {
   /// uses it): a SQLite file's name without its extension; `outbox` for a store with no name of
   /// its own (the default).
   var defaultName: String { get }
+
+  /// The outbox's recurring schedules: each appends a message to its key on every tick, once
+  /// across every process that delivers the outbox, while the outbox is started.
+  var schedules: OutboxSchedules<Message> { get }
 }
 
 extension DurableOutbox {

@@ -46,6 +46,11 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
   /// An append's unique key or window was refused (empty, too long, a window not above zero,
   /// or not one key per message); nothing was stored.
   case invalidUniqueKey(String)
+  /// A recurring schedule was refused (a bad name, a cron expression with what is wrong in it,
+  /// an interval out of range); nothing was changed.
+  case invalidSchedule(String)
+  /// No recurring schedule has that name (``OutboxSchedules``); nothing was changed.
+  case noSuchSchedule(String)
 
   /// What went wrong and what to do about it, on one line.
   public var description: String {
@@ -101,6 +106,11 @@ public enum OutboxError: Error, Sendable, Equatable, CustomStringConvertible {
       "no dead letter has the identifier \(id); list them with deadLetters()."
     case .invalidUniqueKey(let problem):
       "invalid unique key: \(Self.escaped(problem)); nothing was stored."
+    case .invalidSchedule(let problem):
+      "invalid schedule: \(Self.escaped(problem)); nothing was changed."
+    case .noSuchSchedule(let name):
+      "no schedule is named '\(Self.escaped(name))'; list them with schedules.list() "
+        + "(orderly outbox schedules)."
     }
   }
 

@@ -34,13 +34,17 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
   /// An append found its unique key held by the message `id` (`sequence`: pending, or appended
   /// within its window) and stored nothing (``UniqueAppend/duplicate(of:)``).
   case duplicate(id: UUID, sequence: Int64, uniqueKey: String)
+  /// A recurring schedule (``OutboxSchedules``) appended the message `id` (`sequence`) for its
+  /// tick at `tick`; the append's own ``appended(id:sequence:partition:)`` came first.
+  case ticked(id: UUID, sequence: Int64, schedule: String, tick: Date)
 
   /// The message the event is about.
   public var id: UUID {
     switch self {
     case .appended(let id, _, _), .merged(let id, _, _), .delivering(let id, _, _),
       .delivered(let id, _), .retrying(let id, _, _, _, _), .deadLettered(let id, _, _, _),
-      .recordFailed(let id, _, _, _), .quarantined(let id, _, _, _), .duplicate(let id, _, _):
+      .recordFailed(let id, _, _, _), .quarantined(let id, _, _, _), .duplicate(let id, _, _),
+      .ticked(let id, _, _, _):
       id
     }
   }
@@ -52,7 +56,7 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
       .delivering(_, let sequence, _), .delivered(_, let sequence),
       .retrying(_, let sequence, _, _, _), .deadLettered(_, let sequence, _, _),
       .recordFailed(_, let sequence, _, _), .quarantined(_, let sequence, _, _),
-      .duplicate(_, let sequence, _):
+      .duplicate(_, let sequence, _), .ticked(_, let sequence, _, _):
       sequence
     }
   }
@@ -76,6 +80,9 @@ public enum OutboxEvent: Sendable, Equatable, CustomStringConvertible {
       "quarantined " + (partition.map { "[\($0)]" } ?? "(default line)")
         + " at #\(sequence): \(reason)"
     case .duplicate(_, let sequence, let key): "duplicate of #\(sequence) (unique key \(key))"
+    case .ticked(_, let sequence, let schedule, let tick):
+      "schedule \(schedule) ticked at \(ScheduleTicker<Int>.iso8601(ScheduleRow.milliseconds(tick))): "
+        + "#\(sequence)"
     }
   }
 }

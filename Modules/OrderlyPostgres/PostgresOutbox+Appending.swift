@@ -234,7 +234,7 @@ extension PostgresOutbox {
   /// Each line's row is updated first, lines in sorted order (so two batches never wait for
   /// each other in a cycle), reserving as many numbers as the batch has messages for that line;
   /// the row stays locked until the transaction ends.
-  private func write(_ batch: [PreparedMessage<Message>], on connection: PostgresConnection)
+  func write(_ batch: [PreparedMessage<Message>], on connection: PostgresConnection)
     async throws
     -> Written
   {

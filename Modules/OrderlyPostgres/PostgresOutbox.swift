@@ -61,6 +61,8 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
   let codec: MessageCodec<Message>
   let logger: Logger
   let hub = OutboxEventHub()
+  /// The loop that appends recurring schedules' ticks while the outbox is started.
+  let scheduleTicker: ScheduleTicker<Message>
   /// Retry waits in progress, ended early by pause, resume and stop.
   let retryWaits = RetryWaits()
   /// A test's hold on the worker's statements (see ``withholdAnswers(_:)``).
@@ -207,6 +209,7 @@ public final class PostgresOutbox<Message: Codable & Sendable>: Sendable {
     self.clock = clock
     self.logger = logger
     self.codec = MessageCodec(partition: partition, coalescing: coalescing)
+    self.scheduleTicker = ScheduleTicker(clock: clock, codec: codec, hub: hub)
     self.state = OrderlyLock(PostgresOutboxState())
     // The client's configuration is not public; the database is named by its first connection.
     var name = "the PostgreSQL database"

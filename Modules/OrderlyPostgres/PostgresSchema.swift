@@ -43,6 +43,8 @@ enum Table {
   static let uniqueIndex = SQLName(description: "orderly_outbox_message_unique")
   /// The unique keys held for a window after their append, delivered or not.
   static let uniqueWindow = SQLName(description: "orderly_outbox_unique_window")
+  /// The recurring schedules, by name (times in whole milliseconds since 1970).
+  static let schedule = SQLName(description: "orderly_outbox_schedule")
 }
 
 /// The outbox's tables on PostgreSQL, and the check that a database holds them (or nothing of
@@ -148,7 +150,7 @@ enum PostgresSchema {
     """,
   ]
 
-  /// What unique keys and quarantine need: the pending messages' keys under a unique index
+  /// What unique keys, quarantine and recurring schedules need: the pending messages' keys under a unique index
   /// (partial: a message without a key is not in it, and pays nothing for it), the keys held
   /// for a window, and why a paused line was quarantined.
   ///
@@ -175,11 +177,27 @@ enum PostgresSchema {
       ON \(Table.uniqueWindow) (until)
     """,
     "ALTER TABLE \(Table.lease) ADD COLUMN IF NOT EXISTS pause_reason text",
+    """
+    CREATE TABLE IF NOT EXISTS \(Table.schedule) (
+      name text PRIMARY KEY,
+      rule text NOT NULL,
+      zone text NOT NULL,
+      partition text,
+      payload bytea NOT NULL,
+      headers text,
+      missed text NOT NULL,
+      paused boolean NOT NULL DEFAULT false,
+      anchor bigint NOT NULL,
+      count_from bigint NOT NULL,
+      last_tick bigint
+    )
+    """,
   ]
   /// The columns ``additions`` adds, by table: all there, and so is the rest.
   static let additionsColumns = [
     (table: messageTable, column: "unique_key"), (table: leaseTable, column: "pause_reason"),
     (table: Table.uniqueWindow.description, column: "until"),
+    (table: Table.schedule.description, column: "last_tick"),
   ]
 
   /// The messages by age, so a worker finds the lines whose oldest message waits longest

@@ -18,6 +18,7 @@ public import OrderlyOutboxCore
 /// | `orderly_outbox_messages_retried_total` | counter | | failed attempts that will be tried again |
 /// | `orderly_outbox_messages_dead_lettered_total` | counter | | messages given up |
 /// | `orderly_outbox_appends_deduplicated_total` | counter | | appends that stored nothing: their unique key was held (`UniqueAppend.duplicate`) |
+/// | `orderly_outbox_schedule_ticks_total` | counter | | messages appended by recurring schedules, one per tick (`OutboxEvent.ticked`) |
 /// | `orderly_outbox_keys_quarantined_total` | counter | | keys delivery quarantined (`QuarantinePolicy`): paused with the reason until resumed |
 /// | `orderly_outbox_delivery_duration` | timer | `result`: `delivered`, `failed` | one call of the delivery closure (a whole batch, for a batch handler) |
 /// | `orderly_outbox_append_to_delivery_duration` | timer | | from the append to the end of its delivery |
@@ -53,6 +54,7 @@ public struct OutboxMetrics: Sendable {
   let deadLettered: Counter
   let quarantined: Counter
   let deduplicated: Counter
+  let ticks: Counter
   let deliverySucceeded: CoreMetrics.Timer
   let deliveryFailed: CoreMetrics.Timer
   let appendToDelivery: CoreMetrics.Timer
@@ -100,6 +102,11 @@ public struct OutboxMetrics: Sendable {
     )
     quarantined = Counter(
       label: "orderly_outbox_keys_quarantined_total",
+      dimensions: dimensions,
+      factory: factory
+    )
+    ticks = Counter(
+      label: "orderly_outbox_schedule_ticks_total",
       dimensions: dimensions,
       factory: factory
     )
@@ -199,6 +206,7 @@ public struct OutboxMetrics: Sendable {
     case .deadLettered: deadLettered.increment()
     case .quarantined: quarantined.increment()
     case .duplicate: deduplicated.increment()
+    case .ticked: ticks.increment()
     case .merged, .delivering, .recordFailed: break
     }
   }

@@ -600,7 +600,7 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     case .quarantined:
       // Ends the delivery of the message at its key's head: it is taken again once resumed.
       _ = keys.finish(event.id)
-    case .appended, .merged, .delivering, .duplicate:
+    case .appended, .merged, .delivering, .duplicate, .ticked:
       break
     }
     switch event {
@@ -635,6 +635,10 @@ public struct OutboxService<Message: Codable & Sendable>: Service {
     case .duplicate(_, _, let key):
       metadata["orderly.unique_key"] = "\(key)"
       logger.debug("append not stored: its unique key is held", metadata: metadata)
+    case .ticked(_, _, let schedule, let tick):
+      metadata["orderly.schedule"] = "\(schedule)"
+      metadata["orderly.tick"] = "\(tick)"
+      logger.debug("a recurring schedule ticked", metadata: metadata)
     }
   }
 }

@@ -320,7 +320,8 @@ struct OutboxContractTests {
       case .retrying(_, _, let attempt, _, _): story.append("retrying \(name) #\(attempt)")
       case .delivered: story.append("delivered \(name)")
       case .deadLettered(_, _, _, let stopped): story.append("dead \(name) stopped:\(stopped)")
-      case .merged, .recordFailed, .quarantined, .duplicate: story.append("unexpected \(event)")
+      case .merged, .recordFailed, .quarantined, .duplicate, .ticked:
+        story.append("unexpected \(event)")
       }
       if story.last?.hasPrefix("dead") == true { break }
     }

@@ -57,13 +57,16 @@ package enum ScheduleRule: Sendable, Equatable {
   }
 }
 
-/// What a schedule does with ticks that passed while nothing looked at it (every worker down,
-/// the schedule paused): ticks are never appended in a burst.
-package enum MissedTicks: Sendable, Equatable {
+/// What a recurring schedule does with ticks that passed while no started outbox looked at it.
+///
+/// A tick is missed when every worker was down, or when it is looked at more than a minute
+/// late; missed ticks are never appended in a burst. Ticks that pass while the schedule is paused are not missed: a resumed schedule goes
+/// on from the next tick to come.
+public enum MissedTicks: String, Sendable, Equatable, CaseIterable {
   /// Missed ticks are let go: the schedule goes on from the next tick to come.
-  case skip
+  case skip = "skip"
   /// One message stands for every missed tick (the latest of them); then the schedule goes on.
-  case catchUpOnce
+  case catchUpOnce = "catch-up-once"
 }
 
 /// The decision when a schedule is looked at: which tick to append now, if any, and when to

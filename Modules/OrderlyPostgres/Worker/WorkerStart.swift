@@ -180,6 +180,9 @@ extension PostgresOutbox {
       return worker
     }
     worker.begin()
+    // Recurring schedules tick on every worker: a tick is taken once across the fleet, by the
+    // first transaction to move the schedule's last tick past it.
+    scheduleTicker.start(self, pollInterval: settings.options.pollInterval)
   }
 
   /// Stops delivering, waits until no delivery of this worker runs, and releases every line it
@@ -195,6 +198,7 @@ extension PostgresOutbox {
       return worker
     }
     guard let worker else { return }
+    await scheduleTicker.stop()
     await worker.end()
     state.withLock(announcingTo: self) { state in
       state.worker = nil
