@@ -283,6 +283,32 @@ struct ExamplesTests {
   }
 
   @Test(
+    "outbox-schedules: each tick appended once by two racing outboxes, in order; paused ticks not appended; the listing"
+  )
+  func outboxSchedules() async throws {
+    let output = try await runExample("outbox-schedules")
+    #expect(
+      output.hasPrefix(
+        """
+        set hourly-sync: every hour on key sync, first tick at +1 h
+          delivered sync: pull changes (tick +1 h)
+          delivered sync: pull changes (tick +2 h)
+          delivered sync: pull changes (tick +3 h)
+        3 ticks, 3 appended: the two outboxes raced for each, and each was taken once
+
+        paused hourly-sync; two hours pass
+        resumed: ticks +4 h and +5 h passed while paused and are not appended
+          delivered sync: pull changes (tick +6 h)
+
+        """
+      )
+    )
+    #expect(output.contains("hourly-sync     every 1 hour"))
+    #expect(output.contains("nightly-report  cron 0 2 * * * (Europe/Paris)  reports  -"))
+    #expect(output.contains("catch-up-once"))
+  }
+
+  @Test(
     "outbox-poison-key: a retried request appends one charge; a failing key is quarantined while others go on, then resumed in order"
   )
   func outboxPoisonKey() async throws {

@@ -319,6 +319,71 @@ struct OutboxCommandChangeTests {
     #expect(afterRows.first?["quarantine"] is NSNull)
   }
 
+  @Test("schedules: listed with their next tick (text and JSON); pause, resume, remove by name")
+  func schedules() async throws {
+    let folder = try ScratchFolder()
+    let path = folder.path("outbox.sqlite")
+    let outbox = try Outbox<Change>(path: path)
+    try await outbox.schedules.set(
+      OutboxSchedule(
+        "nightly",
+        .cron("0 2 * * *", timeZone: try #require(TimeZone(identifier: "Europe/Paris"))),
+        partition: "digests",
+        message: Change(note: "0", text: "digest"),
+        missedTicks: .catchUpOnce
+      )
+    )
+    try await outbox.schedules.set(
+      OutboxSchedule(
+        "heartbeat",
+        .every(.seconds(90)),
+        partition: nil,
+        message: Change(note: "h", text: "")
+      )
+    )
+    try await outbox.close()
+    func run(_ arguments: [String]) async throws -> CLIResult {
+      try await orderly(["outbox"] + arguments + ["--database", path])
+    }
+    let json = try await run(["schedules", "--format", "json"])
+    #expect(json.status == 0, "\(json.stderr)")
+    let rows = try #require(
+      try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]]
+    )
+    #expect(rows.map { $0["name"] as? String } == ["heartbeat", "nightly"])
+    #expect(rows.last?["timing"] as? String == "cron 0 2 * * * (Europe/Paris)")
+    #expect(rows.last?["key"] as? String == "digests")
+    #expect(rows.first?["key"] is NSNull)
+    #expect(rows.first?["timing"] as? String == "every 90 seconds")
+    #expect(rows.last?["missedTicks"] as? String == "catch-up-once")
+    #expect(rows.first?["lastTick"] is NSNull && rows.first?["problem"] is NSNull)
+    let next = try #require(rows.last?["nextTick"] as? String)
+    // 2:00 in Paris is 00:00 or 01:00 UTC, by the season.
+    #expect(next.hasSuffix("T01:00:00Z") || next.hasSuffix("T00:00:00Z"), "\(next)")
+    let text = try await run(["schedules"])
+    #expect(text.stdout.contains("NAME") && text.stdout.contains("every 90 seconds"))
+    #expect(text.stdout.contains("(default)"))
+
+    let paused = try await run(["schedules", "pause", "nightly"])
+    #expect(paused.status == 0, "\(paused.stderr)")
+    let again = try await run(["schedules", "pause", "nightly"])
+    #expect(again.status == 1 && again.stderr.contains("already paused; nothing changed"))
+    let listed = try await run(["schedules", "list"])
+    #expect(listed.stdout.contains("paused"))
+    let resumed = try await run(["schedules", "resume", "nightly"])
+    #expect(resumed.status == 0 && resumed.stdout.contains("its next tick is"), "\(resumed.stderr)")
+    let removed = try await run(["schedules", "remove", "heartbeat"])
+    #expect(removed.status == 0, "\(removed.stderr)")
+    let unknown = try await run(["schedules", "remove", "heartbeat"])
+    #expect(unknown.status == 1 && unknown.stderr.contains("no schedule is named 'heartbeat'"))
+    let left = try await run(["schedules", "--format", "json"])
+    let leftRows = try #require(
+      try JSONSerialization.jsonObject(with: Data(left.stdout.utf8)) as? [[String: Any]]
+    )
+    #expect(leftRows.map { $0["name"] as? String } == ["nightly"])
+    #expect(leftRows.first?["paused"] as? Bool == false)
+  }
+
   @Test("pause and resume a key")
   func pauseAndResume() async throws {
     let fixture = try await Fixture()

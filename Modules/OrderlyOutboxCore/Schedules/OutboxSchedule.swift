@@ -16,7 +16,7 @@ public enum ScheduleTiming: Sendable, Equatable, CustomStringConvertible {
   /// days. Real time, whatever the wall clocks say.
   case every(Duration)
 
-  /// `cron 0 9 * * MON-FRI (Europe/Paris)` or `every 60 seconds`.
+  /// `cron 0 9 * * MON-FRI (Europe/Paris)`, `every 1 hour` or `every 90 seconds`.
   public var description: String {
     switch self {
     case .cron(let expression, let zone):
@@ -24,8 +24,13 @@ public enum ScheduleTiming: Sendable, Equatable, CustomStringConvertible {
     case .every(let interval):
       let parts = interval.components
       let milliseconds = parts.seconds * 1000 + parts.attoseconds / 1_000_000_000_000_000
-      if milliseconds % 1000 == 0 {
-        return "every \(milliseconds / 1000) second" + (milliseconds == 1000 ? "" : "s")
+      // The largest unit the interval is a whole number of.
+      let units: [(Int64, String)] = [
+        (86_400_000, "day"), (3_600_000, "hour"), (60_000, "minute"), (1000, "second"),
+      ]
+      for (size, unit) in units where milliseconds % size == 0 {
+        let count = milliseconds / size
+        return "every \(count) \(unit)" + (count == 1 ? "" : "s")
       }
       return "every \(milliseconds) milliseconds"
     }
