@@ -365,7 +365,81 @@ struct FleetTests {
   }
 }
 
+/// Recurring schedules across worker processes: every worker ticks, each tick is appended once.
+@Suite("Recurring schedules across worker processes", .timeLimit(.minutes(5)))
+struct FleetScheduleTests {
+  @Test("3 workers tick a schedule every second: each tick appended once, in tick order")
+  func ticksOnceAcrossWorkers() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    try await database.createFleetTables()
+    let outbox = try await database.outbox(of: FleetMessage.self) { $0.key }
+    // The schedule's key stays paused, so its messages stay in the table to be read.
+    try await outbox.pause(partition: "sched")
+    try await outbox.schedules.set(
+      OutboxSchedule(
+        "every-second",
+        .every(.seconds(1)),
+        partition: "sched",
+        message: FleetMessage(key: "sched", n: 0)
+      )
+    )
+    let fleet = Fleet(database, lease: 5000, poll: 100, limit: 4)
+    for _ in 0..<3 { try await fleet.start() }
+    #expect(
+      await eventually(upTo: .seconds(120), every: .milliseconds(100)) {
+        try await database.fleetCount(
+          "SELECT count(*)::bigint FROM orderly_outbox_message WHERE partition = 'sched'"
+        ) >= 8
+      }
+    )
+    try await outbox.schedules.pause(named: "every-second")
+    await fleet.terminateAll()
+    let ticks = try await database.fleetStrings(
+      """
+      SELECT (headers::jsonb ->> 'orderly-tick') FROM orderly_outbox_message
+      WHERE partition = 'sched' ORDER BY sequence
+      """
+    )
+    #expect(ticks.count >= 8)
+    // Each tick once, and in tick order: the numbers the line gave them follow the ticks.
+    #expect(Set(ticks).count == ticks.count, "\(ticks)")
+    #expect(ticks == ticks.sorted(), "\(ticks)")
+    let listed = try await outbox.schedules.list()
+    let lastTick = listed.first?.lastTick.map(OutboxScheduleTickText.iso)
+    #expect(lastTick == ticks.last)
+    await outbox.close()
+  }
+}
+
+/// A tick as its message's `orderly-tick` header writes it.
+enum OutboxScheduleTickText {
+  static func iso(_ date: Date) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return formatter.string(from: date)
+  }
+}
+
 extension TestDatabase {
+  /// The text values a query returns, in order.
+  func fleetStrings(_ sql: String) async throws -> [String] {
+    var values: [String] = []
+    try await admin.withConnection { connection in
+      try await connection.query(
+        PostgresQuery(unsafeSQL: "SET search_path TO \(self.schema)"),
+        logger: TestServer.logger
+      )
+      for try await value in try await connection.query(
+        PostgresQuery(unsafeSQL: sql),
+        logger: TestServer.logger
+      ).decode(String.self) {
+        values.append(value)
+      }
+    }
+    return values
+  }
+
   /// The app's counter per key: the last number each key's messages carry.
   func counters() async throws -> [String: Int] {
     var counters: [String: Int] = [:]
