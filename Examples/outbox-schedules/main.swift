@@ -20,6 +20,7 @@ guard FileManager.default.changeCurrentDirectoryPath(folder.path) else {
   exit(1)
 }
 
+// course: the schedule
 // A clock moved by hand: an hour passes when the example says so. An app passes no clock.
 let clock = ManualClock()
 // Two outboxes on one file, as two processes of an app would open it: one delivers (it holds
@@ -35,6 +36,7 @@ try await outbox.schedules.set(
     message: Job(work: "pull changes")
   )
 )
+// course end: the schedule
 let set = try await outbox.schedules.list()
 guard let firstTick = set.first?.nextTick else { exit(1) }
 let start = firstTick.addingTimeInterval(-3_600)
@@ -109,9 +111,11 @@ print(
   "set nightly-report: 2:00 every night in Paris; a night missed while nothing ran is caught up once"
 )
 print("")
-print("The operator's listing reads the real clock, 7 hours behind this run's:")
-print("$ orderly outbox schedules --database outbox.sqlite")
-_ = await OutboxCommand.run(["schedules", "--database", "outbox.sqlite"]) { print($0) }
+// The listing reads the real clock, 7 hours behind this run's: JSON, as a script reads it.
+print("$ orderly outbox schedules --database outbox.sqlite --format json")
+_ = await OutboxCommand.run(["schedules", "--database", "outbox.sqlite", "--format", "json"]) {
+  print($0)
+}
 
 await other.stop()
 await outbox.stop()

@@ -85,6 +85,8 @@ let gallery: [GalleryEntry] = [
     summary: "A key stuck at a dead letter, found and fixed with `orderly outbox` while the app delivers.", command: "swift run outbox-operator"),
   GalleryEntry(name: "outbox-poison-key", title: "Outbox poison key", lesson: 18,
     summary: "A request retried twice appends one charge (a unique key); a key that keeps failing is quarantined by itself while the others go on, and resumed once fixed.", command: "swift run outbox-poison-key"),
+  GalleryEntry(name: "outbox-schedules", title: "Outbox schedules", lesson: 18,
+    summary: "A recurring schedule appends one message per tick to its key, once even when two outboxes race for every tick; paused ticks are not appended; the operator lists schedules with their next tick.", command: "swift run outbox-schedules"),
   GalleryEntry(name: "fleet-outbox", title: "Fleet outbox", lesson: 19,
     summary: "Three worker processes, each a service, share one outbox on PostgreSQL; one is killed and its keys wait for the lease, one gets SIGTERM and its key moves at once.", command: "swift run --package-path Examples/fleet-outbox fleet-outbox"),
 ]

@@ -4,6 +4,7 @@
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 package import Foundation
+import OrderlyCore
 public import OrderlyOutboxCore
 import PostgresNIO
 
@@ -15,16 +16,11 @@ extension PostgresOutbox: ScheduleStore {
   }
 
   package func readSchedules() async throws(OutboxError) -> [ScheduleRow] {
+    // An outbox created before schedules, read by a tool that changes no table: none.
+    guard try await hasScheduleTable() else { return [] }
     do {
       return try await withDeadline(Self.statementLimit) { [self] in
         var rows: [ScheduleRow] = []
-        // An outbox created before schedules, read by a tool that changes no table: none.
-        for try await present in try await client.query(
-          "SELECT to_regclass('\(Table.schedule)') IS NOT NULL",
-          logger: logger
-        ).decode(Bool.self) where !present {
-          return []
-        }
         for try await row in try await client.query(
           """
           SELECT name, rule, zone, partition, payload, headers, missed, paused, anchor,
@@ -83,8 +79,9 @@ extension PostgresOutbox: ScheduleStore {
   package func setSchedulePaused(named name: String, _ paused: Bool, countFrom: Int64?)
     async throws(OutboxError) -> Bool
   {
+    guard try await hasScheduleTable() else { return false }
     // Resuming a schedule that is not paused changes nothing, its count included.
-    try await execute(
+    return try await execute(
       """
       UPDATE \(Table.schedule)
       SET paused = \(paused),
@@ -97,7 +94,10 @@ extension PostgresOutbox: ScheduleStore {
   }
 
   package func deleteSchedule(named name: String) async throws(OutboxError) -> Bool {
-    try await execute("DELETE FROM \(Table.schedule) WHERE name = \(name) RETURNING 1") > 0
+    guard try await hasScheduleTable() else { return false }
+    return try await execute(
+      "DELETE FROM \(Table.schedule) WHERE name = \(name) RETURNING 1"
+    ) > 0
   }
 
   package func takeTick(
@@ -145,6 +145,16 @@ extension PostgresOutbox: ScheduleStore {
       }
     }
     return (true, nil)
+  }
+
+  /// Whether the schedules' table is there: not in an outbox created before schedules that no
+  /// worker of this version opened (a tool that changes no table reads it as it is).
+  private func hasScheduleTable() async throws(OutboxError) -> Bool {
+    if state.withLock(announcingTo: self, { $0.hasScheduleTable }) { return true }
+    let present =
+      try await execute("SELECT 1 WHERE to_regclass('\(Table.schedule)') IS NOT NULL") > 0
+    if present { state.withLock(announcingTo: self) { $0.hasScheduleTable = true } }
+    return present
   }
 
   /// Runs one statement in its own transaction, under the statement limit.

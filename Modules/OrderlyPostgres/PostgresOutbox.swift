@@ -274,6 +274,8 @@ struct PostgresOutboxState<Message: Codable & Sendable>: Sendable {
   var worker: FleetWorker<Message>?
   /// Whether `stop` is under way.
   var stopping = false
+  /// Whether the schedules' table was seen: once there, it stays (no query to look again).
+  var hasScheduleTable = false
   /// Whether ``PostgresOutbox/close()`` was called: a waiter ends with `OutboxError.closed`.
   var closed = false
   /// ``PostgresOutbox/stallAfter``.

@@ -1,9 +1,9 @@
 // The code the OrderlyOutboxCore documentation shows, compiled by `swift build` (with no trait:
 // the module needs none); docs-gen copies each sample into its `orderly:sample` region.
-// sample: outbox-core-fence-relay, outbox-core-fence-receiver
+// sample: outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-schedule
 import Foundation
 // end sample
-// sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-unique-key
+// sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-unique-key, outbox-core-schedule
 import OrderlyOutboxCore
 // end sample
 
@@ -88,5 +88,29 @@ func charge(_ edit: NoteEdit, in outbox: some DurableOutbox<NoteEdit>) async thr
   case .duplicate(let id): print("already queued as \(id); nothing stored")
   }
   return result.id
+}
+// end sample
+
+// sample: outbox-core-schedule
+/// Keeps the nightly backup and the hourly sync going, whichever store the app chose.
+func scheduleUpkeep(in outbox: some DurableOutbox<NoteEdit>) async throws {
+  let paris = TimeZone(identifier: "Europe/Paris") ?? .gmt
+  try await outbox.schedules.set(
+    OutboxSchedule(
+      "nightly-backup",
+      .cron("30 2 * * *", timeZone: paris),
+      partition: "backups",
+      message: NoteEdit(noteID: 0, text: "back up every note"),
+      missedTicks: .catchUpOnce
+    )
+  )
+  try await outbox.schedules.set(
+    OutboxSchedule(
+      "hourly-sync",
+      .every(.seconds(3_600)),
+      partition: "sync",
+      message: NoteEdit(noteID: 0, text: "pull changes")
+    )
+  )
 }
 // end sample

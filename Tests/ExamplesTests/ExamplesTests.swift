@@ -303,9 +303,10 @@ struct ExamplesTests {
         """
       )
     )
-    #expect(output.contains("hourly-sync     every 1 hour"))
-    #expect(output.contains("nightly-report  cron 0 2 * * * (Europe/Paris)  reports  -"))
-    #expect(output.contains("catch-up-once"))
+    #expect(output.contains(#""timing" : "every 1 hour""#))
+    #expect(output.contains(#""timing" : "cron 0 2 * * * (Europe/Paris)""#))
+    #expect(output.contains(#""missedTicks" : "catch-up-once""#))
+    #expect(output.contains(#""lastTick" : null"#))
   }
 
   @Test(

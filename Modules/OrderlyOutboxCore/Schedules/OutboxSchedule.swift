@@ -45,10 +45,12 @@ public enum ScheduleTiming: Sendable, Equatable, CustomStringConvertible {
 /// ```swift
 /// try await outbox.schedules.set(
 ///   OutboxSchedule(
-///     "nightly-digest", .cron("0 2 * * *", timeZone: TimeZone(identifier: "Europe/Paris")!),
+///     "nightly-digest", .cron("0 2 * * *", timeZone: paris),
 ///     partition: "digests", message: .sendDigest)
 /// )
 /// ```
+///
+/// See <doc:RecurringSchedules>.
 public struct OutboxSchedule<Message: Codable & Sendable>: Sendable {
   /// The schedule's name: what it is paused, resumed and removed by; 1 to 200 UTF-8 bytes,
   /// no control characters.
