@@ -210,6 +210,10 @@ enum OperatorReport {
     @NullWhenAbsent var oldestPending: Oldest?
     /// PostgreSQL: each worker holding keys; empty for SQLite.
     let workers: [Worker]
+    /// The recurring schedules' names (`orderly outbox schedules` lists them in full).
+    let schedules: [String]
+    /// The schedules paused (by `schedules pause`, or in code).
+    let pausedSchedules: [String]
     /// With `--per-key`: every key, as `keys` prints it.
     @NullWhenAbsent var keys: [KeyRow]?
     let deadLetterPolicy: String
@@ -235,8 +239,11 @@ enum OperatorReport {
       keys: [OutboxKey],
       policy: DeadLetterPolicy,
       perKey: Bool,
+      schedules: [OutboxScheduleInfo] = [],
       now: Date
     ) {
+      self.schedules = schedules.map(\.name)
+      pausedSchedules = schedules.filter(\.isPaused).map(\.name)
       store = target.store
       outbox = target.name
       pending = counts.pending
@@ -314,12 +321,24 @@ enum OperatorReport {
         ],
         ["Retrying keys", "\(retryingKeys.count)\(list(retryingKeys))"],
         ["Scheduled keys", "\(scheduledKeys.count)\(list(scheduledKeys))"],
+      ]
+      // Shown only when there are some, as quarantined keys.
+      if !schedules.isEmpty {
+        rows.append([
+          "Schedules",
+          "\(schedules.count)"
+            + (pausedSchedules.isEmpty
+              ? ""
+              : " (\(pausedSchedules.count) paused: \(pausedSchedules.prefix(5).joined(separator: ", ")))"),
+        ])
+      }
+      rows += [
         [
           "Oldest pending",
           oldestPending.map {
             "\(age($0.ageSeconds)) old, key \(shown($0.key)), appended \(stamp($0.appendedAt))"
           } ?? "none",
-        ],
+        ]
       ]
       for worker in workers {
         rows.append([

@@ -239,12 +239,14 @@ struct OutboxStatus: AsyncParsableCommand {
       let report = try await target.with { outbox in
         let counts = try await outbox.counts()
         let keys = try await outbox.keys()
+        let schedules = try await outbox.schedules.list()
         return OperatorReport.Status(
           target: target.shown,
           counts: counts,
           keys: keys,
           policy: policy.deadLetters.policy,
           perKey: perKey,
+          schedules: schedules,
           now: Date()
         )
       }

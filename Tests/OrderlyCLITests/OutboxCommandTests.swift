@@ -366,6 +366,17 @@ struct OutboxCommandChangeTests {
 
     let paused = try await run(["schedules", "pause", "nightly"])
     #expect(paused.status == 0, "\(paused.stderr)")
+    let status = try await run(["status", "--format", "json"])
+    let counts = try #require(
+      try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+    )
+    #expect(counts["schedules"] as? [String] == ["heartbeat", "nightly"])
+    #expect(counts["pausedSchedules"] as? [String] == ["nightly"])
+    let statusText = try await run(["status"])
+    #expect(
+      statusText.stdout.contains("Schedules:       2 (1 paused: nightly)"),
+      "\(statusText.stdout)"
+    )
     let again = try await run(["schedules", "pause", "nightly"])
     #expect(again.status == 1 && again.stderr.contains("already paused; nothing changed"))
     let listed = try await run(["schedules", "list"])

@@ -49,8 +49,9 @@ package struct WallTime: Sendable {
 /// Appends recurring schedules' ticks while an outbox is started.
 ///
 /// Looks at the schedules when started, when one is set, paused, resumed or removed in this
-/// process, at each next tick (a sleep on the outbox's clock), and every poll interval (real
-/// time, for what other processes changed). A look that fails is tried again a poll interval
+/// process, at each next tick (a sleep on the outbox's clock), and every poll interval but at
+/// most once a second (real time, for what other processes changed: one read of the schedules'
+/// table, however often delivery polls). A look that fails is tried again a poll interval
 /// later; the failure is kept for ``lastFailure``.
 package final class ScheduleTicker<Message: Codable & Sendable>: Sendable {
   private struct State {
@@ -87,15 +88,16 @@ package final class ScheduleTicker<Message: Codable & Sendable>: Sendable {
   ///
   /// - Parameters:
   ///   - store: Where the schedules are kept.
-  ///   - pollInterval: How often to look for other processes' changes.
+  ///   - pollInterval: How often to look for other processes' changes (a second at least).
   package func start(_ store: any ScheduleStore<Message>, pollInterval: Duration) {
+    let poll = max(pollInterval, .seconds(1))
     state.withLock(announcingTo: self) { state in
       guard state.task == nil else { return }
       state.task = Task.detached { [self] in
         while !Task.isCancelled {
           let next = await look(store)
           if Task.isCancelled { return }
-          await sleep(untilTick: next, poll: pollInterval)
+          await sleep(untilTick: next, poll: poll)
         }
       }
     }
