@@ -89,13 +89,22 @@ package final class ScheduleTicker<Message: Codable & Sendable>: Sendable {
   /// - Parameters:
   ///   - store: Where the schedules are kept.
   ///   - pollInterval: How often to look for other processes' changes (a second at least).
-  package func start(_ store: any ScheduleStore<Message>, pollInterval: Duration) {
+  ///   - report: Told when looks begin to fail (with the error) and when they succeed again
+  ///     (with `nil`): the store logs it, so a ticker that makes no progress says so.
+  package func start(
+    _ store: any ScheduleStore<Message>,
+    pollInterval: Duration,
+    report: @escaping @Sendable (OutboxError?) -> Void = { _ in }
+  ) {
     let poll = max(pollInterval, .seconds(1))
     state.withLock(announcingTo: self) { state in
       guard state.task == nil else { return }
       state.task = Task.detached { [self] in
         while !Task.isCancelled {
+          let failedBefore = lastFailure != nil
           let next = await look(store)
+          let failure = lastFailure
+          if (failure != nil) != failedBefore { report(failure) }
           if Task.isCancelled { return }
           await sleep(untilTick: next, poll: poll)
         }

@@ -182,7 +182,17 @@ extension PostgresOutbox {
     worker.begin()
     // Recurring schedules tick on every worker: a tick is taken once across the fleet, by the
     // first transaction to move the schedule's last tick past it.
-    scheduleTicker.start(self, pollInterval: settings.options.pollInterval)
+    let logger = self.logger
+    scheduleTicker.start(self, pollInterval: settings.options.pollInterval) { failure in
+      if let failure {
+        logger.error(
+          "recurring schedules: looking at them failed; trying again within a poll interval",
+          metadata: ["orderly.reason": "\(failure)"]
+        )
+      } else {
+        logger.notice("recurring schedules: looking at them works again")
+      }
+    }
   }
 
   /// Stops delivering, waits until no delivery of this worker runs, and releases every line it
