@@ -4,8 +4,9 @@ import OrderlyOutboxCore
 import OrderlyTestSupport
 import Testing
 
-/// The schedule ticker over a store held in memory: what it takes, when, and how it reports a
-/// store that fails. No database.
+/// The schedule ticker over a store held in memory, with no database.
+///
+/// What it takes, when, and how it reports a store that fails.
 @Suite("The schedule ticker", .timeLimit(.minutes(1)))
 struct ScheduleTickerTests {
   /// A schedule store in memory that can be made to fail.
