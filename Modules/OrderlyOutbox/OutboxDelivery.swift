@@ -770,7 +770,12 @@ extension Outbox {
       OutboxLine(outbox: self, partition: partition, audit: settings.audit)
     )
     state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
-    if end == .yielded { schedule(partition) }
+    switch end {
+    case .yielded: schedule(partition)
+    // Its rate limit is reached: the line goes on when the window ends.
+    case .limited(let until): wakeUp(partition, at: until)
+    case .empty, .released, .stopped: break
+    }
   }
 
   /// Schedules a line at `date`, when its next message may be delivered (wall clock), unless a

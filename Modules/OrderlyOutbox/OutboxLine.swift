@@ -61,6 +61,15 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     }
   }
 
+  /// Takes permits in one write transaction, on this machine's clock (every process that opens
+  /// the file reads the same).
+  func takePermits(_ limits: [RateLimit], wanting: Int) async throws -> RateGrant {
+    let partition = partition
+    return try await outbox.database.write { db in
+      try OutboxStore.takePermits(db, limits: limits, partition: partition, wanting: wanting)
+    }
+  }
+
   /// Runs the handler in the line's task: ``Outbox/stop()`` cancels it with the line.
   func run(_ work: @escaping @Sendable () async throws -> Void) async -> Result<Void, any Error> {
     do {

@@ -44,6 +44,9 @@ package enum OutboxSchema {
   /// The recurring schedules (`OutboxSchedules`), by name: times in whole milliseconds since
   /// 1970.
   static let scheduleTable = "outbox_schedule"
+  /// The rate limits' counters (`RateLimit`): deliveries begun in each counter's current
+  /// window, with its capacity and end, so `keys` can say until when a key waits.
+  static let rateWindowTable = "outbox_rate_window"
 
   package static let migrations = [
     DatabaseSchema.Migration(
@@ -189,6 +192,23 @@ package enum OutboxSchema {
             anchor INTEGER NOT NULL,
             countFrom INTEGER NOT NULL,
             lastTick INTEGER
+          )
+          """
+      )
+    },
+    DatabaseSchema.Migration(
+      "orderly outbox 9: rate limits",
+      tables: [rateWindowTable]
+    ) { db in
+      try db.execute(
+        sql: """
+          CREATE TABLE \(rateWindowTable) (
+            bucket TEXT NOT NULL,
+            start INTEGER NOT NULL,
+            until INTEGER NOT NULL,
+            capacity INTEGER NOT NULL,
+            used INTEGER NOT NULL,
+            PRIMARY KEY (bucket, start)
           )
           """
       )

@@ -344,6 +344,45 @@ package enum OutboxStore {
     try String.fetchAll(db, sql: "SELECT line FROM \(paused) ORDER BY line").map(LineKey.partition)
   }
 
+  /// Takes up to `wanting` permits of `limits` for `partition`'s line: the windows' counts
+  /// read, the grant decided (``RateLimits``), and added; each counter's older windows deleted.
+  static func takePermits(
+    _ db: Database,
+    limits: [RateLimit],
+    partition: String?,
+    wanting: Int
+  ) throws -> RateGrant {
+    let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+    let windows = RateLimits.windows(for: partition, limits: limits, at: now)
+    var used: [Int] = []
+    for window in windows {
+      used.append(
+        try Int.fetchOne(
+          db.cachedStatement(
+            sql: "SELECT used FROM \(OutboxSchema.rateWindowTable) WHERE bucket = ? AND start = ?"
+          ),
+          arguments: [window.bucket, window.start]
+        ) ?? 0
+      )
+    }
+    let grant = RateLimits.grant(wanting: wanting, windows: windows, used: used)
+    for window in windows {
+      try db.cachedStatement(
+        sql: """
+          INSERT INTO \(OutboxSchema.rateWindowTable) (bucket, start, until, capacity, used)
+          VALUES (?, ?, ?, ?, ?)
+          ON CONFLICT (bucket, start) DO UPDATE SET used = used + excluded.used
+          """
+      ).execute(arguments: [
+        window.bucket, window.start, window.end, window.capacity, grant.granted,
+      ])
+      try db.cachedStatement(
+        sql: "DELETE FROM \(OutboxSchema.rateWindowTable) WHERE bucket = ? AND start < ?"
+      ).execute(arguments: [window.bucket, window.start])
+    }
+    return grant
+  }
+
   /// Pauses a line with the reason delivery quarantined it.
   static func quarantine(_ db: Database, partition: String?, reason: String) throws {
     let key = LineKey.key(partition)

@@ -45,6 +45,9 @@ enum Table {
   static let uniqueWindow = SQLName(description: "orderly_outbox_unique_window")
   /// The recurring schedules, by name (times in whole milliseconds since 1970).
   static let schedule = SQLName(description: "orderly_outbox_schedule")
+  /// The rate limits' counters: deliveries begun in each counter's window (milliseconds since
+  /// 1970, on the database server's clock).
+  static let rateWindow = SQLName(description: "orderly_outbox_rate_window")
 }
 
 /// The outbox's tables on PostgreSQL, and the check that a database holds them (or nothing of
@@ -150,7 +153,7 @@ enum PostgresSchema {
     """,
   ]
 
-  /// What unique keys, quarantine and recurring schedules need: the pending messages' keys under a unique index
+  /// What unique keys, quarantine, recurring schedules and rate limits need: the pending messages' keys under a unique index
   /// (partial: a message without a key is not in it, and pays nothing for it), the keys held
   /// for a window, and why a paused line was quarantined.
   ///
@@ -192,12 +195,23 @@ enum PostgresSchema {
       last_tick bigint
     )
     """,
+    """
+    CREATE TABLE IF NOT EXISTS \(Table.rateWindow) (
+      bucket text NOT NULL,
+      start bigint NOT NULL,
+      until bigint NOT NULL,
+      capacity integer NOT NULL,
+      used integer NOT NULL,
+      PRIMARY KEY (bucket, start)
+    )
+    """,
   ]
   /// The columns ``additions`` adds, by table: all there, and so is the rest.
   static let additionsColumns = [
     (table: messageTable, column: "unique_key"), (table: leaseTable, column: "pause_reason"),
     (table: Table.uniqueWindow.description, column: "until"),
     (table: Table.schedule.description, column: "last_tick"),
+    (table: Table.rateWindow.description, column: "used"),
   ]
 
   /// The messages by age, so a worker finds the lines whose oldest message waits longest

@@ -279,6 +279,58 @@ struct LineRunnerTests {
     #expect(lost.trail == ["alone: x cut"])
   }
 
+  @Test(
+    "a line a rate limit counts claims what the limit grants, and ends held until its window ends"
+  )
+  func rateLimited() async throws {
+    let store = MemoryLine(messages: ["a", "b", "c"])
+    store.permitsLeft = 2
+    var runner = LineRunner<String>(rule: try MemoryLine.rule(), onDeadLetter: .stopLine) { _ in }
+    runner.rateLimits = [try RateLimit(2, per: .seconds(1), keys: .key("k"))]
+    let end = await runner.run(store)
+    #expect(end == .limited(until: Date(timeIntervalSince1970: 42)))
+    #expect(
+      store.log == [
+        "permits 1: 1", "claim 1: a#1", "permits 1: 1", "ack a, upTo(1)", "claim 1: b#1",
+        "permits 1: 0", "ack b, nothing",
+      ]
+    )
+  }
+
+  @Test("messages taken with the line beyond what the limit grants give their attempts back")
+  func rateLimitedTaken() async throws {
+    let store = MemoryLine(messages: ["a", "b", "c"])
+    store.permitsLeft = 1
+    var runner = LineRunner<String>(
+      rule: try MemoryLine.rule(),
+      batch: 3,
+      onDeadLetter: .stopLine,
+      onBadCount: { _, _ in },
+      deliver: { _ in }
+    )
+    runner.rateLimits = [try RateLimit(1, per: .seconds(1), keys: .each)]
+    let taken = store.claimNow(3)
+    let end = await runner.run(store, taken: taken)
+    #expect(end == .limited(until: Date(timeIntervalSince1970: 42)))
+    #expect(
+      store.log == [
+        "claim 3: a#1 b#1 c#1", "permits 3: 1", "ack , back b c, nothing", "permits 3: 0",
+        "ack a, nothing",
+      ]
+    )
+  }
+
+  @Test("a limit that counts other keys changes nothing for this line")
+  func rateLimitOfOthers() async throws {
+    let store = MemoryLine(messages: ["a", "b"])
+    store.permitsLeft = 0
+    var runner = LineRunner<String>(rule: try MemoryLine.rule(), onDeadLetter: .stopLine) { _ in }
+    runner.rateLimits = [try RateLimit(1, per: .seconds(1), keys: .prefix("tenant:"))]
+    let end = await runner.run(store)
+    #expect(end == .empty)
+    #expect(!store.log.contains { $0.hasPrefix("permits") })
+  }
+
   @Test("with the trail off, the runner hands no rows to any write")
   func auditOff() async throws {
     let store = MemoryLine(messages: ["a", "b"])
@@ -305,6 +357,8 @@ private final class MemoryLine: LineStore, Sendable {
     var audits = false
     var trail: [String] = []
     var longestRecordWait: Duration? = .zero
+    /// Permits left in the window, for a runner with a rate limit.
+    var permitsLeft = Int.max
   }
 
   private let state: Mutex<State>
@@ -343,6 +397,23 @@ private final class MemoryLine: LineStore, Sendable {
   }
 
   var fence: Int64? { nil }
+
+  var partition: String? { "k" }
+
+  var permitsLeft: Int {
+    get { state.withLock { $0.permitsLeft } }
+    set { state.withLock { $0.permitsLeft = newValue } }
+  }
+
+  /// Grants what is left in the window, which ends at 42 s after 1970.
+  func takePermits(_ limits: [RateLimit], wanting: Int) async throws -> RateGrant {
+    state.withLock { state in
+      let granted = min(wanting, state.permitsLeft)
+      state.permitsLeft -= granted
+      state.log.append("permits \(wanting): \(granted)")
+      return RateGrant(granted: granted, until: granted < wanting ? 42_000 : nil)
+    }
+  }
 
   var audits: Bool {
     get { state.withLock { $0.audits } }

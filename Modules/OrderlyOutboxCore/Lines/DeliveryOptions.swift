@@ -32,6 +32,9 @@ public protocol DeliveryOptions: Sendable {
   /// When delivery quarantines a poison key by itself (pauses it with the reason); `nil`, the
   /// default, never does. See ``QuarantinePolicy``.
   var quarantine: QuarantinePolicy? { get set }
+  /// At most so many deliveries per interval, for each key, one key or a key prefix's keys,
+  /// across every process that delivers the outbox; none by default. See ``RateLimit``.
+  var rateLimits: [RateLimit] { get set }
 }
 
 extension DeliveryOptions {
@@ -105,5 +108,6 @@ extension LineRunner {
         deliver: deliver
       )
     }
+    rateLimits = options.rateLimits
   }
 }

@@ -26,6 +26,8 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
   /// Called when a batch handler throws a ``BatchDeliveryError`` whose count is outside its
   /// batch (it is taken as a failure of the batch's first message): the store logs it.
   package let onBadCount: @Sendable (_ error: BatchDeliveryError, _ batch: Int) -> Void
+  /// The rate limits delivery started with: a line one counts takes permits before each claim.
+  package var rateLimits: [RateLimit] = []
 
   /// A runner of single messages.
   ///
@@ -89,10 +91,40 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     var turn = LineTurn(timeLimit: store.turnTime, at: .now)
     // Audit rows of a failed attempt about to be retried: written by the claim that retries it.
     var unwritten: [AuditAttempt] = []
+    let limits = rateLimits.filter { $0.counts(store.partition) }
+    if !limits.isEmpty, !taken.isEmpty {
+      // Messages taken with the line (a lease) begin only as far as the limits allow; the
+      // others give their attempts back and wait in the line.
+      let grant = await permits(taken.count, limits: limits, store: store)
+      if grant.granted < taken.count {
+        let settled = await acknowledge(
+          [],
+          givingBack: Array(taken.dropFirst(grant.granted)),
+          then: .nothing,
+          recording: [],
+          store: store
+        )
+        if case .end(let end) = settled { return end }
+        claimed = Array(taken.prefix(grant.granted))
+        if claimed.isEmpty { return .limited(until: Self.date(grant.until)) }
+      }
+    }
     while true {
       if store.halt() != nil { return await ended(.stopped, leaving: unwritten, store: store) }
       if claimed.isEmpty {
-        let step = await store.claim(upTo: batch, recording: unwritten)
+        var upTo = batch
+        if !limits.isEmpty {
+          let grant = await permits(batch, limits: limits, store: store)
+          if grant.granted == 0 {
+            return await ended(
+              .limited(until: Self.date(grant.until)),
+              leaving: unwritten,
+              store: store
+            )
+          }
+          upTo = grant.granted
+        }
+        let step = await store.claim(upTo: upTo, recording: unwritten)
         unwritten = []
         switch step {
         case .deliver(let messages): claimed = messages
@@ -103,7 +135,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
       }
       // Decided before the delivery: its acknowledgement gives the line up, or takes the next.
       let turnOver = await turn.beforeDelivery(at: .now) { await store.othersWait() }
-      let (step, left) = await deliver(claimed, store: store, turnOver: turnOver)
+      let (step, left) = await deliver(claimed, store: store, turnOver: turnOver, limits: limits)
       unwritten = left
       switch step {
       case .deliver(let next): claimed = next
@@ -111,6 +143,25 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
       case .end(let end): return await ended(end, leaving: unwritten, store: store)
       }
     }
+  }
+
+  /// How many of `wanting` deliveries the line may begin now, by the limits that count it.
+  ///
+  /// Counters the store cannot read or write grant nothing, and the line asks again a second
+  /// later: a limit is never passed because its counter was out of reach.
+  private func permits(_ wanting: Int, limits: [RateLimit], store: some LineStore<Message>)
+    async -> RateGrant
+  {
+    do {
+      return try await store.takePermits(limits, wanting: wanting)
+    } catch {
+      return RateGrant(granted: 0, until: ScheduleRow.milliseconds(Date()) + 1_000)
+    }
+  }
+
+  /// A time in milliseconds since 1970 as a date; now for none.
+  static func date(_ milliseconds: Int64?) -> Date {
+    milliseconds.map(ScheduleRow.date) ?? Date()
   }
 
   /// Ends a run, writing the audit rows no step carried.
@@ -134,7 +185,8 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
   private func deliver(
     _ claimed: [ClaimedHead],
     store: some LineStore<Message>,
-    turnOver: Bool
+    turnOver: Bool,
+    limits: [RateLimit]
   ) async -> (LineStep, [AuditAttempt]) {
     guard let first = claimed.first else { return (.again, []) }
     var envelopes: [Envelope<Message>] = []
@@ -191,13 +243,22 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
       return messages.map { AuditAttempt($0, startedAt: started, endedAt: ended, outcome: outcome) }
     }
     guard case .failure(let thrown) = result else {
+      var take = next(turnOver: turnOver, store: store)
+      var heldUntil: Date?
+      if case .upTo(let wanted) = take, !limits.isEmpty {
+        // Permits for the next messages, taken as they are: the deliveries begin right after.
+        let grant = await permits(wanted, limits: limits, store: store)
+        take = grant.granted > 0 ? .upTo(grant.granted) : .nothing
+        if grant.granted == 0 { heldUntil = Self.date(grant.until) }
+      }
       let step = await acknowledge(
         handed,
         givingBack: notHanded,
-        then: next(turnOver: turnOver, store: store),
+        then: take,
         recording: attempts(handed[...], .delivered),
         store: store
       )
+      if let heldUntil, case .again = step { return (.end(.limited(until: heldUntil)), []) }
       return (step, [])
     }
     let (done, error) = failure(thrown, handed: handed.count)

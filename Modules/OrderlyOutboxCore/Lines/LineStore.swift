@@ -1,5 +1,6 @@
 // What a store does to deliver a line: the effects behind the line runner.
-//
+package import Foundation
+
 /// What a store must do to deliver one line: the effects behind ``LineRunner``'s decisions.
 ///
 /// One value stands for one line while it is delivered (on PostgreSQL, one lease under its
@@ -13,6 +14,9 @@ package protocol LineStore<Message>: Sendable {
   /// The line's fence, handed to each envelope (``Envelope/fence``); `nil` for a store
   /// without leases.
   var fence: Int64? { get }
+
+  /// The line's key (`nil`: the default line).
+  var partition: String? { get }
 
   /// Whether each attempt is written to the audit trail (delivery started with `audit` on):
   /// only then does the runner time attempts and hand them to the store's writes.
@@ -119,6 +123,18 @@ package protocol LineStore<Message>: Sendable {
   /// - Throws: Why the pause could not be written.
   func quarantine(reason: String) async throws
 
+  /// Takes up to `wanting` permits of every limit in `limits` (each counts this line), in one
+  /// transaction on the counters every deliverer shares: reads the store's clock, the windows'
+  /// counts (``RateLimits/windows(for:limits:at:)``), asks ``RateLimits/grant(wanting:windows:used:)``
+  /// and adds what it granted to each window.
+  ///
+  /// - Parameters:
+  ///   - limits: The limits that count the line (never empty).
+  ///   - wanting: How many deliveries the line would begin.
+  /// - Returns: The grant.
+  /// - Throws: Why the counters could not be read or written; nothing was taken.
+  func takePermits(_ limits: [RateLimit], wanting: Int) async throws -> RateGrant
+
   /// Writes attempts to the audit trail on their own: those of a line that ends before a step
   /// could carry them (it stops, or lost its lease). One try; a failure is logged and the rows
   /// are lost (the trail then misses attempts, never invents them).
@@ -196,4 +212,7 @@ package enum LineEnd: Sendable, Equatable {
   /// The line stops: the outbox stops or pauses, the line waits at a dead letter, its lease
   /// is lost, or the store failed (and said so).
   case stopped
+  /// A rate limit that counts the line is reached: the line waits, in order, until `until`
+  /// (when its window ends), and is delivered again then; other lines go on.
+  case limited(until: Date)
 }

@@ -44,6 +44,9 @@ public struct OutboxDeliveryOptions: DeliveryOptions {
   /// It pauses the key, with the reason, after a run of failed attempts at its first message.
   /// Off (`nil`) by default.
   public var quarantine: QuarantinePolicy? = nil
+  /// At most so many deliveries per interval, for each key, one key or a key prefix's keys
+  /// (``RateLimit``); none by default.
+  public var rateLimits: [RateLimit] = []
 
   /// Options with the given values; each has the default `start` uses.
   ///
@@ -105,6 +108,9 @@ public struct FleetDeliveryOptions: DeliveryOptions {
   /// It pauses the key, with the reason, after a run of failed attempts at its first message.
   /// Off (`nil`) by default.
   public var quarantine: QuarantinePolicy? = nil
+  /// At most so many deliveries per interval, for each key, one key or a key prefix's keys
+  /// (``RateLimit``); none by default.
+  public var rateLimits: [RateLimit] = []
 
   /// Options with the given values; each has the default `start` uses.
   ///

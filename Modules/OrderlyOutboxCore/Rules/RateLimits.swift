@@ -1,27 +1,48 @@
-// Rate limits per key and per group of keys: the decision, in values with no clock or store
-// (issue "What every job queue has", item 3, groundwork). A store will keep each window's count
-// in a table every worker shares, read its own clock (the database server's, for a fleet), and
-// ask `RateLimits.grant` how many deliveries the line may begin now.
+// Rate limits per key and per group of keys (issue "What every job queue has", item 3): the
+// decision, in values with no clock or store. A store keeps each window's count in a table every
+// worker shares, reads its own clock (the database server's, for a fleet), and asks
+// `RateLimits.grant` how many deliveries a line may begin now; the line runner asks before each
+// claim.
+public import Foundation
 
-/// At most `count` deliveries per `interval`, for each key, for one key, or for every key with a
-/// prefix together (a tenant's keys).
-package struct RateLimit: Sendable, Equatable {
+/// At most `count` deliveries per interval, for each key, for one key, or for every key with a
+/// prefix together (a tenant's keys), across every process that delivers the outbox.
+///
+/// Set on the delivery options (``DeliveryOptions/rateLimits``). Windows are fixed on the
+/// interval (from 1970, on the store's clock: the database server's for a fleet), so every
+/// worker counts in the same window, and no more than `count` deliveries begin in one. A line
+/// whose limit is reached waits, in order, until the window ends; other lines go on.
+public struct RateLimit: Sendable, Equatable, CustomStringConvertible {
   /// Which keys a limit counts.
-  package enum Keys: Sendable, Equatable {
+  public enum Keys: Sendable, Equatable {
     /// Every key on its own: each gets `count` per interval.
     case each
     /// One key (`nil`: the default line).
     case key(String?)
-    /// Every key that starts with the prefix, together: all of them share `count`.
+    /// Every key that starts with the prefix, together: all of them share `count` (a tenant).
     case prefix(String)
   }
 
   /// How many deliveries may begin in one window.
-  package let count: Int
+  public let count: Int
   /// The window, in whole milliseconds.
   package let milliseconds: Int64
   /// Which keys it counts.
-  package let keys: Keys
+  public let keys: Keys
+
+  /// The window.
+  public var interval: Duration { .milliseconds(milliseconds) }
+
+  /// `5 per 1000 ms for each key`, `100 per 60000 ms for keys starting with acme:`.
+  public var description: String {
+    let which =
+      switch keys {
+      case .each: "each key"
+      case .key(let key): "key \(key ?? "(default)")"
+      case .prefix(let prefix): "keys starting with \(prefix)"
+      }
+    return "\(count) per \(milliseconds) ms for \(which)"
+  }
 
   /// A limit, refused when it cannot be kept.
   ///
@@ -30,7 +51,7 @@ package struct RateLimit: Sendable, Equatable {
   ///   - interval: The window: whole milliseconds, from 1 millisecond to a day.
   ///   - keys: Which keys it counts; a prefix is not empty.
   /// - Throws: ``OutboxError/invalidOption(_:)`` saying what is wrong.
-  package init(_ count: Int, per interval: Duration, keys: Keys) throws(OutboxError) {
+  public init(_ count: Int, per interval: Duration, keys: Keys) throws(OutboxError) {
     guard count >= 1 else {
       throw .invalidOption("a rate limit allows 1 delivery or more per interval (got \(count))")
     }

@@ -24,8 +24,24 @@ extension FleetWorker {
       LeasedLine(worker: self, line: line, fence: fence),
       taken: batch
     )
-    // A line the last acknowledgement released, or one lost, is not released again.
-    if end != .released, isLive(line, fence: fence) {
+    if case .limited(let until) = end, isLive(line, fence: fence) {
+      // Its rate limit is reached: the lease is kept, unrenewed, until the window ends, so no
+      // worker takes the line before then (nor this one: the slot is free for other lines);
+      // any worker takes it once the lease ends.
+      do {
+        try await park(line, fence: fence, until: until)
+      } catch {
+        logger.warning(
+          "could not hold a rate-limited line until its window ends; releasing it",
+          metadata: [
+            "worker": "\(id)", "partition": "\(Line.shown(line))",
+            "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+        try? await release(line, fence: fence)
+      }
+    } else if end != .released, isLive(line, fence: fence) {
+      // A line the last acknowledgement released, or one lost, is not released again.
       do {
         try await release(line, fence: fence)
         logger.debug(

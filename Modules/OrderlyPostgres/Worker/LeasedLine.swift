@@ -245,6 +245,65 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
     worker.linesPaused([line])
   }
 
+  /// The line's key.
+  var partition: String? { Line.partition(line) }
+
+  /// Takes permits in one transaction on the database server's clock, which every worker
+  /// reads: each counter's row locked (in the counters' order, so two lines never wait for
+  /// each other in a cycle), read, and added to.
+  func takePermits(_ limits: [RateLimit], wanting: Int) async throws -> RateGrant {
+    let (client, logger, partition) = (worker.client, worker.logger, partition)
+    return try await worker.bounded("taking permits for line \(Line.shown(line))") {
+      try await client.transaction(logger: logger) { connection -> RateGrant in
+        var now: Int64 = 0
+        for try await value in try await connection.checkedQuery(
+          "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+          logger: logger
+        ).decode(Int64.self) {
+          now = value
+        }
+        let windows = RateLimits.windows(for: partition, limits: limits, at: now)
+          .sorted { $0.bucket < $1.bucket }
+        var used: [Int] = []
+        for window in windows {
+          var count = 0
+          for try await value in try await connection.checkedQuery(
+            """
+            INSERT INTO \(Table.rateWindow) AS w (bucket, start, until, capacity, used)
+            VALUES (\(window.bucket), \(window.start), \(window.end), \(window.capacity), 0)
+            ON CONFLICT (bucket, start) DO UPDATE SET used = w.used
+            RETURNING used
+            """,
+            logger: logger
+          ).decode(Int.self) {
+            count = value
+          }
+          used.append(count)
+        }
+        let grant = RateLimits.grant(wanting: wanting, windows: windows, used: used)
+        for window in windows {
+          if grant.granted > 0 {
+            try await connection.checkedQuery(
+              """
+              UPDATE \(Table.rateWindow) SET used = used + \(grant.granted)
+              WHERE bucket = \(window.bucket) AND start = \(window.start)
+              """,
+              logger: logger
+            )
+          }
+          try await connection.checkedQuery(
+            """
+            DELETE FROM \(Table.rateWindow)
+            WHERE bucket = \(window.bucket) AND start < \(window.start)
+            """,
+            logger: logger
+          )
+        }
+        return grant
+      }
+    }
+  }
+
   /// Whether `sequence` is the line's first message (read after a refused move, to say why).
   private func isFirst(_ sequence: Int64) async -> Bool {
     let (client, logger, line) = (worker.client, worker.logger, line)

@@ -292,6 +292,23 @@ extension FleetWorker {
     var batch: [ClaimedHead]
   }
 
+  /// Keeps a line's lease until `until`, unrenewed, if it still is this worker's: a line held
+  /// by its rate limit, taken by no worker before its window ends.
+  func park(_ line: String, fence: Int64, until: Date) async throws {
+    let (client, id, logger) = (client, id, logger)
+    try await bounded("holding line \(Line.shown(line)) for its rate limit", progress: true) {
+      try await client.checkedQuery(
+        """
+        UPDATE \(Table.lease) SET expires_at = \(until)
+        WHERE line = \(line) AND owner = \(id) AND fence = \(fence)
+        """,
+        logger: logger
+      ) { rows in
+        for try await _ in rows {}
+      }
+    }
+  }
+
   /// Gives a line's lease back, if it still is this worker's.
   func release(_ line: String, fence: Int64) async throws {
     let (client, id, logger) = (client, id, logger)
