@@ -115,6 +115,8 @@ enum OperatorReport {
     @NullWhenAbsent var holder: Holder?
     /// Why delivery quarantined the key (it stays paused until resumed); `null` when it was not.
     @NullWhenAbsent var quarantine: String?
+    /// When a rate limit that counts the key lets it go on; `null` when none holds it.
+    @NullWhenAbsent var rateLimitedUntil: Date?
 
     struct Holder: Encodable {
       let worker: String
@@ -141,6 +143,8 @@ enum OperatorReport {
         Holder(worker: $0.owner, leaseExpiresAt: $0.leaseExpiresAt, fence: $0.fence)
       }
       quarantine = key.paused ? key.quarantine : nil
+      rateLimitedUntil =
+        key.pending > 0 ? key.rateLimitedUntil.flatMap { $0 > now ? $0 : nil } : nil
     }
 
     static func name(_ reason: OutboxKeyStuck) -> String {
@@ -151,6 +155,7 @@ enum OperatorReport {
       case .retrying: "retrying"
       case .leaseEnded: "leaseEnded"
       case .quarantined: "quarantined"
+      case .rateLimited: "rateLimited"
       }
     }
   }
@@ -207,6 +212,8 @@ enum OperatorReport {
     let retryingKeys: [String?]
     /// Keys whose next message waits for its not-before time.
     let scheduledKeys: [String?]
+    /// Keys a rate limit holds until its window ends.
+    let rateLimitedKeys: [String?]
     @NullWhenAbsent var oldestPending: Oldest?
     /// PostgreSQL: each worker holding keys; empty for SQLite.
     let workers: [Worker]
@@ -257,6 +264,9 @@ enum OperatorReport {
       retryingKeys = sorted.filter { $0.pending > 0 && $0.headAttempts > 0 }.map(\.partition)
       scheduledKeys = sorted.filter { key in
         key.pending > 0 && key.headNotBefore.map { $0 > now } == true
+      }.map(\.partition)
+      rateLimitedKeys = sorted.filter { key in
+        key.pending > 0 && key.rateLimitedUntil.map { $0 > now } == true
       }.map(\.partition)
       let oldestKey = keys.filter { $0.oldestPendingAppendedAt != nil }
         .min { ($0.oldestPendingAppendedAt ?? now) < ($1.oldestPendingAppendedAt ?? now) }
@@ -322,7 +332,11 @@ enum OperatorReport {
         ["Retrying keys", "\(retryingKeys.count)\(list(retryingKeys))"],
         ["Scheduled keys", "\(scheduledKeys.count)\(list(scheduledKeys))"],
       ]
-      // Shown only when there are some, as quarantined keys.
+      // Shown only when there are some, as quarantined keys: an outbox without rate limits
+      // never has any.
+      if !rateLimitedKeys.isEmpty {
+        rows.append(["Rate limited", "\(rateLimitedKeys.count)\(list(rateLimitedKeys))"])
+      }
       if !schedules.isEmpty {
         rows.append([
           "Schedules",

@@ -104,6 +104,21 @@ extension OutboxStore {
       entry.quarantine = quarantines[partition]
       keys[partition] = entry
     }
+    // The counters whose current window is full: the keys they count wait for its end.
+    let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
+    let full = try Row.fetchAll(
+      db,
+      sql: """
+        SELECT bucket, until FROM \(OutboxSchema.rateWindowTable)
+        WHERE used >= capacity AND until > ?
+        """,
+      arguments: [now]
+    ).map { (bucket: $0["bucket"] as String, until: $0["until"] as Int64) }
+    if !full.isEmpty {
+      for (partition, entry) in keys where entry.pending > 0 {
+        keys[partition]?.rateLimitedUntil = RateLimits.heldUntil(partition, full: full)
+      }
+    }
     return Array(keys.values)
   }
 

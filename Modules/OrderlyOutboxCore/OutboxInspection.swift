@@ -34,6 +34,9 @@ public struct OutboxKey: Sendable, Equatable {
   /// Why delivery quarantined the key (``QuarantinePolicy``), when it is paused for that
   /// reason; `nil` when it is not paused, or was paused by hand.
   public var quarantine: String? = nil
+  /// When a rate limit that counts the key lets it go on (``RateLimit``): its window is full
+  /// until then; `nil` when no limit holds it.
+  public var rateLimitedUntil: Date? = nil
 
   /// A key as read from a store.
   ///
@@ -98,6 +101,9 @@ public struct OutboxKey: Sendable, Equatable {
     if pending > 0, let headNotBefore, headNotBefore > now {
       reasons.append(.scheduled(until: headNotBefore))
     }
+    if pending > 0, let rateLimitedUntil, rateLimitedUntil > now {
+      reasons.append(.rateLimited(until: rateLimitedUntil))
+    }
     if pending > 0, headAttempts > 0 { reasons.append(.retrying(attempts: headAttempts)) }
     if pending > 0, let holder, holder.leaseExpiresAt < now {
       reasons.append(.leaseEnded(owner: holder.owner, at: holder.leaseExpiresAt))
@@ -146,6 +152,9 @@ public enum OutboxKeyStuck: Sendable, Equatable {
   /// Delivery quarantined the key (``QuarantinePolicy``), and it stays paused until resumed;
   /// the reason says what failed. Listed first.
   case quarantined(reason: String)
+  /// A rate limit that counts the key (``RateLimit``) is reached: the key waits, in order, until
+  /// its window ends, and goes on by itself then.
+  case rateLimited(until: Date)
 
   /// The reason in a few words, for a terminal.
   public var summary: String {
@@ -157,6 +166,7 @@ public enum OutboxKeyStuck: Sendable, Equatable {
     case .retrying(let attempts): "retrying: its next message failed \(attempts) time(s)"
     case .leaseEnded(let owner, _): "\(owner)'s lease ended; waits for a worker with room"
     case .quarantined(let reason): "quarantined (resume it once fixed): \(reason)"
+    case .rateLimited(let until): "rate limited until \(until.formatted(.iso8601))"
     }
   }
 }
@@ -234,8 +244,9 @@ public struct OutboxStoredMessage: Sendable, Equatable {
 }
 
 extension Array where Element == OutboxKey {
-  /// The keys ordered for an operator: the stuck ones first (those waiting at a dead letter,
-  /// then paused, then retrying, lease ended, scheduled), each group by its oldest message;
+  /// The keys ordered for an operator: the stuck ones first (quarantined, those waiting at a
+  /// dead letter, then paused, retrying, lease ended, rate limited, scheduled), each group by
+  /// its oldest message;
   /// then the others, by their oldest pending message.
   ///
   /// - Parameters:
@@ -252,8 +263,9 @@ extension Array where Element == OutboxKey {
       case .paused: 2
       case .retrying: 3
       case .leaseEnded: 4
-      case .scheduled: 5
-      case nil: 6
+      case .rateLimited: 5
+      case .scheduled: 6
+      case nil: 7
       }
     }
     func since(_ key: OutboxKey) -> Date {

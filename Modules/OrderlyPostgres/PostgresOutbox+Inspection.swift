@@ -84,6 +84,33 @@ extension PostgresOutbox {
             )
           )
         }
+        // The counters whose current window is full (on the server's clock): the keys they
+        // count wait for its end. None in an outbox created before rate limits.
+        var full: [(bucket: String, until: Int64)] = []
+        var present = false
+        for try await found in try await client.query(
+          "SELECT to_regclass('\(Table.rateWindow)') IS NOT NULL",
+          logger: logger
+        ).decode(Bool.self) {
+          present = found
+        }
+        if present {
+          for try await row in try await client.query(
+            """
+            SELECT bucket, until FROM \(Table.rateWindow)
+            WHERE used >= capacity
+              AND until > (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+            """,
+            logger: logger
+          ).decode((String, Int64).self) {
+            full.append(row)
+          }
+        }
+        if !full.isEmpty {
+          for index in keys.indices where keys[index].pending > 0 {
+            keys[index].rateLimitedUntil = RateLimits.heldUntil(keys[index].partition, full: full)
+          }
+        }
         return keys
       }
     } catch {

@@ -395,6 +395,51 @@ struct OutboxCommandChangeTests {
     #expect(leftRows.first?["paused"] as? Bool == false)
   }
 
+  @Test("a rate-limited key: keys and status say until when it waits (text and JSON)")
+  func rateLimited() async throws {
+    let folder = try ScratchFolder()
+    let path = folder.path("outbox.sqlite")
+    let outbox = try Outbox<Change>(path: path)
+    try await outbox.append(Change(note: "5", text: "a"), partition: "note-5")
+    try await outbox.append(Change(note: "5", text: "b"), partition: "note-5")
+    var options = OutboxDeliveryOptions()
+    // A day's window: the key's second message waits until midnight UTC.
+    options.rateLimits = [try RateLimit(1, per: .seconds(86_400), keys: .each)]
+    let events = outbox.events
+    let day = Int(Date().timeIntervalSince1970 / 86_400)
+    try outbox.start(options, deliver: .each { _ in })
+    for await event in events {
+      if case .delivered = event { break }
+    }
+    await outbox.stop()
+    try await outbox.close()
+    guard Int(Date().timeIntervalSince1970 / 86_400) == day else {
+      Issue.record("the test ran across midnight UTC: a new window began; not checked")
+      return
+    }
+    func run(_ arguments: [String]) async throws -> CLIResult {
+      try await orderly(["outbox"] + arguments + ["--database", path])
+    }
+    let json = try await run(["keys", "--format", "json"])
+    let rows = try #require(
+      try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]]
+    )
+    let formatter = ISO8601DateFormatter()
+    let midnight = formatter.string(from: Date(timeIntervalSince1970: Double(day + 1) * 86_400))
+    #expect(rows.first?["key"] as? String == "note-5")
+    #expect(rows.first?["stuck"] as? [String] == ["rateLimited"])
+    #expect(rows.first?["rateLimitedUntil"] as? String == midnight)
+    let text = try await run(["keys"])
+    #expect(text.stdout.contains("rate limited until \(midnight)"), "\(text.stdout)")
+    let status = try await run(["status", "--format", "json"])
+    let counts = try #require(
+      try JSONSerialization.jsonObject(with: Data(status.stdout.utf8)) as? [String: Any]
+    )
+    #expect(counts["rateLimitedKeys"] as? [String] == ["note-5"])
+    let statusText = try await run(["status"])
+    #expect(statusText.stdout.contains("Rate limited:    1 (note-5)"), "\(statusText.stdout)")
+  }
+
   @Test("pause and resume a key")
   func pauseAndResume() async throws {
     let fixture = try await Fixture()

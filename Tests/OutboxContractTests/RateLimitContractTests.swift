@@ -87,6 +87,13 @@ struct RateLimitContractTests {
       #expect(mine == Array(["\(key)#1", "\(key)#2"].prefix(mine.count)), "\(mine)")
     }
     #expect(keys.count == 4)
+    // Every key with messages left waits for the day's window to end, and says so.
+    let midnight = Date(timeIntervalSince1970: Double(dayAfter + 1) * 86_400)
+    for key in keys where key.pending > 0 {
+      #expect(key.rateLimitedUntil == midnight, "\(key.partition ?? "-")")
+      let reasons = key.stuck()
+      #expect(reasons.contains(.rateLimited(until: midnight)), "\(reasons)")
+    }
     await subject.finish()
   }
 

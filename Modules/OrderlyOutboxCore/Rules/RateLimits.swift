@@ -152,6 +152,35 @@ package enum RateLimits {
     }
   }
 
+  /// When a key whose counters are full goes on: the latest end of the full windows that
+  /// count it, or `nil` if none does.
+  ///
+  /// - Parameters:
+  ///   - partition: The key.
+  ///   - full: The counters whose current window is full, with when each ends.
+  /// - Returns: The time, or `nil`.
+  package static func heldUntil(
+    _ partition: String?,
+    full: [(bucket: String, until: Int64)]
+  ) -> Date? {
+    let lineKey = LineKey.key(partition)
+    var latest: Int64?
+    for window in full {
+      // `key SHAPE LINEKEY` or `prefix SHAPE PREFIX` (``RateLimit/bucket(for:)``).
+      let parts = window.bucket.split(
+        separator: " ",
+        maxSplits: 2,
+        omittingEmptySubsequences: false
+      )
+      guard parts.count == 3 else { continue }
+      let counts =
+        parts[0] == "key"
+        ? parts[2] == lineKey : parts[0] == "prefix" && partition?.hasPrefix(parts[2]) == true
+      if counts { latest = max(latest ?? window.until, window.until) }
+    }
+    return latest.map { Date(timeIntervalSince1970: Double($0) / 1000) }
+  }
+
   /// How many of `wanting` deliveries may begin, given how many each window counted already.
   ///
   /// - Parameters:
