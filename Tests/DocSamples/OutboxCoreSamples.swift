@@ -3,7 +3,7 @@
 // sample: outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-schedule
 import Foundation
 // end sample
-// sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-unique-key, outbox-core-schedule
+// sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-unique-key, outbox-core-schedule, outbox-core-rate-limits
 import OrderlyOutboxCore
 // end sample
 
@@ -112,5 +112,21 @@ func scheduleUpkeep(in outbox: some DurableOutbox<NoteEdit>) async throws {
       message: NoteEdit(noteID: 0, text: "pull changes")
     )
   )
+}
+// end sample
+
+// sample: outbox-core-rate-limits
+/// Starts delivery with a limit per customer and one for a tenant's keys together.
+func startLimited<O: DurableOutbox<NoteEdit>>(
+  _ outbox: O,
+  options: O.Options,
+  send: @escaping @Sendable (Envelope<NoteEdit>) async throws -> Void
+) throws {
+  var options = options
+  options.rateLimits = [
+    try RateLimit(50, per: .seconds(1), keys: .each),
+    try RateLimit(1_000, per: .seconds(60), keys: .prefix("tenant-acme:")),
+  ]
+  try outbox.start(options, deliver: .each(send))
 }
 // end sample
