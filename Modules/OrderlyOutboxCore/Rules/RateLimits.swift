@@ -3,7 +3,7 @@
 // worker shares, reads its own clock (the database server's, for a fleet), and asks
 // `RateLimits.grant` how many deliveries a line may begin now; the line runner asks before each
 // claim.
-public import Foundation
+package import Foundation
 
 /// At most `count` deliveries per interval, for each key, for one key, or for every key with a
 /// prefix together (a tenant's keys), across every process that delivers the outbox.

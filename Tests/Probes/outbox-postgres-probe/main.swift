@@ -15,6 +15,13 @@
 //     the message to fence_ledger in a transaction that first calls PostgresFences.admit, and
 //     prints `wrote KEY N FENCE` or `refused KEY N FENCE LAST_FENCE`. SIGTERM as for `work`.
 //
+//     With ORDERLY_PROBE_RATE_LIMIT=COUNT/MILLISECONDS/PREFIX set, it delivers under that rate
+//     limit for the keys starting with PREFIX together (Tools/rate-check).
+//
+//   outbox-postgres-probe fill URL SCHEMA KEYS PER_KEY PREFIX
+//     Appends PER_KEY messages to each of KEYS keys named PREFIX0, PREFIX1, ..., numbered from 1
+//     in each key, in transactions of 500; prints `filled N` and exits 0.
+//
 //   outbox-postgres-probe unique URL SCHEMA KEYS GO_FILE
 //     An appender racing others: prints `ready`, waits until GO_FILE exists (at most a minute),
 //     then appends one message with the unique key `u-K` for each K in 0..<KEYS, in order,
@@ -50,8 +57,11 @@ func fail(_ text: String) -> Never {
 let arguments = CommandLine.arguments
 let fenced = arguments.count == 6 && arguments[1] == "fenced"
 let unique = arguments.count == 6 && arguments[1] == "unique" && Int(arguments[4]) != nil
+let fill =
+  arguments.count == 7 && arguments[1] == "fill" && Int(arguments[4]) != nil
+  && Int(arguments[5]) != nil
 guard
-  fenced || unique
+  fenced || unique || fill
     || (arguments.count == 8 && arguments[1] == "work" && Int(arguments[4]) != nil
       && Int(arguments[5]) != nil && Int(arguments[6]) != nil
       && ["stop", "go"].contains(arguments[7]))
@@ -59,12 +69,13 @@ else {
   fail(
     "usage: outbox-postgres-probe work URL SCHEMA LIMIT LEASE_MS POLL_MS stop|go\n"
       + "       outbox-postgres-probe fenced URL SCHEMA LEASE_MS GO_FILE\n"
-      + "       outbox-postgres-probe unique URL SCHEMA KEYS GO_FILE"
+      + "       outbox-postgres-probe unique URL SCHEMA KEYS GO_FILE\n"
+      + "       outbox-postgres-probe fill URL SCHEMA KEYS PER_KEY PREFIX"
   )
 }
 let limit = fenced ? 1 : Int(arguments[4]) ?? 1
-let leaseMs = unique ? 1000 : Int(arguments[fenced ? 4 : 5]) ?? 1000
-let pollMs = fenced || unique ? 50 : Int(arguments[6]) ?? 100
+let leaseMs = unique || fill ? 1000 : Int(arguments[fenced ? 4 : 5]) ?? 1000
+let pollMs = fenced || unique || fill ? 50 : Int(arguments[6]) ?? 100
 
 var logger = Logger(label: "probe")
 logger.logLevel =
@@ -93,6 +104,23 @@ do {
     logger: logger,
     partition: { $0.key }
   )
+  if fill {
+    let (keys, perKey, prefix) = (Int(arguments[4]) ?? 0, Int(arguments[5]) ?? 0, arguments[6])
+    var messages: [FleetMessage] = []
+    for n in 1...max(1, perKey) where perKey > 0 {
+      for key in 0..<keys { messages.append(FleetMessage(key: "\(prefix)\(key)", n: n)) }
+    }
+    var start = 0
+    while start < messages.count {
+      let end = min(start + 500, messages.count)
+      try await outbox.append(contentsOf: Array(messages[start..<end]))
+      start = end
+    }
+    say("filled \(messages.count)")
+    await outbox.close()
+    running.cancel()
+    exit(0)
+  }
   if unique {
     say("ready")
     let (appended, duplicates) = try await appendRacing(
@@ -123,28 +151,41 @@ do {
 /// The fleet tests' worker: records each delivery in fleet_delivery.
 func startWork(_ outbox: PostgresOutbox<FleetMessage>) throws {
   let policy: DeadLetterPolicy = arguments[7] == "stop" ? .stopLine : .continueLine
-  try outbox.start(
+  var options = FleetDeliveryOptions(
     limit: limit,
     retry: .standard,
     onDeadLetter: policy,
     lease: .milliseconds(leaseMs),
     pollInterval: .milliseconds(pollMs)
-  ) { envelope in
-    let message = envelope.message
-    if message.poison { throw PermanentDeliveryFailure("poison \(message.key)#\(message.n)") }
-    let started = Date()
-    if message.holdMs > 0 { try await Task.sleep(for: .milliseconds(message.holdMs)) }
-    try Task.checkCancellation()
-    let worker = outbox.workerID
-    try await client.query(
-      """
-      INSERT INTO fleet_delivery (worker, key, n, id, fence, attempt, started_at, ended_at)
-      VALUES (\(worker), \(message.key), \(message.n), \(envelope.id), \(envelope.fence ?? 0),
-        \(envelope.attempt), \(started), \(Date()))
-      """,
-      logger: logger
-    )
+  )
+  if let rate = ProcessInfo.processInfo.environment["ORDERLY_PROBE_RATE_LIMIT"] {
+    let parts = rate.split(separator: "/", maxSplits: 2).map(String.init)
+    guard parts.count == 3, let count = Int(parts[0]), let milliseconds = Int(parts[1]) else {
+      fail("ORDERLY_PROBE_RATE_LIMIT is COUNT/MILLISECONDS/PREFIX (got \(rate))")
+    }
+    options.rateLimits = [
+      try RateLimit(count, per: .milliseconds(milliseconds), keys: .prefix(parts[2]))
+    ]
   }
+  try outbox.start(
+    options,
+    deliver: .each { envelope in
+      let message = envelope.message
+      if message.poison { throw PermanentDeliveryFailure("poison \(message.key)#\(message.n)") }
+      let started = Date()
+      if message.holdMs > 0 { try await Task.sleep(for: .milliseconds(message.holdMs)) }
+      try Task.checkCancellation()
+      let worker = outbox.workerID
+      try await client.query(
+        """
+        INSERT INTO fleet_delivery (worker, key, n, id, fence, attempt, started_at, ended_at)
+        VALUES (\(worker), \(message.key), \(message.n), \(envelope.id), \(envelope.fence ?? 0),
+          \(envelope.attempt), \(started), \(Date()))
+        """,
+        logger: logger
+      )
+    }
+  )
 }
 
 /// The fence test's stale worker: holds each delivery until GO_FILE exists, then writes it under
