@@ -320,6 +320,25 @@ struct LineRunnerTests {
     )
   }
 
+  @Test(
+    "permits whose window ended before the delivery begins are taken again, in the window it begins in"
+  )
+  func rateLimitLapsed() async throws {
+    let store = MemoryLine(messages: ["a", "b"])
+    store.permitsLeft = 2
+    // The first grant's window ended long ago: its delivery takes its permit again.
+    store.lapses = [1]
+    var runner = LineRunner<String>(rule: try MemoryLine.rule(), onDeadLetter: .stopLine) { _ in }
+    runner.rateLimits = [try RateLimit(2, per: .seconds(1), keys: .each)]
+    let end = await runner.run(store)
+    #expect(end == .limited(until: Date(timeIntervalSince1970: 42)))
+    #expect(
+      store.log == [
+        "permits 1: 1", "claim 1: a#1", "permits 1: 1", "permits 1: 0", "ack a, nothing",
+      ]
+    )
+  }
+
   @Test("a limit that counts other keys changes nothing for this line")
   func rateLimitOfOthers() async throws {
     let store = MemoryLine(messages: ["a", "b"])
@@ -359,6 +378,8 @@ private final class MemoryLine: LineStore, Sendable {
     var longestRecordWait: Duration? = .zero
     /// Permits left in the window, for a runner with a rate limit.
     var permitsLeft = Int.max
+    /// When each grant's permits stop counting, in turn (then `nil`).
+    var lapses: [Int64] = []
   }
 
   private let state: Mutex<State>
@@ -405,13 +426,19 @@ private final class MemoryLine: LineStore, Sendable {
     set { state.withLock { $0.permitsLeft = newValue } }
   }
 
+  var lapses: [Int64] {
+    get { state.withLock { $0.lapses } }
+    set { state.withLock { $0.lapses = newValue } }
+  }
+
   /// Grants what is left in the window, which ends at 42 s after 1970.
   func takePermits(_ limits: [RateLimit], wanting: Int) async throws -> RateGrant {
     state.withLock { state in
       let granted = min(wanting, state.permitsLeft)
       state.permitsLeft -= granted
       state.log.append("permits \(wanting): \(granted)")
-      return RateGrant(granted: granted, until: granted < wanting ? 42_000 : nil)
+      let lapses = state.lapses.isEmpty ? nil : state.lapses.removeFirst()
+      return RateGrant(granted: granted, until: granted < wanting ? 42_000 : nil, lapses: lapses)
     }
   }
 

@@ -42,13 +42,17 @@ struct RateLimitAndFairShareTests {
     ]
     let windows = RateLimits.windows(for: "acme:1", limits: limits, at: 1_700_000_061_250)
     let free = RateLimits.grant(wanting: 4, windows: windows, used: [0, 10])
-    #expect(free == RateGrant(granted: 4, until: nil))
+    #expect(free == RateGrant(granted: 4, until: nil, lapses: 1_700_000_062_000))
     let partly = RateLimits.grant(wanting: 4, windows: windows, used: [3, 10])
-    #expect(partly == RateGrant(granted: 2, until: 1_700_000_062_000))
+    #expect(partly == RateGrant(granted: 2, until: 1_700_000_062_000, lapses: 1_700_000_062_000))
     let tenantFull = RateLimits.grant(wanting: 1, windows: windows, used: [0, 100])
-    #expect(tenantFull == RateGrant(granted: 0, until: 1_700_000_100_000))
+    #expect(
+      tenantFull == RateGrant(granted: 0, until: 1_700_000_100_000, lapses: 1_700_000_062_000)
+    )
     let bothFull = RateLimits.grant(wanting: 1, windows: windows, used: [5, 100])
-    #expect(bothFull == RateGrant(granted: 0, until: 1_700_000_100_000))
+    #expect(
+      bothFull == RateGrant(granted: 0, until: 1_700_000_100_000, lapses: 1_700_000_062_000)
+    )
     let unlimited = RateLimits.grant(wanting: 16, windows: [], used: [])
     #expect(unlimited == RateGrant(granted: 16, until: nil))
   }

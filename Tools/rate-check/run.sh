@@ -6,6 +6,11 @@
 #
 #   bash Tools/rate-check/run.sh [WORKERS] [COUNT] [SECONDS] [KEYS]    (defaults 4 50 60 200)
 #
+# With UNLIMITED=1 the workers run with no limit (COUNT then only sizes the backlog): the same
+# run's cost without limits, for a limit configured but not binding (a COUNT above what the
+# workers reach). BACKLOG=N appends N messages (COUNT x SECONDS x 1.5 by default). KEEP=1 keeps
+# the schema.
+#
 # Needs the throwaway server (bash Tools/postgres/cluster.sh start --install) and the probe
 # built with the Postgres trait: swift build --traits SQLite,Server,Postgres --product
 # outbox-postgres-probe (SCRATCH names its scratch path; .build by default). Creates a schema of
@@ -23,18 +28,22 @@ url=$(bash Tools/postgres/cluster.sh url)
 schema="rate_check_$$"
 psql() { bash Tools/postgres/cluster.sh psql -v ON_ERROR_STOP=1 -qAt "$@"; }
 psql -c "CREATE SCHEMA $schema"
-trap 'psql -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true' EXIT
+[ -n "${KEEP:-}" ] || trap 'psql -c "DROP SCHEMA IF EXISTS $schema CASCADE" >/dev/null 2>&1 || true' EXIT
 psql -c "SET search_path TO $schema; CREATE TABLE fleet_delivery (
   worker text NOT NULL, key text NOT NULL, n integer NOT NULL, id uuid NOT NULL,
   fence bigint NOT NULL, attempt integer NOT NULL,
   started_at timestamptz NOT NULL, ended_at timestamptz NOT NULL)"
 # Enough for the whole run at the limit, and more: the limit, not the backlog, is what binds.
-per_key=$(( (count * seconds * 3 / 2) / keys + 1 ))
+per_key=$(( ${BACKLOG:-$((count * seconds * 3 / 2))} / keys + 1 ))
 "$probe" fill "$url" "$schema" "$keys" "$per_key" "t:"
 pids=()
 for _ in $(seq "$workers"); do
-  ORDERLY_PROBE_RATE_LIMIT="$count/1000/t:" "$probe" work "$url" "$schema" 16 5000 100 stop \
-    > /dev/null &
+  if [ "${UNLIMITED:-}" = 1 ]; then
+    "$probe" work "$url" "$schema" 16 5000 100 stop > /dev/null &
+  else
+    ORDERLY_PROBE_RATE_LIMIT="$count/1000/t:" "$probe" work "$url" "$schema" 16 5000 100 stop \
+      > /dev/null &
+  fi
   pids+=($!)
 done
 sleep "$((seconds + 2))"

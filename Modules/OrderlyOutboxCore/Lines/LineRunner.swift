@@ -92,6 +92,8 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     // Audit rows of a failed attempt about to be retried: written by the claim that retries it.
     var unwritten: [AuditAttempt] = []
     let limits = rateLimits.filter { $0.counts(store.partition) }
+    // When the permits of the claimed messages stop counting (their window ends).
+    var lapses: Int64?
     if !limits.isEmpty, !taken.isEmpty {
       // Messages taken with the line (a lease) begin only as far as the limits allow; the
       // others give their attempts back and wait in the line.
@@ -108,6 +110,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         claimed = Array(taken.prefix(grant.granted))
         if claimed.isEmpty { return .limited(until: Self.date(grant.until)) }
       }
+      lapses = grant.lapses
     }
     while true {
       if store.halt() != nil { return await ended(.stopped, leaving: unwritten, store: store) }
@@ -123,6 +126,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
             )
           }
           upTo = grant.granted
+          lapses = grant.lapses
         }
         let step = await store.claim(upTo: upTo, recording: unwritten)
         unwritten = []
@@ -135,7 +139,40 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
       }
       // Decided before the delivery: its acknowledgement gives the line up, or takes the next.
       let turnOver = await turn.beforeDelivery(at: .now) { await store.othersWait() }
-      let (step, left) = await deliver(claimed, store: store, turnOver: turnOver, limits: limits)
+      if let ends = lapses, ScheduleRow.milliseconds(Date()) >= ends {
+        // The window these permits counted in has ended before the deliveries begin: they are
+        // counted again, in the window they begin in, so that no window sees more begin than
+        // its limit.
+        let grant = await permits(claimed.count, limits: limits, store: store)
+        if grant.granted < claimed.count {
+          let settled = await acknowledge(
+            [],
+            givingBack: Array(claimed.dropFirst(grant.granted)),
+            then: .nothing,
+            recording: [],
+            store: store
+          )
+          if case .end(let end) = settled {
+            return await ended(end, leaving: unwritten, store: store)
+          }
+          claimed = Array(claimed.prefix(grant.granted))
+          if claimed.isEmpty {
+            return await ended(
+              .limited(until: Self.date(grant.until)),
+              leaving: unwritten,
+              store: store
+            )
+          }
+        }
+        lapses = grant.lapses
+      }
+      let (step, left, nextLapses) = await deliver(
+        claimed,
+        store: store,
+        turnOver: turnOver,
+        limits: limits
+      )
+      lapses = nextLapses
       unwritten = left
       switch step {
       case .deliver(let next): claimed = next
@@ -187,8 +224,8 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     store: some LineStore<Message>,
     turnOver: Bool,
     limits: [RateLimit]
-  ) async -> (LineStep, [AuditAttempt]) {
-    guard let first = claimed.first else { return (.again, []) }
+  ) async -> (LineStep, [AuditAttempt], Int64?) {
+    guard let first = claimed.first else { return (.again, [], nil) }
     var envelopes: [Envelope<Message>] = []
     var undecodable: String?
     for message in claimed {
@@ -213,7 +250,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
           recording: [],
           store: store
         )
-        guard case .again = settled else { return (settled, []) }
+        guard case .again = settled else { return (settled, [], nil) }
       }
       let now = Date()
       let trail =
@@ -226,7 +263,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         recording: trail,
         store: store
       )
-      return (step, [])
+      return (step, [], nil)
     }
     for envelope in envelopes {
       rule.hub.emit(
@@ -245,11 +282,13 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     guard case .failure(let thrown) = result else {
       var take = next(turnOver: turnOver, store: store)
       var heldUntil: Date?
+      var nextLapses: Int64?
       if case .upTo(let wanted) = take, !limits.isEmpty {
         // Permits for the next messages, taken as they are: the deliveries begin right after.
         let grant = await permits(wanted, limits: limits, store: store)
         take = grant.granted > 0 ? .upTo(grant.granted) : .nothing
         if grant.granted == 0 { heldUntil = Self.date(grant.until) }
+        nextLapses = grant.lapses
       }
       let step = await acknowledge(
         handed,
@@ -258,8 +297,10 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         recording: attempts(handed[...], .delivered),
         store: store
       )
-      if let heldUntil, case .again = step { return (.end(.limited(until: heldUntil)), []) }
-      return (step, [])
+      if let heldUntil, case .again = step {
+        return (.end(.limited(until: heldUntil)), [], nil)
+      }
+      return (step, [], nextLapses)
     }
     let (done, error) = failure(thrown, handed: handed.count)
     let failed = handed[done]
@@ -269,7 +310,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
     let halt = store.haltAfterFailure(error) ?? store.halt()
     // A line that can no longer record anything leaves its messages to its next holder.
     if halt == .abandon {
-      return (.end(.stopped), attempts(handed[...done], .cut))
+      return (.end(.stopped), attempts(handed[...done], .cut), nil)
     }
     let decision = rule.afterFailure(error, attempt: failed.attempt)
     let setsAside = halt == nil && { if case .setAside = decision { true } else { false } }()
@@ -285,9 +326,9 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         store: store
       )
       if !setsAside { failedRow = [] }
-      guard case .again = settled else { return (settled, failedRow) }
+      guard case .again = settled else { return (settled, failedRow, nil) }
     }
-    if halt != nil { return (.end(.stopped), failedRow) }
+    if halt != nil { return (.end(.stopped), failedRow, nil) }
     switch decision {
     case .setAside(let reason):
       let step = await setAside(
@@ -297,7 +338,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         recording: failedRow,
         store: store
       )
-      return (step, [])
+      return (step, [], nil)
     case .retry where quarantine?.quarantines(afterFailed: failed.attempt) == true:
       // One rule on every store: the key is paused in the store with why, its message left at
       // its head with its attempts; the failed attempt's row goes on its own, as a retried
@@ -307,7 +348,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         reason: QuarantinePolicy.reason(attempts: failed.attempt, error: error),
         store: store
       )
-      return (step, failedRow)
+      return (step, failedRow, nil)
     case .retry(let delay):
       // The epoch first, before the event: a pause or resume after it ends the wait (one made
       // by a listener that heard `retrying` included), one before it is seen by the check.
@@ -321,10 +362,10 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
           reason: "\(error)"
         )
       )
-      if store.halt() != nil { return (.end(.stopped), failedRow) }
+      if store.halt() != nil { return (.end(.stopped), failedRow, nil) }
       await rule.waits.wait(delay, on: rule.clock, since: epoch)
       // Claimed again (and counted) by the next look, unless the line must stop.
-      return (.again, failedRow)
+      return (.again, failedRow, nil)
     }
   }
 

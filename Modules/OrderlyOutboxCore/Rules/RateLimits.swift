@@ -114,15 +114,21 @@ package struct RateGrant: Sendable, Equatable {
   /// When a window that held the grant back ends (milliseconds since 1970), if any did: the
   /// line waits until then for more.
   package let until: Int64?
+  /// When the permits it grants stop counting: the end of the earliest window they were counted
+  /// in (milliseconds since 1970); `nil` when no window counted them. A delivery that begins
+  /// later takes its permit again, in the window it begins in.
+  package let lapses: Int64?
 
   /// A grant.
   ///
   /// - Parameters:
   ///   - granted: Deliveries granted.
   ///   - until: When the window that held it back ends, if one did.
-  package init(granted: Int, until: Int64?) {
+  ///   - lapses: When the windows the permits were counted in begin to end.
+  package init(granted: Int, until: Int64?, lapses: Int64? = nil) {
     self.granted = granted
     self.until = until
+    self.lapses = lapses
   }
 }
 
@@ -194,10 +200,13 @@ package enum RateLimits {
     for (window, count) in zip(windows, used) {
       granted = min(granted, max(0, window.capacity - count))
     }
-    guard granted < wanting else { return RateGrant(granted: granted, until: nil) }
+    let lapses = windows.map(\.end).min()
+    guard granted < wanting else {
+      return RateGrant(granted: granted, until: nil, lapses: lapses)
+    }
     // Held back: the line may begin more once every window that is full has ended; the one
     // that holds it longest decides.
     let full = zip(windows, used).filter { $0.0.capacity - $0.1 <= granted }.map(\.0.end)
-    return RateGrant(granted: granted, until: full.max())
+    return RateGrant(granted: granted, until: full.max(), lapses: lapses)
   }
 }

@@ -249,12 +249,22 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
   var partition: String? { Line.partition(line) }
 
   /// Takes permits in one transaction on the database server's clock, which every worker
-  /// reads: each counter's row locked (in the counters' order, so two lines never wait for
-  /// each other in a cycle), read, and added to.
+  /// reads: each counter locked first (an advisory lock per counter, in the counters' order, so
+  /// two lines never wait for each other in a cycle), then the clock read, so that a transaction
+  /// that waited for the lock across a window's end counts in the new window, never in the one
+  /// that ended; then each window's row read and added to.
   func takePermits(_ limits: [RateLimit], wanting: Int) async throws -> RateGrant {
     let (client, logger, partition) = (worker.client, worker.logger, partition)
+    let buckets = Set(limits.filter { $0.counts(partition) }.map { $0.bucket(for: partition) })
+      .sorted()
     return try await worker.bounded("taking permits for line \(Line.shown(line))") {
       try await client.transaction(logger: logger) { connection -> RateGrant in
+        for bucket in buckets {
+          try await connection.checkedQuery(
+            "SELECT pg_advisory_xact_lock(hashtext(\(bucket)))",
+            logger: logger
+          )
+        }
         var now: Int64 = 0
         for try await value in try await connection.checkedQuery(
           "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
