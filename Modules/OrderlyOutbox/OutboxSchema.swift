@@ -44,8 +44,9 @@ package enum OutboxSchema {
   /// The recurring schedules (`OutboxSchedules`), by name: times in whole milliseconds since
   /// 1970.
   static let scheduleTable = "outbox_schedule"
-  /// The rate limits' counters (`RateLimit`): deliveries begun in each counter's current
-  /// window, with its capacity and end, so `keys` can say until when a key waits.
+  /// The rate limits' counters (`RateLimit`), one row each: its current window (a newer one
+  /// replaces it), the deliveries begun in it, its capacity and end, so `keys` can say until
+  /// when a key waits.
   static let rateWindowTable = "outbox_rate_window"
 
   package static let migrations = [
@@ -203,12 +204,11 @@ package enum OutboxSchema {
       try db.execute(
         sql: """
           CREATE TABLE \(rateWindowTable) (
-            bucket TEXT NOT NULL,
+            bucket TEXT PRIMARY KEY NOT NULL,
             start INTEGER NOT NULL,
             until INTEGER NOT NULL,
             capacity INTEGER NOT NULL,
-            used INTEGER NOT NULL,
-            PRIMARY KEY (bucket, start)
+            used INTEGER NOT NULL
           )
           """
       )

@@ -344,8 +344,9 @@ package enum OutboxStore {
     try String.fetchAll(db, sql: "SELECT line FROM \(paused) ORDER BY line").map(LineKey.partition)
   }
 
-  /// Takes up to `wanting` permits of `limits` for `partition`'s line: the windows' counts
-  /// read, the grant decided (``RateLimits``), and added; each counter's older windows deleted.
+  /// Takes up to `wanting` permits of `limits` for `partition`'s line: each counter's window
+  /// read (a counter whose window ended counts from zero in the new one), the grant decided
+  /// (``RateLimits``), and added. In the file's one write transaction, on this machine's clock.
   static func takePermits(
     _ db: Database,
     limits: [RateLimit],
@@ -356,29 +357,28 @@ package enum OutboxStore {
     let windows = RateLimits.windows(for: partition, limits: limits, at: now)
     var used: [Int] = []
     for window in windows {
-      used.append(
-        try Int.fetchOne(
-          db.cachedStatement(
-            sql: "SELECT used FROM \(OutboxSchema.rateWindowTable) WHERE bucket = ? AND start = ?"
-          ),
-          arguments: [window.bucket, window.start]
-        ) ?? 0
+      let row = try Row.fetchOne(
+        db.cachedStatement(
+          sql: "SELECT start, used FROM \(OutboxSchema.rateWindowTable) WHERE bucket = ?"
+        ),
+        arguments: [window.bucket]
       )
+      let start: Int64? = row?["start"]
+      used.append(start == window.start ? row?["used"] ?? 0 : 0)
     }
     let grant = RateLimits.grant(wanting: wanting, windows: windows, used: used)
-    for window in windows {
+    for (window, count) in zip(windows, used) {
       try db.cachedStatement(
         sql: """
-          INSERT INTO \(OutboxSchema.rateWindowTable) (bucket, start, until, capacity, used)
+          INSERT OR REPLACE INTO \(OutboxSchema.rateWindowTable)
+            (bucket, start, until, capacity, used)
           VALUES (?, ?, ?, ?, ?)
-          ON CONFLICT (bucket, start) DO UPDATE SET used = used + excluded.used
           """
-      ).execute(arguments: [
-        window.bucket, window.start, window.end, window.capacity, grant.granted,
-      ])
-      try db.cachedStatement(
-        sql: "DELETE FROM \(OutboxSchema.rateWindowTable) WHERE bucket = ? AND start < ?"
-      ).execute(arguments: [window.bucket, window.start])
+      ).execute(
+        arguments: [
+          window.bucket, window.start, window.end, window.capacity, count + grant.granted,
+        ]
+      )
     }
     return grant
   }

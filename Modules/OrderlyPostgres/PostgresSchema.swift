@@ -45,8 +45,8 @@ enum Table {
   static let uniqueWindow = SQLName(description: "orderly_outbox_unique_window")
   /// The recurring schedules, by name (times in whole milliseconds since 1970).
   static let schedule = SQLName(description: "orderly_outbox_schedule")
-  /// The rate limits' counters: deliveries begun in each counter's window (milliseconds since
-  /// 1970, on the database server's clock).
+  /// The rate limits' counters, one row each: its current window (milliseconds since 1970, on
+  /// the database server's clock; a newer one replaces it) and the deliveries begun in it.
   static let rateWindow = SQLName(description: "orderly_outbox_rate_window")
 }
 
@@ -197,12 +197,12 @@ enum PostgresSchema {
     """,
     """
     CREATE TABLE IF NOT EXISTS \(Table.rateWindow) (
-      bucket text NOT NULL,
+      bucket text PRIMARY KEY,
       start bigint NOT NULL,
       until bigint NOT NULL,
       capacity integer NOT NULL,
       used integer NOT NULL,
-      PRIMARY KEY (bucket, start)
+      granted integer NOT NULL
     )
     """,
   ]

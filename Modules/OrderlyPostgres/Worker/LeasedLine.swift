@@ -248,70 +248,102 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
   /// The line's key.
   var partition: String? { Line.partition(line) }
 
-  /// Takes permits in one transaction on the database server's clock, which every worker
-  /// reads: each counter locked first (an advisory lock per counter, in the counters' order, so
-  /// two lines never wait for each other in a cycle), then the clock read, so that a transaction
-  /// that waited for the lock across a window's end counts in the new window, never in the one
-  /// that ended; then each window's row read and added to.
+  /// Takes permits on the database server's clock, which every worker reads: one statement
+  /// per counter (in the counters' order, so two lines never wait for each other in a cycle),
+  /// in one transaction.
+  ///
+  /// Each statement reads the clock, then takes the counter's row lock, and grants what its
+  /// window leaves. A statement whose clock was read before another transaction moved the
+  /// counter to a newer window counts in that newer window (windows only move forward): a
+  /// delivery it grants begins in it. A key several limits count takes from each in turn, as
+  /// many as the ones before granted, and gives back to the earlier counters what a later one
+  /// did not grant.
   func takePermits(_ limits: [RateLimit], wanting: Int) async throws -> RateGrant {
     let (client, logger, partition) = (worker.client, worker.logger, partition)
-    let buckets = Set(limits.filter { $0.counts(partition) }.map { $0.bucket(for: partition) })
-      .sorted()
-    return try await worker.bounded("taking permits for line \(Line.shown(line))") {
-      try await client.transaction(logger: logger) { connection -> RateGrant in
-        for bucket in buckets {
-          try await connection.checkedQuery(
-            "SELECT pg_advisory_xact_lock(hashtext(\(bucket)))",
-            logger: logger
-          )
-        }
-        var now: Int64 = 0
-        for try await value in try await connection.checkedQuery(
-          "SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint",
+    let counted = limits.filter { $0.counts(partition) }
+      .map { (bucket: $0.bucket(for: partition), limit: $0) }
+      .sorted { $0.bucket < $1.bucket }
+    if counted.count == 1 {
+      // One counter: one statement on its own (its row lock lasts only that statement).
+      let (bucket, limit) = counted[0]
+      return try await worker.bounded("taking permits for line \(Line.shown(line))") {
+        try await client.checkedQuery(
+          Self.permits(bucket: bucket, limit: limit, wanting: wanting),
           logger: logger
-        ).decode(Int64.self) {
-          now = value
-        }
-        let windows = RateLimits.windows(for: partition, limits: limits, at: now)
-          .sorted { $0.bucket < $1.bucket }
-        var used: [Int] = []
-        for window in windows {
-          var count = 0
-          for try await value in try await connection.checkedQuery(
-            """
-            INSERT INTO \(Table.rateWindow) AS w (bucket, start, until, capacity, used)
-            VALUES (\(window.bucket), \(window.start), \(window.end), \(window.capacity), 0)
-            ON CONFLICT (bucket, start) DO UPDATE SET used = w.used
-            RETURNING used
-            """,
-            logger: logger
-          ).decode(Int.self) {
-            count = value
-          }
-          used.append(count)
-        }
-        let grant = RateLimits.grant(wanting: wanting, windows: windows, used: used)
-        for window in windows {
-          if grant.granted > 0 {
-            try await connection.checkedQuery(
-              """
-              UPDATE \(Table.rateWindow) SET used = used + \(grant.granted)
-              WHERE bucket = \(window.bucket) AND start = \(window.start)
-              """,
-              logger: logger
+        ) { rows in
+          for try await row in rows {
+            let taken = try Self.taken(NamedColumns(row))
+            return RateGrant(
+              granted: taken.granted,
+              until: taken.granted < wanting ? taken.until : nil,
+              lapses: taken.until
             )
           }
+          return RateGrant(granted: 0, until: nil)
+        }
+      }
+    }
+    return try await worker.bounded("taking permits for line \(Line.shown(line))") {
+      try await client.transaction(logger: logger) { connection -> RateGrant in
+        var granted = max(0, wanting)
+        var taken: [(bucket: String, start: Int64, granted: Int)] = []
+        var until: Int64?
+        var lapses: Int64?
+        for (bucket, limit) in counted {
+          for try await row in try await connection.checkedQuery(
+            Self.permits(bucket: bucket, limit: limit, wanting: granted),
+            logger: logger
+          ) {
+            let counter = try Self.taken(NamedColumns(row))
+            taken.append((bucket, counter.start, counter.granted))
+            lapses = min(lapses ?? counter.until, counter.until)
+            if counter.granted < granted { until = max(until ?? counter.until, counter.until) }
+            granted = min(granted, counter.granted)
+          }
+        }
+        // What a later counter did not grant goes back to the earlier ones, in their window.
+        for counter in taken where counter.granted > granted {
           try await connection.checkedQuery(
             """
-            DELETE FROM \(Table.rateWindow)
-            WHERE bucket = \(window.bucket) AND start < \(window.start)
+            UPDATE \(Table.rateWindow) SET used = used - \(counter.granted - granted)
+            WHERE bucket = \(counter.bucket) AND start = \(counter.start)
             """,
             logger: logger
           )
         }
-        return grant
+        return RateGrant(granted: granted, until: granted < wanting ? until : nil, lapses: lapses)
       }
     }
+  }
+
+  /// The statement that takes up to `wanting` permits of one counter: the clock read, then the
+  /// counter's row locked, and what its window leaves granted (a clock read before another
+  /// transaction moved the counter to a newer window counts in that one).
+  static func permits(bucket: String, limit: RateLimit, wanting: Int) -> PostgresQuery {
+    let (milliseconds, capacity, want) = (limit.milliseconds, limit.count, max(0, wanting))
+    return """
+      INSERT INTO \(Table.rateWindow) AS w (bucket, start, until, capacity, used, granted)
+      SELECT \(bucket), c.start, c.start + \(milliseconds), \(capacity),
+        LEAST(\(want), \(capacity)), LEAST(\(want), \(capacity))
+      FROM (SELECT (floor(extract(epoch FROM clock_timestamp()) * 1000 / \(milliseconds))
+        * \(milliseconds))::bigint AS start) c
+      ON CONFLICT (bucket) DO UPDATE SET
+        granted = CASE WHEN excluded.start <= w.start
+          THEN LEAST(\(want), GREATEST(0, w.capacity - w.used))
+          ELSE LEAST(\(want), \(capacity)) END,
+        used = CASE WHEN excluded.start <= w.start
+          THEN w.used + LEAST(\(want), GREATEST(0, w.capacity - w.used))
+          ELSE LEAST(\(want), \(capacity)) END,
+        start = GREATEST(excluded.start, w.start),
+        until = GREATEST(excluded.until, w.until),
+        capacity = \(capacity)
+      RETURNING granted, start, until
+      """
+  }
+
+  /// A counter's row as the statement returns it.
+  static func taken(_ row: NamedColumns) throws -> (granted: Int, start: Int64, until: Int64) {
+    (try row("granted"), try row("start"), try row("until"))
   }
 
   /// Whether `sequence` is the line's first message (read after a refused move, to say why).
