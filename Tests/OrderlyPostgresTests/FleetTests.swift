@@ -191,7 +191,14 @@ extension TestDatabase {
   }
 
   func fleetCount(_ sql: String) async throws -> Int {
-    var count = 0
+    Int(try await fleetValues(sql, as: Int64.self).last ?? 0)
+  }
+
+  /// The values of a query's one column, in order, in this test's schema.
+  func fleetValues<T: PostgresDecodable & Sendable>(_ sql: String, as _: T.Type) async throws
+    -> [T]
+  {
+    var values: [T] = []
     try await admin.withConnection { connection in
       try await connection.query(
         PostgresQuery(unsafeSQL: "SET search_path TO \(self.schema)"),
@@ -200,11 +207,11 @@ extension TestDatabase {
       for try await value in try await connection.query(
         PostgresQuery(unsafeSQL: sql),
         logger: TestServer.logger
-      ).decode(Int64.self) {
-        count = Int(value)
+      ).decode(T.self) {
+        values.append(value)
       }
     }
-    return count
+    return values
   }
 }
 
@@ -395,11 +402,12 @@ struct FleetScheduleTests {
     )
     try await outbox.schedules.pause(named: "every-second")
     await fleet.terminateAll()
-    let ticks = try await database.fleetStrings(
+    let ticks = try await database.fleetValues(
       """
       SELECT (headers::jsonb ->> 'orderly-tick') FROM orderly_outbox_message
       WHERE partition = 'sched' ORDER BY sequence
-      """
+      """,
+      as: String.self
     )
     #expect(ticks.count >= 8)
     // Each tick once, and in tick order: the numbers the line gave them follow the ticks.
@@ -422,24 +430,6 @@ enum OutboxScheduleTickText {
 }
 
 extension TestDatabase {
-  /// The text values a query returns, in order.
-  func fleetStrings(_ sql: String) async throws -> [String] {
-    var values: [String] = []
-    try await admin.withConnection { connection in
-      try await connection.query(
-        PostgresQuery(unsafeSQL: "SET search_path TO \(self.schema)"),
-        logger: TestServer.logger
-      )
-      for try await value in try await connection.query(
-        PostgresQuery(unsafeSQL: sql),
-        logger: TestServer.logger
-      ).decode(String.self) {
-        values.append(value)
-      }
-    }
-    return values
-  }
-
   /// The app's counter per key: the last number each key's messages carry.
   func counters() async throws -> [String: Int] {
     var counters: [String: Int] = [:]
