@@ -344,9 +344,11 @@ package enum OutboxStore {
     try String.fetchAll(db, sql: "SELECT line FROM \(paused) ORDER BY line").map(LineKey.partition)
   }
 
-  /// Takes up to `wanting` permits of `limits` for `partition`'s line: each counter's window
-  /// read (a counter whose window ended counts from zero in the new one), the grant decided
-  /// (``RateLimits``), and added. In the file's one write transaction, on this machine's clock.
+  /// Takes up to `wanting` permits of `limits` for `partition`'s line.
+  ///
+  /// Each counter's window is read (a counter whose window ended counts from zero in the new
+  /// one), the grant decided (``RateLimits``), and added: in the file's one write transaction,
+  /// on this machine's clock.
   static func takePermits(
     _ db: Database,
     limits: [RateLimit],

@@ -114,9 +114,11 @@ package struct RateGrant: Sendable, Equatable {
   /// When a window that held the grant back ends (milliseconds since 1970), if any did: the
   /// line waits until then for more.
   package let until: Int64?
-  /// When the permits it grants stop counting: the end of the earliest window they were counted
-  /// in (milliseconds since 1970); `nil` when no window counted them. A delivery that begins
-  /// later takes its permit again, in the window it begins in.
+  /// When the permits it grants stop counting.
+  ///
+  /// The end of the earliest window they were counted in (milliseconds since 1970); `nil` when
+  /// no window counted them. A delivery that begins later takes its permit again, in the window
+  /// it begins in.
   package let lapses: Int64?
 
   /// A grant.
