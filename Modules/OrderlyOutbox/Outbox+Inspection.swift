@@ -17,7 +17,8 @@ extension Outbox {
     try enterDatabase()
     defer { leaveDatabase() }
     do {
-      return try await database.read { db in try OutboxStore.keys(db) }
+      let now = scheduleTicker.wall.milliseconds()
+      return try await database.read { db in try OutboxStore.keys(db, now: now) }
     } catch {
       throw failure(error)
     }
@@ -58,8 +59,9 @@ extension Outbox {
 }
 
 extension OutboxStore {
-  /// Every key that has pending messages, dead letters or a pause.
-  static func keys(_ db: Database) throws -> [OutboxKey] {
+  /// Every key that has pending messages, dead letters or a pause; rate limits' windows are
+  /// judged at `now` (milliseconds since 1970, the outbox's clock).
+  static func keys(_ db: Database, now: Int64) throws -> [OutboxKey] {
     var keys: [String?: OutboxKey] = [:]
     func key(_ partition: String?) -> OutboxKey {
       keys[partition] ?? OutboxKey(partition: partition, pending: 0, deadLetters: 0, paused: false)
@@ -105,7 +107,6 @@ extension OutboxStore {
       keys[partition] = entry
     }
     // The counters whose current window is full: the keys they count wait for its end.
-    let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     let full = try Row.fetchAll(
       db,
       sql: """

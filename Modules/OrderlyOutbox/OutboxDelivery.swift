@@ -772,26 +772,33 @@ extension Outbox {
     state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
     switch end {
     case .yielded: schedule(partition)
-    // Its rate limit is reached: the line goes on when the window ends.
-    case .limited(let until): wakeUp(partition, at: until)
+    // Its rate limit is reached: the line goes on when the window ends, on the outbox's clock
+    // (the windows' clock).
+    case .limited(let until): wakeUp(partition, at: until, onOutboxClock: true)
     case .empty, .released, .stopped: break
     }
   }
 
   /// Schedules a line at `date`, when its next message may be delivered (wall clock), unless a
   /// wake-up as early is set already.
-  func wakeUp(_ partition: String?, at date: Date) {
+  func wakeUp(_ partition: String?, at date: Date, onOutboxClock: Bool = false) {
+    let wall = scheduleTicker.wall
     state.withLock(announcingTo: self) { state in
       if let set = state.wakeUps[partition], set.at <= date { return }
       state.wakeUps[partition]?.task.cancel()
       let task = Task.detached { [weak self] in
-        // Wall time on purpose, not the outbox's clock: `deliverAfter` is a date on this
-        // machine's clock, as other processes that open the file read it. Cancelled by stop()
-        // (the sleep ends at once); the turn it schedules checks the date again, so a wake-up
-        // early or late by the clocks' difference costs one more wake-up, never an early
-        // delivery.
-        let delay = date.timeIntervalSinceNow
-        if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
+        if onOutboxClock {
+          // A rate limit's window ends on the outbox's clock read as wall time.
+          try? await wall.sleepUntil(Int64((date.timeIntervalSince1970 * 1000).rounded(.up)))
+        } else {
+          // Wall time on purpose, not the outbox's clock: `deliverAfter` is a date on this
+          // machine's clock, as other processes that open the file read it. Cancelled by
+          // stop() (the sleep ends at once); the turn it schedules checks the date again, so a
+          // wake-up early or late by the clocks' difference costs one more wake-up, never an
+          // early delivery.
+          let delay = date.timeIntervalSinceNow
+          if delay > 0 { try? await Task.sleep(for: .seconds(delay)) }
+        }
         guard !Task.isCancelled, let self else { return }
         self.state.withLock(announcingTo: self) { state in
           if state.wakeUps[partition]?.at == date { state.wakeUps[partition] = nil }

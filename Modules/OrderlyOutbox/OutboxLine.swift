@@ -61,12 +61,19 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     }
   }
 
-  /// Takes permits in one write transaction, on this machine's clock (every process that opens
-  /// the file reads the same).
+  /// Takes permits in one write transaction, on the outbox's clock read as wall time (this
+  /// machine's clock, as every process that opens the file reads it; a test's manual clock
+  /// moves the windows by hand).
   func takePermits(_ limits: [RateLimit], wanting: Int) async throws -> RateGrant {
-    let partition = partition
+    let (partition, wall) = (partition, outbox.scheduleTicker.wall)
     return try await outbox.database.write { db in
-      try OutboxStore.takePermits(db, limits: limits, partition: partition, wanting: wanting)
+      try OutboxStore.takePermits(
+        db,
+        limits: limits,
+        partition: partition,
+        wanting: wanting,
+        now: wall.milliseconds()
+      )
     }
   }
 

@@ -347,15 +347,15 @@ package enum OutboxStore {
   /// Takes up to `wanting` permits of `limits` for `partition`'s line.
   ///
   /// Each counter's window is read (a counter whose window ended counts from zero in the new
-  /// one), the grant decided (``RateLimits``), and added: in the file's one write transaction,
-  /// on this machine's clock.
+  /// one), the grant decided (``RateLimits``), and added, at `now` (milliseconds since 1970):
+  /// in the file's one write transaction.
   static func takePermits(
     _ db: Database,
     limits: [RateLimit],
     partition: String?,
-    wanting: Int
+    wanting: Int,
+    now: Int64
   ) throws -> RateGrant {
-    let now = Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     let windows = RateLimits.windows(for: partition, limits: limits, at: now)
     var used: [Int] = []
     for window in windows {

@@ -283,6 +283,38 @@ struct ExamplesTests {
   }
 
   @Test(
+    "outbox-rate-limits: a tenant's keys begin 2 deliveries a window, one each, in order; the waiting keys are listed"
+  )
+  func outboxRateLimits() async throws {
+    let output = try await runExample("outbox-rate-limits")
+    #expect(
+      output.hasPrefix(
+        """
+        appended 3 changes to each of acme:invoices and acme:orders, 2 to solo
+        window 1: 2 of the tenant's calls (limit 2); solo #1, solo #2 at once, no limit counts it
+
+        $ orderly outbox keys --stuck --database outbox.sqlite
+
+        """
+      )
+    )
+    #expect(output.contains("acme:invoices  2        0"))
+    #expect(output.contains("rate limited until "))
+    #expect(
+      output.hasSuffix(
+        """
+        window 2: 2 of the tenant's calls (limit 2)
+        window 3: 2 of the tenant's calls (limit 2)
+        acme:invoices: acme:invoices #1, acme:invoices #2, acme:invoices #3
+        acme:orders: acme:orders #1, acme:orders #2, acme:orders #3
+        solo: solo #1, solo #2
+
+        """
+      )
+    )
+  }
+
+  @Test(
     "outbox-schedules: each tick appended once by two racing outboxes, in order; paused ticks not appended; the listing"
   )
   func outboxSchedules() async throws {

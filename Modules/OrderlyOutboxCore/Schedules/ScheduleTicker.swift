@@ -15,7 +15,7 @@ package struct WallTime: Sendable {
   let elapsed: @Sendable () -> Duration
   /// Sleeps on the clock until a wall-clock time (milliseconds since 1970): a deadline fixed
   /// on the clock, so time that passes before the sleep begins is not added to it.
-  let sleepUntil: @Sendable (Int64) async throws -> Void
+  package let sleepUntil: @Sendable (Int64) async throws -> Void
 
   /// Wall time on `clock`, from now.
   ///
