@@ -222,6 +222,9 @@ package final class ScheduleTicker<Message: Codable & Sendable>: Sendable {
     let wall = self.wall
     await withTaskGroup(of: Void.self) { group in
       if let next { group.addTask { try? await wall.sleepUntil(next) } }
+      // Real time on purpose (other processes change schedules in real time), and bounded:
+      // a poll interval of a second or more, ended early by a ring, the next tick, or
+      // cancellation (`stop()` cancels the loop and waits for it).
       group.addTask { try? await Task.sleep(for: poll) }
       group.addTask { await self.waitForRing() }
       await group.next()
