@@ -77,6 +77,9 @@ struct OutboxLine<Message: Codable & Sendable>: LineStore {
     }
   }
 
+  /// The outbox's clock read as wall time: the clock its rate windows are counted on.
+  var permitClock: Int64 { outbox.scheduleTicker.wall.milliseconds() }
+
   /// Runs the handler in the line's task: ``Outbox/stop()`` cancels it with the line.
   func run(_ work: @escaping @Sendable () async throws -> Void) async -> Result<Void, any Error> {
     do {

@@ -421,6 +421,9 @@ private final class MemoryLine: LineStore, Sendable {
 
   var partition: String? { "k" }
 
+  /// A clock long after 1970: a grant with `lapses` has lapsed.
+  var permitClock: Int64 { 1_000_000 }
+
   var permitsLeft: Int {
     get { state.withLock { $0.permitsLeft } }
     set { state.withLock { $0.permitsLeft = newValue } }

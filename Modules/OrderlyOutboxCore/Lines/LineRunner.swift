@@ -139,7 +139,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
       }
       // Decided before the delivery: its acknowledgement gives the line up, or takes the next.
       let turnOver = await turn.beforeDelivery(at: .now) { await store.othersWait() }
-      if let ends = lapses, ScheduleRow.milliseconds(Date()) >= ends {
+      if let ends = lapses, store.permitClock >= ends {
         // The window these permits counted in has ended before the deliveries begin: they are
         // counted again, in the window they begin in, so that no window sees more begin than
         // its limit.

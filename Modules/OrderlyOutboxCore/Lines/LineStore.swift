@@ -135,6 +135,10 @@ package protocol LineStore<Message>: Sendable {
   /// - Throws: Why the counters could not be read or written; nothing was taken.
   func takePermits(_ limits: [RateLimit], wanting: Int) async throws -> RateGrant
 
+  /// The time on the clock rate windows are counted on (milliseconds since 1970), as near as
+  /// this process can read it: whether a grant's permits have lapsed (``RateGrant/lapses``).
+  var permitClock: Int64 { get }
+
   /// Writes attempts to the audit trail on their own: those of a line that ends before a step
   /// could carry them (it stops, or lost its lease). One try; a failure is logged and the rows
   /// are lost (the trail then misses attempts, never invents them).
