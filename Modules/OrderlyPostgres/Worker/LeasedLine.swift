@@ -248,8 +248,9 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
   /// The line's key.
   var partition: String? { Line.partition(line) }
 
-  /// This machine's clock: the nearest this worker reads the database server's, which the
-  /// rate windows are counted on. A clock ahead of the server's takes a permit again a little
+  /// This machine's clock: the nearest this worker reads the database server's.
+  ///
+  /// The rate windows are counted on the server's clock. A clock ahead of the server's takes a permit again a little
   /// early (a permit wasted); one behind it by a few milliseconds lets a delivery begin that
   /// much after its window ended (a fleet's clocks are kept close by NTP).
   var permitClock: Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
