@@ -18,6 +18,9 @@ struct DeliverySettings<Message: Codable & Sendable>: Sendable {
   let runner: LineRunner<Message>
   /// The audit trail: whether attempts are written, and how long rows are kept.
   let audit: OutboxAuditOptions
+  /// Groups of keys whose deliveries follow their weights, if set (the lines wait in
+  /// ``OutboxState/admission`` for a slot).
+  let fairShares: FairShares?
 }
 
 /// What an outbox keeps in memory, behind its lock.
@@ -30,6 +33,9 @@ struct OutboxState<Message: Codable & Sendable>: Sendable {
   var closed = false
   /// Lines with a turn enqueued that has not begun.
   var scheduled: Set<String?> = []
+  /// With fair shares, the lines waiting for a slot by their groups' turns, and those
+  /// delivering: a line's turn is enqueued on ``DeliverySettings/lines`` when it gets a slot.
+  var admission: FairAdmission<String?>?
   /// Lines with messages that wait for ``Outbox/resume()``.
   var parked: Set<String?> = []
   /// Lines waiting for a dead letter to be retried or dropped.
@@ -249,7 +255,8 @@ extension Outbox {
       onDeadLetter: options.onDeadLetter,
       pollInterval: options.pollInterval,
       runner: LineRunner(rule: rule, options: options, handler: deliver, onBadCount: { _, _ in }),
-      audit: options.audit
+      audit: options.audit,
+      fairShares: options.fairShares
     )
     let whenDeliveredElsewhere = options.whenDeliveredElsewhere
     if options.audit.isOn {
@@ -267,6 +274,7 @@ extension Outbox {
     try state.withLock(announcingTo: self) { (state) throws(OutboxError) in
       guard state.delivery == nil, !state.stopping else { throw .alreadyStarted }
       state.delivery = settings
+      state.admission = options.fairShares.map { FairAdmission($0, limit: options.limit) }
     }
     do {
       if let path {
@@ -553,6 +561,7 @@ extension Outbox {
       state.delivery = nil
       state.stopping = false
       state.scheduled = []
+      state.admission = nil
       state.parked = []
       state.delivering = [:]
       for wakeUp in state.wakeUps.values { wakeUp.task.cancel() }
@@ -729,19 +738,36 @@ extension Outbox {
 
   /// Enqueues a turn for a line, unless one is waiting to begin or the line cannot deliver now.
   func schedule(_ partition: String?) {
-    let settings = state.withLock(announcingTo: self) { state -> DeliverySettings<Message>? in
+    let (settings, ready) = state.withLock(announcingTo: self) {
+      state -> (DeliverySettings<Message>?, [String?]) in
       // A file outbox delivers only while it holds the file's deliverer lock.
       guard let settings = state.delivery, !state.stopping, !state.closed,
         path == nil || state.lock != nil,
         !state.stoppedLines.contains(partition), !state.scheduled.contains(partition),
         !state.holdsBack(partition)
-      else { return nil }
+      else { return (nil, []) }
       state.scheduled.insert(partition)
-      return settings
+      // With fair shares the line waits for a slot by its group's turn; without, for the
+      // queue's next slot.
+      guard let group = settings.fairShares?.group(of: partition) else {
+        return (settings, [partition])
+      }
+      return (settings, state.admission?.arrive(partition, group: group) ?? [])
     }
     guard let settings else { return }
+    for line in ready { begin(line, settings: settings) }
+  }
+
+  /// Enqueues a line's turn, which has a slot (or waits for the queue's next one, without fair
+  /// shares); with fair shares, the turn's end frees its slot for the next group's line.
+  private func begin(_ partition: String?, settings: DeliverySettings<Message>) {
     settings.lines.enqueueDetached(forKey: partition) {
-      await self.turn(of: partition, settings: settings)
+      let handed = await self.turn(of: partition, settings: settings)
+      guard settings.fairShares != nil else { return }
+      let next = self.state.withLock(announcingTo: self) { state in
+        state.admission?.finished(partition, deliveries: handed) ?? []
+      }
+      for line in next { self.begin(line, settings: settings) }
     }
   }
 
@@ -759,14 +785,16 @@ extension Outbox {
   /// lines' (so that lines share the limit fairly).
   ///
   /// Removing delivered messages and taking the next ones happen in one write transaction.
-  private func turn(of partition: String?, settings: DeliverySettings<Message>) async {
+  ///
+  /// - Returns: How many messages the turn handed to the handler.
+  private func turn(of partition: String?, settings: DeliverySettings<Message>) async -> Int {
     let proceed = state.withLock(announcingTo: self) { state -> Bool in
       state.scheduled.remove(partition)
       return !state.holdsBack(partition) && !state.stopping && !state.closed
         && !state.stoppedLines.contains(partition)
     }
-    guard proceed, !Task.isCancelled else { return }
-    let end = await settings.runner.run(
+    guard proceed, !Task.isCancelled else { return 0 }
+    let (end, handed) = await settings.runner.runCounting(
       OutboxLine(outbox: self, partition: partition, audit: settings.audit)
     )
     state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
@@ -777,6 +805,7 @@ extension Outbox {
     case .limited(let until): wakeUp(partition, at: until, onOutboxClock: true)
     case .empty, .released, .stopped: break
     }
+    return handed
   }
 
   /// Schedules a line at `date`, when its next message may be delivered (wall clock), unless a

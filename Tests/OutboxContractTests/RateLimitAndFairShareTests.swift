@@ -77,53 +77,97 @@ struct RateLimitAndFairShareTests {
     }
   }
 
-  @Test("while every group waits, slots follow the weights exactly, however many keys each has")
+  @Test("while every group waits, turns follow the weights exactly, however many keys each has")
   func weights() throws {
-    var shares = try FairShares([("big:", 1), ("small:", 3)], otherWeight: 1)
+    let shares = try FairShares([
+      FairShares.Group(prefix: "big:", weight: 1), FairShares.Group(prefix: "small:", weight: 3),
+    ])
     #expect(shares.group(of: "big:42") == "big:" && shares.group(of: "small:1") == "small:")
-    #expect(shares.group(of: "loose") == FairShares.otherKeys)
-    #expect(shares.group(of: nil) == FairShares.otherKeys)
+    #expect(shares.group(of: "loose") == FairShares.otherKeysName)
+    #expect(shares.group(of: nil) == FairShares.otherKeysName)
+    var turns = FairShareTurns(shares)
     var given: [String: Int] = [:]
     for _ in 0..<4_000 {
-      let next = shares.next(among: ["big:", "small:"])
+      let next = turns.next(among: ["big:", "small:"])
       let group = try #require(next)
       given[group, default: 0] += 1
     }
-    // 1,000 keys behind big: and 10 behind small: change nothing: slots go to groups.
+    // 1,000 keys behind big: and 10 behind small: change nothing: turns go to groups.
     #expect(given["small:"] == 3_000 && given["big:"] == 1_000)
   }
 
-  @Test("a group that comes back after a while does not take a burst of the slots it missed")
+  @Test("a key belongs to its longest prefix")
+  func longestPrefix() throws {
+    let shares = try FairShares([
+      FairShares.Group(prefix: "a:", weight: 1), FairShares.Group(prefix: "a:vip:", weight: 5),
+    ])
+    #expect(shares.group(of: "a:vip:1") == "a:vip:")
+    #expect(shares.group(of: "a:1") == "a:")
+    #expect(shares.weight(of: "a:vip:") == 5 && shares.weight(of: FairShares.otherKeysName) == 1)
+  }
+
+  @Test("a group that comes back after a while does not take a burst of the turns it missed")
   func noBurst() throws {
-    var shares = try FairShares([("a:", 1), ("b:", 1)])
-    for _ in 0..<1_000 { _ = shares.next(among: ["a:"]) }
+    var turns = FairShareTurns(
+      try FairShares([
+        FairShares.Group(prefix: "a:", weight: 1), FairShares.Group(prefix: "b:", weight: 1),
+      ])
+    )
+    for _ in 0..<1_000 { _ = turns.next(among: ["a:"]) }
     var given: [String: Int] = [:]
     for _ in 0..<100 {
-      let next = shares.next(among: ["a:", "b:"])
+      let next = turns.next(among: ["a:", "b:"])
       let group = try #require(next)
       given[group, default: 0] += 1
     }
     #expect(given["a:"] == 50 && given["b:"] == 50)
-    let nothing = shares.next(among: [])
+    let nothing = turns.next(among: [])
     #expect(nothing == nil)
   }
 
-  @Test("groups that cannot be kept are refused")
-  func badGroups() {
-    let bad: [([(prefix: String, weight: Int)], Int, String)] = [
-      ([("", 1)], 1, "not empty"),
-      ([("a:", 1), ("a:", 2)], 1, "named twice"),
-      ([("a:", 0)], 1, "1 to 1000"),
-      ([("a:", 1_001)], 1, "1 to 1000"),
-      ([("a:", 1)], 0, "1 to 1000"),
-    ]
-    for (groups, other, words) in bad {
-      do {
-        _ = try FairShares(groups, otherWeight: other)
-        Issue.record("\(groups) was accepted")
-      } catch {
-        #expect(error.description.contains(words), "\(error.description)")
-      }
-    }
+  @Test("a line's turn is charged for the deliveries it made, so long turns count as long")
+  func chargedByDeliveries() throws {
+    let shares = try FairShares([
+      FairShares.Group(prefix: "a:", weight: 1), FairShares.Group(prefix: "b:", weight: 1),
+    ])
+    var admission = FairAdmission<String>(shares, limit: 1)
+    // a:1 begins at once; b:1 and a:2 wait.
+    #expect(admission.arrive("a:1", group: "a:") == ["a:1"])
+    #expect(admission.arrive("b:1", group: "b:").isEmpty)
+    #expect(admission.arrive("a:2", group: "a:").isEmpty)
+    // a:1 made 16 deliveries: b:1 goes next, and keeps its slot's turns until b: has had 16.
+    #expect(admission.finished("a:1", deliveries: 16) == ["b:1"])
+    // b:1 yields after each turn and comes to wait again; it goes on while b: has had fewer.
+    #expect(admission.arrive("b:1", group: "b:").isEmpty)
+    #expect(admission.finished("b:1", deliveries: 4) == ["b:1"])
+    #expect(admission.arrive("b:1", group: "b:").isEmpty)
+    #expect(admission.finished("b:1", deliveries: 4) == ["b:1"])
+    #expect(admission.arrive("b:1", group: "b:").isEmpty)
+    // 16 each: a:2's turn.
+    #expect(admission.finished("b:1", deliveries: 8) == ["a:2"])
+    #expect(admission.waitingCount == 1)
+  }
+
+  @Test("a line that comes to wait while it delivers waits for its own turn to end, not a slot")
+  func lineWaitsForItself() throws {
+    let shares = try FairShares([FairShares.Group(prefix: "a:", weight: 1)])
+    var admission = FairAdmission<String?>(shares, limit: 2)
+    #expect(admission.arrive("a:1", group: "a:") == ["a:1"])
+    #expect(admission.arrive("a:1", group: "a:").isEmpty)
+    // The second slot is free for another line meanwhile.
+    #expect(admission.arrive(nil, group: FairShares.otherKeysName) == [nil])
+    #expect(admission.finished("a:1", deliveries: 3) == ["a:1"])
+  }
+
+  @Test("a worker's look orders the lines it found group by group, as the turns come")
+  func ordersCandidates() throws {
+    let shares = try FairShares([
+      FairShares.Group(prefix: "a:", weight: 2), FairShares.Group(prefix: "b:", weight: 1),
+    ])
+    let turns = FairShareTurns(shares)
+    let order = turns.order(["a:": ["a1", "a2", "a3", "a4"], "b:": ["b1", "b2"]], upTo: 5)
+    #expect(order == ["a1", "b1", "a2", "a3", "b2"])
+    // Ordering charges nothing: the same look orders the same way.
+    #expect(turns.order(["a:": ["a1"], "b:": ["b1"]], upTo: 2) == ["a1", "b1"])
   }
 }

@@ -53,9 +53,18 @@ package struct WorkerState: Sendable {
   /// What the worker waited on when it stalled, while it is stalled (see ``StallWatch``).
   package var stalledOn: [String]?
 
+  /// With fair shares, the groups' turns: which group's lines a look takes first, charged for
+  /// what each line's run delivered.
+  package var turns: FairShareTurns?
+
   /// A worker holding no line, taking lines unless `paused`.
-  package init(paused: Bool) {
+  ///
+  /// - Parameters:
+  ///   - paused: Whether the outbox is paused.
+  ///   - fairShares: The groups whose deliveries follow their weights, if any.
+  package init(paused: Bool, fairShares: FairShares? = nil) {
     self.paused = paused
+    self.turns = fairShares.map(FairShareTurns.init)
   }
 
   /// Lines held and not lost.

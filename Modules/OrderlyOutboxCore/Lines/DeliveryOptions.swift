@@ -35,6 +35,10 @@ public protocol DeliveryOptions: Sendable {
   /// At most so many deliveries per interval, for each key, one key or a key prefix's keys,
   /// across every process that delivers the outbox; none by default. See ``RateLimit``.
   var rateLimits: [RateLimit] { get set }
+  /// Groups of keys with weights, whose deliveries follow their weights while more lines wait
+  /// than there are slots; `nil` by default (lines take turns in the order they came to wait).
+  /// See ``FairShares``.
+  var fairShares: FairShares? { get set }
 }
 
 extension DeliveryOptions {

@@ -47,6 +47,10 @@ public struct OutboxDeliveryOptions: DeliveryOptions {
   /// At most so many deliveries per interval, for each key, one key or a key prefix's keys
   /// (``RateLimit``); none by default.
   public var rateLimits: [RateLimit] = []
+  /// Groups of keys with weights: while more lines wait than there are slots, the deliveries
+  /// each group gets follow its weight (``FairShares``); `nil`, the default, takes lines in the
+  /// order they came to wait.
+  public var fairShares: FairShares? = nil
 
   /// Options with the given values; each has the default `start` uses.
   ///
@@ -111,6 +115,10 @@ public struct FleetDeliveryOptions: DeliveryOptions {
   /// At most so many deliveries per interval, for each key, one key or a key prefix's keys
   /// (``RateLimit``); none by default.
   public var rateLimits: [RateLimit] = []
+  /// Groups of keys with weights: while more lines wait than there are slots, the deliveries
+  /// each group gets follow its weight (``FairShares``); `nil`, the default, takes lines in the
+  /// order they came to wait.
+  public var fairShares: FairShares? = nil
 
   /// Options with the given values; each has the default `start` uses.
   ///

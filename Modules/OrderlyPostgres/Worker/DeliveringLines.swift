@@ -20,10 +20,15 @@ extension FleetWorker {
   ///   - fence: Its lease's fence.
   ///   - batch: The messages taken with the lease (none if none was due).
   func deliverLine(_ line: String, fence: Int64, batch: [ClaimedHead]) async {
-    let end = await runner.run(
+    let (end, handed) = await runner.runCounting(
       LeasedLine(worker: self, line: line, fence: fence),
       taken: batch
     )
+    state.withLock(announcingTo: self) { state in
+      // Taken for one delivery (``take``); charged for what the run delivered.
+      guard let shares = state.turns?.shares else { return }
+      state.turns?.charge(shares.group(of: LineKey.partition(line)), deliveries: handed - 1)
+    }
     if case .limited(let until) = end, isLive(line, fence: fence) {
       // Its rate limit is reached: the lease is kept, unrenewed, until the window ends, so no
       // worker takes the line before then (nor this one: the slot is free for other lines);

@@ -47,7 +47,9 @@ final class FleetWorker<Message: Codable & Sendable>: Sendable {
       }
     )
     self.id = "\(ProcessInfo.processInfo.hostName)/\(getpid())/\(UUID().uuidString.prefix(8))"
-    self.state = OrderlyLock(WorkerState(paused: paused))
+    self.state = OrderlyLock(
+      WorkerState(paused: paused, fairShares: settings.options.fairShares)
+    )
     self.stall = OrderlyLock(
       StallWatch(limit: settings.stallAfter, lookInterval: settings.pollInterval, now: .now)
     )

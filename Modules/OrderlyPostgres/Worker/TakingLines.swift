@@ -16,8 +16,15 @@ extension FleetWorker {
     // Where the last look stopped in the lines (by key): the next look goes on from there, so
     // every line gets its turn, however many there are.
     var cursor: String?
+    // With fair shares: each group's place in the lines by key, and when it last walked them.
+    var walks: [String: GroupWalk] = [:]
     while !Task.isCancelled {
-      let soonest = await claim(from: &cursor)
+      let soonest =
+        if let shares = settings.options.fairShares {
+          await claimFairly(shares, walks: &walks)
+        } else {
+          await claim(from: &cursor)
+        }
       // A line held by a worker that stopped renewing is free the moment its lease ends: look
       // then, not up to a poll interval later (a live holder renews long before its lease
       // ends, so this wakes the loop early only for a line whose holder has died or is cut
@@ -44,7 +51,7 @@ extension FleetWorker {
         let wanted = free * 2 + 4
         let oldest = try await oldestCandidates(limit: wanted)
         let mine = state.withLock(announcingTo: self) { state in Set(state.held.keys) }
-        free -= try await take(oldest.filter { !mine.contains($0.line) }, upTo: free)
+        free -= try await take(oldest.filter { !mine.contains($0.line) }, upTo: free).count
         if oldest.count < wanted { break }
       }
       if free == 0 {
@@ -65,8 +72,89 @@ extension FleetWorker {
         }
         cursor = walkedAll ? nil : found.last?.line
         let mine = state.withLock(announcingTo: self) { state in Set(state.held.keys) }
-        free -= try await take(found.filter { !mine.contains($0.line) }, upTo: free)
+        free -= try await take(found.filter { !mine.contains($0.line) }, upTo: free).count
         if walkedAll { break }
+      }
+      let soonest = free > 0 ? try await soonestLeaseEnd() : nil
+      stall.withLock { $0.looked(foundNothing: free == room, at: .now) }
+      return soonest
+    } catch {
+      if !Task.isCancelled {
+        logger.warning(
+          "could not look for lines to deliver; trying again in the poll interval",
+          metadata: [
+            "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
+          ]
+        )
+      }
+      return nil
+    }
+  }
+
+  /// Where a fair-share group's walk of the lines by key stopped, and when it last walked.
+  struct GroupWalk {
+    var cursor: String?
+    var last: ContinuousClock.Instant
+  }
+
+  /// Takes lines up to the free slots, group by group as the groups' turns come
+  /// (``FairShareTurns``): each group's lines waiting longest, found by a look at the group's
+  /// own oldest messages, so a group with few keys is found beside one with thousands.
+  ///
+  /// A group whose look finds fewer lines than it could take also walks its lines by key, from
+  /// where its last walk stopped, at most once a poll interval: a line whose first message is
+  /// younger than the group's oldest messages is found within that time, as without groups.
+  ///
+  /// - Returns: When the first lease held by another worker ends, if this worker still has
+  ///   free slots; `nil` if there is none, or nothing is known.
+  private func claimFairly(_ shares: FairShares, walks: inout [String: GroupWalk]) async
+    -> Duration?
+  {
+    var free = state.withLock(announcingTo: self) { $0.freeSlots(limit: settings.limit) }
+    guard free > 0 else { return nil }
+    let room = free
+    do {
+      for _ in 0..<4 where free > 0 {
+        let wanted = free * 2 + 4
+        let mine = state.withLock(announcingTo: self) { state in Set(state.held.keys) }
+        var found: [String: [Candidate]] = [:]
+        var complete = true
+        for name in shares.names {
+          let group = LineGroupFilter(group: name, of: shares)
+          var lines = try await oldestCandidates(limit: wanted, group: group)
+          if lines.count < wanted {
+            var walk = walks[name] ?? GroupWalk(cursor: nil, last: .now - settings.pollInterval)
+            if ContinuousClock.now - walk.last >= settings.pollInterval {
+              walk.last = .now
+              let seen = Set(lines.map(\.line))
+              var more = try await candidates(
+                after: walk.cursor,
+                through: nil,
+                limit: wanted,
+                group: group
+              )
+              if more.count < wanted, let cursor = walk.cursor {
+                more += try await candidates(
+                  after: nil,
+                  through: cursor,
+                  limit: wanted - more.count,
+                  group: group
+                )
+              }
+              walk.cursor = more.count < wanted ? nil : more.last?.line
+              lines += more.filter { !seen.contains($0.line) }
+            }
+            walks[name] = walk
+          } else {
+            complete = false
+          }
+          found[name] = lines.filter { !mine.contains($0.line) }
+        }
+        let order = state.withLock(announcingTo: self) { state in
+          state.turns?.order(found, upTo: wanted) ?? []
+        }
+        free -= try await take(order, upTo: free).count
+        if complete { break }
       }
       let soonest = free > 0 ? try await soonestLeaseEnd() : nil
       stall.withLock { $0.looked(foundNothing: free == room, at: .now) }
@@ -95,14 +183,20 @@ extension FleetWorker {
   ///
   /// A message's age is its append's time (`appended_at`). The walk reads the messages in
   /// that order through the age index and stops as soon as `limit` lines are found.
-  func oldestCandidates(limit: Int) async throws -> [Candidate] {
+  ///
+  /// - Parameters:
+  ///   - limit: How many lines at most.
+  ///   - group: Which lines: every one, or a fair-share group's (its own oldest messages).
+  /// - Returns: The lines, the one waiting longest first.
+  /// - Throws: What the database answered, or the look's deadline.
+  func oldestCandidates(limit: Int, group: LineGroupFilter = .every) async throws -> [Candidate] {
     let stopLine = settings.onDeadLetter == .stopLine
     let window = Self.ageWindow
     let (client, logger) = (client, logger)
     return try await bounded("looking for the lines waiting longest") { () -> [Candidate] in
       var candidates: [Candidate] = []
       try await client.checkedExecute(
-        OldestLinesStatement(window: window, stopLine: stopLine, limit: limit),
+        OldestLinesStatement(window: window, stopLine: stopLine, limit: limit, group: group),
         logger: logger
       ) { rows in
         for try await (line, fresh) in rows {
@@ -118,9 +212,14 @@ extension FleetWorker {
   ///
   /// The lines are found by one index probe each (not a scan of every message), and the walk
   /// stops as soon as `limit` are found: a look costs what it finds, not the number of lines.
-  private func candidates(after: String?, through: String?, limit: Int) async throws
-    -> [Candidate]
-  {
+  /// A fair-share group's walk (`group`) skips the other groups' lines.
+  private func candidates(
+    after: String?,
+    through: String?,
+    limit: Int,
+    group: LineGroupFilter = .every
+  ) async throws -> [Candidate] {
+    let (within, outside) = (group.within, group.outside)
     let stopLine = settings.onDeadLetter == .stopLine
     let (client, logger) = (client, logger)
     return try await bounded("looking for lines by key") { () -> [Candidate] in
@@ -143,6 +242,8 @@ extension FleetWorker {
         FROM lines
         WHERE lines.line IS NOT NULL
           AND (\(through)::text IS NULL OR lines.line <= \(through))
+          AND (\(within)::text IS NULL OR lines.line ^@ \(within))
+          AND NOT (lines.line ^@ ANY(\(outside)::text[]))
           AND NOT EXISTS (
             SELECT 1 FROM \(Table.lease) l WHERE l.line = lines.line
               AND (l.paused OR (l.owner IS NOT NULL AND l.expires_at > now())))
@@ -203,9 +304,12 @@ extension FleetWorker {
   /// line that waits at a dead letter (under `DeadLetterPolicy.stopLine`) is not taken, even if
   /// it was found free a moment before.
   ///
-  /// - Returns: How many lines were taken.
-  private func take(_ candidates: [Candidate], upTo limit: Int) async throws -> Int {
-    guard !candidates.isEmpty, limit > 0 else { return 0 }
+  /// With fair shares, each line taken charges its group one delivery (its run charges the
+  /// rest when it ends).
+  ///
+  /// - Returns: The lines taken.
+  private func take(_ candidates: [Candidate], upTo limit: Int) async throws -> [String] {
+    guard !candidates.isEmpty, limit > 0 else { return [] }
     let sent = ContinuousClock.now
     let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
     let stopLine = settings.onDeadLetter == .stopLine
@@ -268,6 +372,9 @@ extension FleetWorker {
           await self.deliverLine(line.line, fence: line.fence, batch: line.batch)
         }
         state.held[line.line] = held
+        if let shares = state.turns?.shares {
+          state.turns?.charge(shares.group(of: Line.partition(line.line)), deliveries: 1)
+        }
         started.append(line)
       }
       return (started, refused)
@@ -281,7 +388,7 @@ extension FleetWorker {
         ]
       )
     }
-    return started.count
+    return started.map(\.line)
   }
 
   /// A line whose lease was just taken, with its first messages that were due (up to the

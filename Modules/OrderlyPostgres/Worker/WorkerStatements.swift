@@ -3,6 +3,7 @@
 // Compiled with the Postgres trait; see Package.swift.
 #if Postgres
 import Foundation
+import OrderlyOutboxCore
 import PostgresNIO
 
 // The statements a worker runs for every line and every message, prepared once per connection:
@@ -46,13 +47,17 @@ extension ClaimedHead {
 /// them from the estimated rows of the window, which it cannot know: an estimate of one row
 /// put a scan of every lease under each message (40-85 ms a look with a queue 4,000 deep).
 /// `fresh` is a count, not an EXISTS, for the same reason.
+///
+/// With fair shares, a look reads one group's messages only (``LineGroupFilter``): its lines
+/// whose key starts with `$4` (any, when `NULL`) and with none of `$5`.
 struct OldestLinesStatement: PostgresPreparedStatement {
-  static let name = "orderly_oldest_lines_v3"
+  static let name = "orderly_oldest_lines_v4"
   static let sql = """
     SELECT m.line,
       (SELECT count(*) FROM \(Table.lease) f WHERE f.line = m.line) = 0 AS fresh
     FROM (
       SELECT line, sequence, appended_at, not_before FROM \(Table.message)
+      WHERE ($4::text IS NULL OR line ^@ $4) AND NOT (line ^@ ANY($5::text[]))
       ORDER BY appended_at LIMIT $1
     ) m
     WHERE m.sequence = (
@@ -73,18 +78,61 @@ struct OldestLinesStatement: PostgresPreparedStatement {
   let window: Int
   let stopLine: Bool
   let limit: Int
+  /// Which lines: every one, or a fair-share group's.
+  var group = LineGroupFilter.every
 
   func makeBindings() -> PostgresBindings {
     var bindings = PostgresBindings()
     bindings.append(window)
     bindings.append(stopLine)
     bindings.append(limit)
+    bindings.append(group.within)
+    bindings.append(group.outside)
     return bindings
   }
 
   func decodeRow(_ row: PostgresRow) throws -> Row {
     let row = NamedColumns(row)
     return (try row("line"), try row("fresh"))
+  }
+}
+
+/// The lines of one fair-share group, as line keys: those that start with `within` (every line,
+/// when `nil`) and with none of `outside` (the groups of longer prefixes).
+struct LineGroupFilter: Sendable, Equatable {
+  /// The group's line-key prefix, or `nil` for every line.
+  let within: String?
+  /// Line-key prefixes whose lines belong to other groups.
+  let outside: [String]
+
+  /// Every line.
+  static let every = LineGroupFilter(within: nil, outside: [])
+
+  /// The lines that start with `within` (every line, when `nil`) and with none of `outside`.
+  init(within: String?, outside: [String]) {
+    self.within = within
+    self.outside = outside
+  }
+
+  /// The lines of a group of `shares` (a prefix, or ``FairShares/otherKeysName``).
+  ///
+  /// - Parameters:
+  ///   - group: The group's name.
+  ///   - shares: The groups.
+  init(group: String, of shares: FairShares) {
+    let prefixes = shares.groups.map(\.prefix)
+    if group == FairShares.otherKeysName {
+      self.init(within: nil, outside: prefixes.map(LineKey.key))
+    } else {
+      // A key belongs to its longest prefix: a longer prefix inside this one is another group.
+      let longer = prefixes.filter { $0 != group && $0.hasPrefix(group) }
+      self.init(within: LineKey.key(group), outside: longer.map(LineKey.key))
+    }
+  }
+
+  /// Whether the line `key` is in the group.
+  func contains(_ key: String) -> Bool {
+    (within.map { key.hasPrefix($0) } ?? true) && !outside.contains { key.hasPrefix($0) }
   }
 }
 
