@@ -37,13 +37,22 @@ final class Fleet: Sendable {
   let lease: Int
   let poll: Int
   let limit: Int
+  /// Variables set for each worker (`ORDERLY_PROBE_FAIR_SHARES`, ...).
+  let environment: [String: String]
   private let workers = Mutex<[BuiltProducts.Running]>([])
 
-  init(_ database: TestDatabase, lease: Int, poll: Int, limit: Int) {
+  init(
+    _ database: TestDatabase,
+    lease: Int,
+    poll: Int,
+    limit: Int,
+    environment: [String: String] = [:]
+  ) {
     self.database = database
     self.lease = lease
     self.poll = poll
     self.limit = limit
+    self.environment = environment
   }
 
   /// Starts a worker and waits until it delivers.
@@ -53,7 +62,8 @@ final class Fleet: Sendable {
       "outbox-postgres-probe",
       arguments: [
         "work", database.url, database.schema, "\(limit)", "\(lease)", "\(poll)", "stop",
-      ]
+      ],
+      environment: environment
     )
     let ready = await worker.readLines(1)
     guard ready.first?.hasPrefix("ready ") == true else {
@@ -77,7 +87,8 @@ final class Fleet: Sendable {
       "outbox-postgres-probe",
       arguments: [
         "work", database.url, database.schema, "\(limit)", "\(lease)", "\(poll)", "stop",
-      ]
+      ],
+      environment: environment
     )
     _ = await worker.readLines(1)
     workers.withLock { $0[index] = worker }
@@ -416,6 +427,55 @@ struct FleetScheduleTests {
     let listed = try await outbox.schedules.list()
     let lastTick = listed.first?.lastTick.map(OutboxScheduleTickText.iso)
     #expect(lastTick == ticks.last)
+    await outbox.close()
+  }
+}
+
+@Suite("Fair shares across worker processes", .timeLimit(.minutes(5)))
+struct FleetFairShareTests {
+  @Test("3 workers share their slots by weight: 4 keys get half beside 200, each key in order")
+  func sharesAcrossWorkers() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    try await database.createFleetTables()
+    let outbox = try await database.outbox(of: FleetMessage.self) { $0.key }
+    // 200 keys of 6 messages, 4 keys of 300: 1,200 messages in each group, appended before
+    // any worker starts.
+    var messages: [FleetMessage] = []
+    for n in 1...6 { for key in 0..<200 { messages.append(FleetMessage(key: "big:\(key)", n: n)) } }
+    for n in 1...300 {
+      for key in 0..<4 { messages.append(FleetMessage(key: "small:\(key)", n: n)) }
+    }
+    for start in stride(from: 0, to: messages.count, by: 500) {
+      try await outbox.append(contentsOf: Array(messages[start..<min(start + 500, messages.count)]))
+    }
+    // 3 workers of 2 slots: 6 slots, of which the 4 small keys can fill 4.
+    let fleet = Fleet(
+      database,
+      lease: 5000,
+      poll: 100,
+      limit: 2,
+      environment: ["ORDERLY_PROBE_FAIR_SHARES": "big:=1,small:=1"]
+    )
+    for _ in 0..<3 { try await fleet.start() }
+    #expect(
+      await eventually(upTo: .seconds(180), every: .milliseconds(200)) {
+        try await database.fleetCount("SELECT count(*)::bigint FROM fleet_delivery") >= 2_400
+      }
+    )
+    await fleet.terminateAll()
+    let deliveries = try await database.deliveries()
+    let distinct = Set(deliveries.map { "\($0.key)#\($0.n)" }).count
+    #expect(distinct == 2_400)
+    for (key, line) in byKey(deliveries) {
+      let wrong = problem(in: line, last: key.hasPrefix("small:") ? 300 : 6)
+      #expect(wrong == nil, "\(wrong ?? "")")
+    }
+    // The first 1,600 deliveries begun: half each at equal weights (800), with both groups
+    // still waiting throughout (1,200 each).
+    let early = deliveries.sorted { $0.started < $1.started }.prefix(1_600)
+    let small = Double(early.count { $0.key.hasPrefix("small:") }) / Double(early.count)
+    #expect(small >= 0.4 && small <= 0.6, "the small group's share of the first 1,600: \(small)")
     await outbox.close()
   }
 }

@@ -16,7 +16,9 @@
 //     prints `wrote KEY N FENCE` or `refused KEY N FENCE LAST_FENCE`. SIGTERM as for `work`.
 //
 //     With ORDERLY_PROBE_RATE_LIMIT=COUNT/MILLISECONDS/PREFIX set, it delivers under that rate
-//     limit for the keys starting with PREFIX together (Tools/rate-check).
+//     limit for the keys starting with PREFIX together (Tools/rate-check). With
+//     ORDERLY_PROBE_FAIR_SHARES=PREFIX=WEIGHT,PREFIX=WEIGHT,... set, it delivers with those
+//     fair-share groups (Tools/fair-check, FleetFairShareTests).
 //
 //   outbox-postgres-probe fill URL SCHEMA KEYS PER_KEY PREFIX
 //     Appends PER_KEY messages to each of KEYS keys named PREFIX0, PREFIX1, ..., numbered from 1
@@ -166,6 +168,16 @@ func startWork(_ outbox: PostgresOutbox<FleetMessage>) throws {
     options.rateLimits = [
       try RateLimit(count, per: .milliseconds(milliseconds), keys: .prefix(parts[2]))
     ]
+  }
+  if let shares = ProcessInfo.processInfo.environment["ORDERLY_PROBE_FAIR_SHARES"] {
+    let groups = shares.split(separator: ",").map { group in
+      let parts = group.split(separator: "=").map(String.init)
+      guard parts.count == 2, let weight = Int(parts[1]) else {
+        fail("ORDERLY_PROBE_FAIR_SHARES is PREFIX=WEIGHT,... (got \(shares))")
+      }
+      return FairShares.Group(prefix: parts[0], weight: weight)
+    }
+    options.fairShares = try FairShares(groups)
   }
   try outbox.start(
     options,
