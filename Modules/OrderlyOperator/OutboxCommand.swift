@@ -66,7 +66,8 @@ package struct OutboxCommand: AsyncParsableCommand {
     subcommands: [
       OutboxStatus.self, OutboxKeys.self, OutboxDeadLetters.self, OutboxPeek.self,
       OutboxRetry.self, OutboxDrop.self, OutboxPause.self, OutboxResume.self,
-      OutboxSchedulesCommand.self, OutboxAudit.self, OutboxChaos.self, OutboxChaosWorker.self,
+      OutboxSchedulesCommand.self, OutboxGroups.self, OutboxAudit.self, OutboxChaos.self,
+      OutboxChaosWorker.self,
     ]
   )
 }

@@ -3,8 +3,9 @@
 // sample: outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-schedule
 import Foundation
 // end sample
-// sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-unique-key, outbox-core-schedule, outbox-core-rate-limits
+// sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-unique-key, outbox-core-schedule, outbox-core-rate-limits, outbox-core-fair-shares
 import OrderlyOutboxCore
+
 // end sample
 
 /// A change the core samples record.
@@ -127,6 +128,26 @@ func startLimited<O: DurableOutbox<NoteEdit>>(
     try RateLimit(50, per: .seconds(1), keys: .each),
     try RateLimit(1_000, per: .seconds(60), keys: .prefix("tenant-acme:")),
   ]
+  try outbox.start(options, deliver: .each(send))
+}
+// end sample
+
+// sample: outbox-core-fair-shares
+/// Starts delivery with the slots shared by tenant: acme's keys get three deliveries for each
+/// one of tiny's, whatever their numbers of keys.
+func startShared<O: DurableOutbox<NoteEdit>>(
+  _ outbox: O,
+  options: O.Options,
+  send: @escaping @Sendable (Envelope<NoteEdit>) async throws -> Void
+) throws {
+  var options = options
+  options.fairShares = try FairShares(
+    [
+      FairShares.Group(prefix: "tenant-acme:", weight: 3),
+      FairShares.Group(prefix: "tenant-tiny:", weight: 1),
+    ],
+    otherKeys: 1
+  )
   try outbox.start(options, deliver: .each(send))
 }
 // end sample

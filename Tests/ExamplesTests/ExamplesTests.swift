@@ -283,6 +283,35 @@ struct ExamplesTests {
   }
 
   @Test(
+    "outbox-fair-shares: without groups the small tenant waits; with groups it gets its weight's part, in order"
+  )
+  func outboxFairShares() async throws {
+    let output = try await runExample("outbox-fair-shares")
+    let lines = output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+    #expect(
+      lines.first
+        == "appended 3 changes to each of 100 keys of big: (300), then 60 to each of 2 keys of small: (120)"
+    )
+    #expect(lines.contains("  without groups:          big: 60, small: 0"), "\(output)")
+    /// The small tenant's part of the first 60 on a line, which is within a turn (16) of what
+    /// its weight gives it.
+    func small(_ prefix: String) -> Int? {
+      guard let line = lines.first(where: { $0.hasPrefix(prefix) }),
+        let count = line.split(separator: " ").last
+      else { return nil }
+      return Int(count)
+    }
+    let even = small("  big: 1, small: 1:")
+    let weighted = small("  big: 1, small: 3:")
+    #expect(even.map { (30 - 16...30 + 16).contains($0) } == true, "\(output)")
+    #expect(weighted.map { (45 - 16...45 + 15).contains($0) } == true, "\(output)")
+    #expect(output.contains("every record's changes in order, in each run: yes"))
+    #expect(output.contains("big:          1       25.0 %  100   300      0     0"), "\(output)")
+    #expect(output.contains("small:        3       75.0 %  2     120      0     0"))
+    #expect(output.contains("(other keys)  1       -       0     0        0     0      -"))
+  }
+
+  @Test(
     "outbox-rate-limits: a tenant's keys begin 2 deliveries a window, one each, in order; the waiting keys are listed"
   )
   func outboxRateLimits() async throws {

@@ -458,3 +458,51 @@ private final class Recorded: Sendable {
   func add(_ value: String) { storage.withLock { $0.append(value) } }
   var values: [String] { storage.withLock { $0 } }
 }
+
+@Suite("orderly outbox groups", .timeLimit(.minutes(3)))
+struct OutboxGroupsCommandTests {
+  @Test("groups: the keys by fair-share group, each key in its longest prefix's (text and JSON)")
+  func groups() async throws {
+    let folder = try ScratchFolder()
+    let path = folder.path("outbox.sqlite")
+    let outbox = try Outbox<Change>(path: path)
+    for (key, count) in [
+      ("acme:1", 2), ("acme:2", 1), ("acme:vip:1", 1), ("tiny:1", 3), ("loose", 1),
+    ] {
+      try await outbox.append(
+        contentsOf: (0..<count).map { Change(note: key, text: "\($0)") },
+        partition: key,
+        headers: [:]
+      )
+    }
+    try await outbox.append(Change(note: "-", text: "default"), partition: nil)
+    try await outbox.pause(partition: "tiny:1")
+    try await outbox.close()
+    func run(_ arguments: [String]) async throws -> CLIResult {
+      try await orderly(["outbox", "groups"] + arguments + ["--database", path])
+    }
+    let json = try await run(["acme:=3", "tiny:", "acme:vip:=5", "--format", "json"])
+    #expect(json.status == 0, "\(json.stderr)")
+    let rows = try #require(
+      try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]]
+    )
+    #expect(rows.map { $0["prefix"] as? String } == ["acme:", "tiny:", "acme:vip:", nil])
+    #expect(rows.last?["prefix"] is NSNull)
+    #expect(rows.map { $0["weight"] as? Int } == [3, 1, 5, 1])
+    #expect(rows.map { $0["keys"] as? Int } == [2, 1, 1, 2])
+    #expect(rows.map { $0["pending"] as? Int } == [3, 3, 1, 2])
+    #expect(rows.map { $0["stuck"] as? Int } == [0, 1, 0, 0])
+    #expect(rows.map { $0["sharePercent"] as? Double } == [30, 10, 50, 10])
+    #expect(rows.allSatisfy { $0["oldestPendingAppendedAt"] is String })
+    let text = try await run(["acme:=3", "tiny:", "acme:vip:=5"])
+    #expect(text.stdout.hasPrefix("GROUP"), "\(text.stdout)")
+    #expect(text.stdout.contains("(other keys)"))
+
+    let zero = try await run(["acme:=0"])
+    #expect(zero.status == 64 && zero.stderr.contains("a weight is 1 to 1000"), "\(zero.stderr)")
+    let word = try await run(["acme:=three"])
+    #expect(word.status == 64 && word.stderr.contains("is not PREFIX=WEIGHT"), "\(word.stderr)")
+    let twice = try await run(["acme:", "acme:=2"])
+    #expect(twice.status == 64 && twice.stderr.contains("named twice"), "\(twice.stderr)")
+  }
+}

@@ -4,7 +4,7 @@
 //   swift run -c release --package-path Benchmarks fleet --url postgresql://... [--quick]
 //
 // Options that pick rows (for a long row alone, or for profiling one): --only throughput|append|
-// kill|saturation, --workers N, --per-key N, --keys N (the throughput rows over N keys only),
+// kill|saturation|rules, --workers N, --per-key N, --keys N (the throughput rows over N keys only),
 // --runs N (each throughput row runs both sides N times, alternately, and keeps the better of
 // each; 2 unless given), --audit (the ordered side writes the audit trail).
 //
@@ -15,6 +15,10 @@
 //   take any row with SKIP LOCKED, in a transaction, and delete it); targets: ordered >= 0.8x
 //   unordered with 5 per key, >= 0.9x with 40
 // - append latency p50/p99, alone and inside an app transaction
+// - delivery with fair-share groups, a rate limit, or both configured but not binding (4
+//   workers, 5 and 40 messages per key over 1,000 keys; two groups of keys and the rest,
+//   weights 1; a limit of 1,000,000 a second for each key), against the same outbox without
+//   them, alternately; target <= 1.1x the time
 // - time from a SIGKILL of a worker (a child process) to the next delivery of its keys by
 //   another; target <= lease + one poll interval
 // - at saturation (200 keys that never run out of messages, 4 workers x 8 slots, lease 2 s),
@@ -126,7 +130,8 @@ func ordered(
   count: Int,
   keys: Int,
   batch: Int? = nil,
-  audit: Bool = false
+  audit: Bool = false,
+  rules: Rules = []
 ) async throws -> Double {
   let run = try await filledTable(url: url, schema: schema, count: count, keys: keys)
   defer { run.cancel() }
@@ -142,6 +147,14 @@ func ordered(
   var options = FleetDeliveryOptions(limit: 16, pollInterval: .milliseconds(100))
   // `--audit`: the ordered side writes the audit trail, to measure what it costs.
   options.audit = audit ? .on : .off
+  if rules.contains(.groups) {
+    options.fairShares = try FairShares([
+      FairShares.Group(prefix: "key-1", weight: 1), FairShares.Group(prefix: "key-2", weight: 1),
+    ])
+  }
+  if rules.contains(.limits) {
+    options.rateLimits = [try RateLimit(1_000_000, per: .seconds(1), keys: .each)]
+  }
   for outbox in outboxes {
     if let batch {
       options.batchSize = batch
@@ -479,10 +492,19 @@ let audited = arguments.contains("--audit")
 let only = arguments.firstIndex(of: "--only").flatMap {
   $0 + 1 < arguments.count ? arguments[$0 + 1] : nil
 }
-if let only, !["throughput", "append", "kill", "saturation"].contains(only) {
-  fail("--only takes throughput, append, kill or saturation (got \(only))")
+if let only, !["throughput", "append", "kill", "saturation", "rules"].contains(only) {
+  fail("--only takes throughput, append, kill, saturation or rules (got \(only))")
 }
 func wants(_ rows: String) -> Bool { only == nil || only == rows }
+/// The delivery rules the rules rows configure, not binding.
+struct Rules: OptionSet {
+  let rawValue: Int
+  /// Fair-share groups: `key-1...` and `key-2...` and the rest, weights 1.
+  static let groups = Rules(rawValue: 1)
+  /// A rate limit of 1,000,000 a second for each key.
+  static let limits = Rules(rawValue: 2)
+}
+
 let schema = "orderly_fleet_bench_\(getpid())"
 
 // A whole-number option: nil when not given; a clear error when given without a number of at
@@ -602,6 +624,53 @@ for shape in shapes where wants("throughput") {
   }
 }
 let samples = quick ? 500 : 5_000
+if wants("rules") {
+  // Configured, not binding: what groups and limits cost when they change nothing. 4 workers,
+  // each side twice (--runs), alternately, the better of each kept.
+  print("| row | without | with | ratio (time) | target |")
+  print("|---|---|---|---|---|")
+  for perKey in [5, 40] {
+    let keys = 1_000
+    for (name, rules) in [
+      ("fair-share groups", Rules.groups), ("a rate limit", Rules.limits),
+      ("groups and a limit", [Rules.groups, Rules.limits]),
+    ] as [(String, Rules)] {
+      var best = (without: 0.0, with: 0.0)
+      for _ in 0..<runs {
+        best.without = max(
+          best.without,
+          try await ordered(url: url, schema: schema, workers: 4, count: perKey * keys, keys: keys)
+        )
+        best.with = max(
+          best.with,
+          try await ordered(
+            url: url,
+            schema: schema,
+            workers: 4,
+            count: perKey * keys,
+            keys: keys,
+            rules: rules
+          )
+        )
+      }
+      let ratio = best.without / best.with
+      if ratio > 1.1 { missed = true }
+      print(
+        String(
+          format:
+            "| messages/s, 4 workers, %d per key over %d keys, %@ | %.0f | %.0f | %.2fx | <= 1.1x: %@ |",
+          perKey,
+          keys,
+          name,
+          best.without,
+          best.with,
+          ratio,
+          ratio <= 1.1 ? "pass" : "MISS"
+        )
+      )
+    }
+  }
+}
 if wants("append") {
   let alone = try await appendLatency(
     url: url,

@@ -47,8 +47,10 @@ public struct FairShares: Sendable, Equatable, CustomStringConvertible {
     }
   }
 
-  /// The groups, longest prefix first (a key belongs to the most specific).
+  /// The groups, in the order given.
   public let groups: [Group]
+  /// The groups, longest prefix first (a key belongs to the most specific).
+  private let longestFirst: [Group]
   /// The weight of the keys no group's prefix names (the default line among them), together.
   public let otherKeys: Int
 
@@ -88,7 +90,8 @@ public struct FairShares: Sendable, Equatable, CustomStringConvertible {
     guard (1...1_000).contains(otherKeys) else {
       throw .invalidOption("the other keys' fair-share weight is 1 to 1000 (got \(otherKeys))")
     }
-    self.groups = groups.sorted { $0.prefix.count > $1.prefix.count }
+    self.groups = groups
+    self.longestFirst = groups.sorted { $0.prefix.count > $1.prefix.count }
     self.otherKeys = otherKeys
   }
 
@@ -98,7 +101,7 @@ public struct FairShares: Sendable, Equatable, CustomStringConvertible {
   /// - Returns: The group's prefix, or ``otherKeysName``.
   public func group(of partition: String?) -> String {
     guard let partition else { return Self.otherKeysName }
-    return groups.first { partition.hasPrefix($0.prefix) }?.prefix ?? Self.otherKeysName
+    return longestFirst.first { partition.hasPrefix($0.prefix) }?.prefix ?? Self.otherKeysName
   }
 
   /// A group's weight (``otherKeys`` for ``otherKeysName``).
@@ -109,7 +112,7 @@ public struct FairShares: Sendable, Equatable, CustomStringConvertible {
     groups.first { $0.prefix == group }?.weight ?? otherKeys
   }
 
-  /// Every group's name: the prefixes, then ``otherKeysName``.
+  /// Every group's name: the prefixes in the order given, then ``otherKeysName``.
   package var names: [String] { groups.map(\.prefix) + [Self.otherKeysName] }
 }
 
