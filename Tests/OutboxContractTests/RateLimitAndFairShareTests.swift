@@ -159,6 +159,44 @@ struct RateLimitAndFairShareTests {
     #expect(admission.finished("a:1", deliveries: 3) == ["a:1"])
   }
 
+  @Test("turns a worker took count as chosen: a group whose lines were all held comes back level")
+  func takenTurnsCatchUp() throws {
+    var turns = FairShareTurns(
+      try FairShares([
+        FairShares.Group(prefix: "a:", weight: 1), FairShares.Group(prefix: "b:", weight: 1),
+      ])
+    )
+    // Other workers held every line of b: for a while: this one took a:'s lines only.
+    for _ in 0..<100 { turns.chose("a:", among: ["a:"]) }
+    turns.chose("b:", among: ["a:", "b:"])
+    // b: starts level with a:, not 99 turns behind: the two alternate.
+    let order = turns.order(["a:": ["a1", "a2"], "b:": ["b1", "b2"]], upTo: 4)
+    #expect(order == ["a1", "b1", "a2", "b2"])
+  }
+
+  @Test("turns taken by a worker, and charged when each run ends, keep the weights")
+  func takenTurnsKeepWeights() throws {
+    var turns = FairShareTurns(
+      try FairShares([
+        FairShares.Group(prefix: "a:", weight: 3), FairShares.Group(prefix: "b:", weight: 1),
+      ])
+    )
+    var given: [String: Int] = [:]
+    for round in 0..<400 {
+      // The look orders what it found; the worker takes the first, or, every fifth look, the
+      // other group's (the first was taken by another worker a moment before).
+      let order = turns.order(["a:": ["a"], "b:": ["b"]], upTo: 2)
+      let taken = round % 5 == 4 ? order[1] : order[0]
+      let group = taken == "a" ? "a:" : "b:"
+      turns.chose(group, among: ["a:", "b:"])
+      // Its run made 16 deliveries.
+      turns.charge(group, deliveries: 15)
+      given[group, default: 0] += 16
+    }
+    let share = Double(given["a:", default: 0]) / Double(400 * 16)
+    #expect(share >= 0.72 && share <= 0.78, "a:'s share: \(share)")
+  }
+
   @Test("a worker's look orders the lines it found group by group, as the turns come")
   func ordersCandidates() throws {
     let shares = try FairShares([

@@ -129,7 +129,8 @@ package struct FairShareTurns: Sendable, Equatable {
   package let shares: FairShares
   /// Each group's pass, by name.
   private var pass: [String: Int64] = [:]
-  /// The pass of the last group chosen: where a group that comes back starts.
+  /// The virtual time: the lowest pass among the groups waiting when a turn was last given
+  /// (never going back). A group that comes back starts here.
   private var current: Int64 = 0
 
   /// The stride of weight 1; every stride is this divided by a weight.
@@ -143,18 +144,38 @@ package struct FairShareTurns: Sendable, Equatable {
   /// - Parameter waiting: The groups with a line waiting for a slot.
   /// - Returns: The group, or `nil` if none waits.
   package mutating func next(among waiting: Set<String>) -> String? {
-    // A group that comes back after waiting for nothing starts at the current pass, not
-    // behind it.
-    for group in waiting where (pass[group] ?? .min) < current { pass[group] = current }
+    catchUp(waiting)
     guard
       let chosen = waiting.min(by: { a, b in
         let (passA, passB) = (pass[a] ?? current, pass[b] ?? current)
         return passA != passB ? passA < passB : a < b
       })
     else { return nil }
-    current = pass[chosen] ?? current
-    charge(chosen, deliveries: 1)
+    chose(chosen, among: [])
     return chosen
+  }
+
+  /// Counts a turn given to `group`, charged one delivery, when the choice was made elsewhere
+  /// (a worker took the lines ``order(_:upTo:)`` ordered, skipping those another took first).
+  ///
+  /// - Parameters:
+  ///   - group: The group given the turn.
+  ///   - waiting: The groups that had lines waiting when it was given.
+  package mutating func chose(_ group: String, among waiting: Set<String>) {
+    let waiting = waiting.union([group])
+    catchUp(waiting)
+    // The virtual time moves to the lowest pass among the groups waiting, not to the chosen
+    // group's: a group chosen out of turn (its lines were the ones free) must not drag the
+    // others up to its pass, which would undo their weights.
+    let lowest = waiting.map { pass[$0] ?? current }.min() ?? current
+    current = max(current, lowest)
+    charge(group, deliveries: 1)
+  }
+
+  /// A group that comes back after waiting for nothing starts at the current pass, not behind
+  /// it: it takes no burst of the turns it did not use.
+  private mutating func catchUp(_ waiting: Set<String>) {
+    for group in waiting where (pass[group] ?? .min) < current { pass[group] = current }
   }
 
   /// Charges a group for deliveries it got beyond the one each turn was charged when chosen

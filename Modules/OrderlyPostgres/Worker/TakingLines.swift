@@ -153,7 +153,8 @@ extension FleetWorker {
         let order = state.withLock(announcingTo: self) { state in
           state.turns?.order(found, upTo: wanted) ?? []
         }
-        free -= try await take(order, upTo: free).count
+        let waiting = Set(found.filter { !$0.value.isEmpty }.keys)
+        free -= try await take(order, upTo: free, groupsWaiting: waiting).count
         if complete { break }
       }
       let soonest = free > 0 ? try await soonestLeaseEnd() : nil
@@ -304,11 +305,15 @@ extension FleetWorker {
   /// line that waits at a dead letter (under `DeadLetterPolicy.stopLine`) is not taken, even if
   /// it was found free a moment before.
   ///
-  /// With fair shares, each line taken charges its group one delivery (its run charges the
-  /// rest when it ends).
+  /// With fair shares, each line taken counts as its group's turn, charged one delivery (its
+  /// run charges the rest when it ends); `groupsWaiting` are the groups that had lines found.
   ///
   /// - Returns: The lines taken.
-  private func take(_ candidates: [Candidate], upTo limit: Int) async throws -> [String] {
+  private func take(
+    _ candidates: [Candidate],
+    upTo limit: Int,
+    groupsWaiting: Set<String> = []
+  ) async throws -> [String] {
     guard !candidates.isEmpty, limit > 0 else { return [] }
     let sent = ContinuousClock.now
     let (client, id, logger, leaseMilliseconds) = (client, id, logger, settings.leaseMilliseconds)
@@ -373,7 +378,7 @@ extension FleetWorker {
         }
         state.held[line.line] = held
         if let shares = state.turns?.shares {
-          state.turns?.charge(shares.group(of: Line.partition(line.line)), deliveries: 1)
+          state.turns?.chose(shares.group(of: Line.partition(line.line)), among: groupsWaiting)
         }
         started.append(line)
       }
