@@ -762,10 +762,10 @@ extension Outbox {
   /// shares); with fair shares, the turn's end frees its slot for the next group's line.
   private func begin(_ partition: String?, settings: DeliverySettings<Message>) {
     settings.lines.enqueueDetached(forKey: partition) {
-      let handed = await self.turn(of: partition, settings: settings)
+      await self.turn(of: partition, settings: settings)
       guard settings.fairShares != nil else { return }
       let next = self.state.withLock(announcingTo: self) { state in
-        state.admission?.finished(partition, deliveries: handed) ?? []
+        state.admission?.finished(partition) ?? []
       }
       for line in next { self.begin(line, settings: settings) }
     }
@@ -785,16 +785,14 @@ extension Outbox {
   /// lines' (so that lines share the limit fairly).
   ///
   /// Removing delivered messages and taking the next ones happen in one write transaction.
-  ///
-  /// - Returns: How many messages the turn handed to the handler.
-  private func turn(of partition: String?, settings: DeliverySettings<Message>) async -> Int {
+  private func turn(of partition: String?, settings: DeliverySettings<Message>) async {
     let proceed = state.withLock(announcingTo: self) { state -> Bool in
       state.scheduled.remove(partition)
       return !state.holdsBack(partition) && !state.stopping && !state.closed
         && !state.stoppedLines.contains(partition)
     }
-    guard proceed, !Task.isCancelled else { return 0 }
-    let (end, handed) = await settings.runner.runCounting(
+    guard proceed, !Task.isCancelled else { return }
+    let end = await settings.runner.run(
       OutboxLine(outbox: self, partition: partition, audit: settings.audit)
     )
     state.withLock(announcingTo: self) { $0.delivering[partition] = nil }
@@ -805,7 +803,6 @@ extension Outbox {
     case .limited(let until): wakeUp(partition, at: until, onOutboxClock: true)
     case .empty, .released, .stopped: break
     }
-    return handed
   }
 
   /// Schedules a line at `date`, when its next message may be delivered (wall clock), unless a

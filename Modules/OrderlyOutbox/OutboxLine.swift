@@ -12,6 +12,11 @@ import OrderlyOutboxCore
 /// ``LineStore`` (claims, acknowledgements and dead letters in one-writer transactions, the
 /// mark that keeps merges out of messages in delivery, waking `waitUntilDelivered`).
 struct OutboxLine<Message: Codable & Sendable>: LineStore {
+  /// With fair shares, charges the line's group as the handler is given its messages.
+  func handing(_ count: Int) {
+    outbox.state.withLock(announcingTo: outbox) { $0.admission?.handing(partition, count) }
+  }
+
   let outbox: Outbox<Message>
   let partition: String?
   /// The audit trail's options, as delivery started.

@@ -136,15 +136,19 @@ struct RateLimitAndFairShareTests {
     #expect(admission.arrive("b:1", group: "b:").isEmpty)
     #expect(admission.arrive("a:2", group: "a:").isEmpty)
     // a:1 made 16 deliveries: b:1 goes next, and keeps its slot's turns until b: has had 16.
-    #expect(admission.finished("a:1", deliveries: 16) == ["b:1"])
+    admission.handing("a:1", 16)
+    #expect(admission.finished("a:1") == ["b:1"])
     // b:1 yields after each turn and comes to wait again; it goes on while b: has had fewer.
     #expect(admission.arrive("b:1", group: "b:").isEmpty)
-    #expect(admission.finished("b:1", deliveries: 4) == ["b:1"])
+    admission.handing("b:1", 4)
+    #expect(admission.finished("b:1") == ["b:1"])
     #expect(admission.arrive("b:1", group: "b:").isEmpty)
-    #expect(admission.finished("b:1", deliveries: 4) == ["b:1"])
+    admission.handing("b:1", 4)
+    #expect(admission.finished("b:1") == ["b:1"])
     #expect(admission.arrive("b:1", group: "b:").isEmpty)
     // 16 each: a:2's turn.
-    #expect(admission.finished("b:1", deliveries: 8) == ["a:2"])
+    admission.handing("b:1", 8)
+    #expect(admission.finished("b:1") == ["a:2"])
     #expect(admission.waitingCount == 1)
   }
 
@@ -156,7 +160,7 @@ struct RateLimitAndFairShareTests {
     #expect(admission.arrive("a:1", group: "a:").isEmpty)
     // The second slot is free for another line meanwhile.
     #expect(admission.arrive(nil, group: FairShares.otherKeysName) == [nil])
-    #expect(admission.finished("a:1", deliveries: 3) == ["a:1"])
+    #expect(admission.finished("a:1") == ["a:1"])
   }
 
   @Test("turns a worker took count as chosen: a group whose lines were all held comes back level")
@@ -190,11 +194,35 @@ struct RateLimitAndFairShareTests {
       let group = taken == "a" ? "a:" : "b:"
       turns.chose(group, among: ["a:", "b:"])
       // Its run made 16 deliveries.
-      turns.charge(group, deliveries: 15)
+      var prepaid = FairShareTurns.turnCharge
+      turns.handing(group, 16, prepaid: &prepaid)
+      turns.ended(group, prepaid: prepaid)
       given[group, default: 0] += 16
     }
     let share = Double(given["a:", default: 0]) / Double(400 * 16)
     #expect(share >= 0.72 && share <= 0.78, "a:'s share: \(share)")
+  }
+
+  @Test("a delivering line's group is asked whether another waiting group's turn comes first")
+  func comesBefore() throws {
+    var state = WorkerState(
+      paused: false,
+      fairShares: try FairShares([
+        FairShares.Group(prefix: "a:", weight: 1), FairShares.Group(prefix: "b:", weight: 1),
+      ])
+    )
+    state.groupsWaiting = ["a:", "b:"]
+    state.took(LineKey.key("b:1"), among: ["a:", "b:"])
+    state.handing(LineKey.key("b:1"), 20)
+    // b: has had a turn and more; a: none: a line of b: gives way, a line of a: would not.
+    #expect(state.othersGroupsFirst(besides: LineKey.key("b:1")))
+    #expect(!state.othersGroupsFirst(besides: LineKey.key("a:1")))
+    // Nothing of a: waits: b:'s line goes on.
+    state.groupsWaiting = ["b:"]
+    #expect(!state.othersGroupsFirst(besides: LineKey.key("b:1")))
+    // Without groups, never.
+    let plain = WorkerState(paused: false)
+    #expect(!plain.othersGroupsFirst(besides: LineKey.key("b:1")))
   }
 
   @Test("a worker's look orders the lines it found group by group, as the turns come")

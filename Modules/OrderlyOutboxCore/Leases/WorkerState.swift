@@ -56,6 +56,52 @@ package struct WorkerState: Sendable {
   /// With fair shares, the groups' turns: which group's lines a look takes first, charged for
   /// what each line's run delivered.
   package var turns: FairShareTurns?
+  /// With fair shares, what each line's turn has left of the charge it was given when taken.
+  package var prepaid: [String: Int] = [:]
+
+  /// With fair shares, the groups that had lines found, no worker holding them, at the last look.
+  package var groupsWaiting: Set<String> = []
+
+  /// With fair shares, whether a group whose turn comes before `line`'s group's had lines
+  /// waiting at the last look: the line gives its slot up when its turn is spent.
+  ///
+  /// - Parameter line: The line's key.
+  /// - Returns: `false` without fair shares.
+  package func othersGroupsFirst(besides line: String) -> Bool {
+    guard let turns else { return false }
+    let mine = turns.shares.group(of: LineKey.partition(line))
+    return turns.comesBefore(groupsWaiting.subtracting([mine]), mine)
+  }
+
+  /// With fair shares, counts a line just taken as its group's turn (charged a whole turn).
+  ///
+  /// - Parameters:
+  ///   - line: The line's key.
+  ///   - waiting: The groups that had lines found by the look that took it.
+  package mutating func took(_ line: String, among waiting: Set<String>) {
+    guard let shares = turns?.shares else { return }
+    turns?.chose(shares.group(of: LineKey.partition(line)), among: waiting)
+    prepaid[line] = FairShareTurns.turnCharge
+  }
+
+  /// With fair shares, charges a line's group for messages handed to the handler.
+  ///
+  /// - Parameters:
+  ///   - line: The line's key.
+  ///   - count: The messages.
+  package mutating func handing(_ line: String, _ count: Int) {
+    guard let shares = turns?.shares, var left = prepaid[line] else { return }
+    turns?.handing(shares.group(of: LineKey.partition(line)), count, prepaid: &left)
+    prepaid[line] = left
+  }
+
+  /// With fair shares, gives back what a line's ended turn did not use of its charge.
+  ///
+  /// - Parameter line: The line's key.
+  package mutating func ended(_ line: String) {
+    guard let shares = turns?.shares, let left = prepaid.removeValue(forKey: line) else { return }
+    turns?.ended(shares.group(of: LineKey.partition(line)), prepaid: left)
+  }
 
   /// A worker holding no line, taking lines unless `paused`.
   ///

@@ -87,30 +87,6 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
   ///     messages), or none.
   /// - Returns: Why the run ended; the caller releases the line unless the store did.
   package func run(_ store: some LineStore<Message>, taken: [ClaimedHead] = []) async -> LineEnd {
-    await runCounting(store, taken: taken).end
-  }
-
-  /// Delivers the line as ``run(_:taken:)`` does, and counts the messages it handed to the
-  /// handler (a fair share's charge: ``FairAdmission``).
-  ///
-  /// - Parameters:
-  ///   - store: The line, in its store.
-  ///   - taken: Messages claimed already with the line, or none.
-  /// - Returns: Why the run ended, and how many messages the handler was given.
-  package func runCounting(_ store: some LineStore<Message>, taken: [ClaimedHead] = []) async
-    -> (end: LineEnd, handed: Int)
-  {
-    var handed = 0
-    let end = await deliverLine(store, taken: taken, handed: &handed)
-    return (end, handed)
-  }
-
-  /// The loop of ``runCounting(_:taken:)``.
-  private func deliverLine(
-    _ store: some LineStore<Message>,
-    taken: [ClaimedHead],
-    handed: inout Int
-  ) async -> LineEnd {
     var claimed = taken
     var turn = LineTurn(timeLimit: store.turnTime, at: .now)
     // Audit rows of a failed attempt about to be retried: written by the claim that retries it.
@@ -190,7 +166,7 @@ package struct LineRunner<Message: Codable & Sendable>: Sendable {
         }
         lapses = grant.lapses
       }
-      handed += claimed.count
+      store.handing(claimed.count)
       let (step, left, nextLapses) = await deliver(
         claimed,
         store: store,

@@ -11,6 +11,12 @@ package protocol LineStore<Message>: Sendable {
   /// What the outbox carries.
   associatedtype Message: Codable & Sendable
 
+  /// Told before the handler is given `count` messages of the line, so that a fair share is
+  /// charged as deliveries happen (a default does nothing).
+  ///
+  /// - Parameter count: How many messages the handler is about to be given.
+  func handing(_ count: Int)
+
   /// The line's fence, handed to each envelope (``Envelope/fence``); `nil` for a store
   /// without leases.
   var fence: Int64? { get }
@@ -219,4 +225,12 @@ package enum LineEnd: Sendable, Equatable {
   /// A rate limit that counts the line is reached: the line waits, in order, until `until`
   /// (when its window ends), and is delivered again then; other lines go on.
   case limited(until: Date)
+}
+
+extension LineStore {
+  /// Told before the handler is given `count` messages of the line (a fair share's charge:
+  /// ``FairShareTurns``); a store without fair shares does nothing.
+  ///
+  /// - Parameter count: How many messages the handler is about to be given.
+  package func handing(_ count: Int) {}
 }

@@ -129,33 +129,43 @@ package struct FairShareTurns: Sendable, Equatable {
   package let shares: FairShares
   /// Each group's pass, by name.
   private var pass: [String: Int64] = [:]
-  /// The virtual time: the lowest pass among the groups waiting when a turn was last given
-  /// (never going back). A group that comes back starts here.
+  /// The virtual time, where a group that comes back starts.
+  ///
+  /// The lowest pass among the groups waiting when a turn was last given; it never goes back.
   private var current: Int64 = 0
+  /// Groups that had nothing waiting at a turn given since their own last turn: they start at
+  /// ``current`` when they come back.
+  private var idle: Set<String> = []
 
   /// The stride of weight 1; every stride is this divided by a weight.
   static let unit: Int64 = 1_000_000_000
+  /// What a turn is charged when it is given: a whole turn's deliveries.
+  ///
+  /// A turn's deliveries pay from it first (the rule of every store makes 16 a turn); what it
+  /// did not use is given back when it ends. Charging only when a turn ends would let the group
+  /// with the most turns running look cheapest, and take still more slots.
+  package static let turnCharge = LineTurn.standardDeliveries
 
   /// Turns for `shares`, none given yet.
   package init(_ shares: FairShares) { self.shares = shares }
 
-  /// Which of the waiting groups goes next, charged one delivery.
+  /// Which of the waiting groups goes next, charged a turn (``turnCharge``).
   ///
   /// - Parameter waiting: The groups with a line waiting for a slot.
   /// - Returns: The group, or `nil` if none waits.
   package mutating func next(among waiting: Set<String>) -> String? {
-    catchUp(waiting)
+    comeBack(waiting)
     guard
       let chosen = waiting.min(by: { a, b in
         let (passA, passB) = (pass[a] ?? current, pass[b] ?? current)
         return passA != passB ? passA < passB : a < b
       })
     else { return nil }
-    chose(chosen, among: [])
+    chose(chosen, among: waiting)
     return chosen
   }
 
-  /// Counts a turn given to `group`, charged one delivery, when the choice was made elsewhere
+  /// Counts a turn given to `group`, charged a turn (``turnCharge``), when the choice was made elsewhere
   /// (a worker took the lines ``order(_:upTo:)`` ordered, skipping those another took first).
   ///
   /// - Parameters:
@@ -163,23 +173,29 @@ package struct FairShareTurns: Sendable, Equatable {
   ///   - waiting: The groups that had lines waiting when it was given.
   package mutating func chose(_ group: String, among waiting: Set<String>) {
     let waiting = waiting.union([group])
-    catchUp(waiting)
+    comeBack(waiting)
+    idle.formUnion(shares.names.filter { !waiting.contains($0) })
     // The virtual time moves to the lowest pass among the groups waiting, not to the chosen
     // group's: a group chosen out of turn (its lines were the ones free) must not drag the
     // others up to its pass, which would undo their weights.
     let lowest = waiting.map { pass[$0] ?? current }.min() ?? current
     current = max(current, lowest)
-    charge(group, deliveries: 1)
+    charge(group, deliveries: Self.turnCharge)
   }
 
-  /// A group that comes back after waiting for nothing starts at the current pass, not behind
-  /// it: it takes no burst of the turns it did not use.
-  private mutating func catchUp(_ waiting: Set<String>) {
-    for group in waiting where (pass[group] ?? .min) < current { pass[group] = current }
+  /// Lets a group that comes back start at the current pass.
+  ///
+  /// A group that waited for nothing takes no burst of the turns it did not use. A group that
+  /// kept waiting keeps its pass, below the current one if a turn gave back what it did not use.
+  private mutating func comeBack(_ waiting: Set<String>) {
+    for group in waiting where idle.contains(group) || pass[group] == nil {
+      if (pass[group] ?? .min) < current { pass[group] = current }
+      idle.remove(group)
+    }
   }
 
-  /// Charges a group for deliveries it got beyond the one each turn was charged when chosen
-  /// (negative: gives back what a turn did not use).
+  /// Charges a group for deliveries (negative: gives back what a turn charged when it was given
+  /// did not use).
   ///
   /// - Parameters:
   ///   - group: The group.
@@ -187,6 +203,47 @@ package struct FairShareTurns: Sendable, Equatable {
   package mutating func charge(_ group: String, deliveries: Int) {
     let stride = Self.unit / Int64(shares.weight(of: group))
     pass[group, default: current] += stride * Int64(deliveries)
+  }
+
+  /// Whether the turn of one of `others` comes before `group`'s.
+  ///
+  /// - Parameters:
+  ///   - others: Groups with lines waiting.
+  ///   - group: A group delivering.
+  /// - Returns: `true` when one of them has a lower pass (a group that comes back starts at
+  ///   the current pass).
+  package func comesBefore(_ others: Set<String>, _ group: String) -> Bool {
+    let mine = pass[group] ?? current
+    return others.contains { other in
+      let theirs =
+        idle.contains(other) ? max(pass[other] ?? current, current) : pass[other] ?? current
+      return theirs < mine
+    }
+  }
+
+  /// Charges a group for `count` messages a turn of its hands to the handler.
+  ///
+  /// What the turn was charged when given (`prepaid`) pays first, the rest is charged now.
+  /// Charged as deliveries happen, a turn that runs long (no other line waited) counts while it
+  /// runs.
+  ///
+  /// - Parameters:
+  ///   - group: The turn's group.
+  ///   - count: The messages handed to the handler.
+  ///   - prepaid: What the turn has left of its charge; lowered by what pays.
+  package mutating func handing(_ group: String, _ count: Int, prepaid: inout Int) {
+    let paid = min(prepaid, max(0, count))
+    prepaid -= paid
+    charge(group, deliveries: count - paid)
+  }
+
+  /// Gives back what an ended turn was charged and did not use.
+  ///
+  /// - Parameters:
+  ///   - group: The turn's group.
+  ///   - prepaid: What the turn had left of its charge.
+  package mutating func ended(_ group: String, prepaid: Int) {
+    if prepaid > 0 { charge(group, deliveries: -prepaid) }
   }
 
   /// Puts candidates of several groups in the order their groups' turns come, charging nothing:
@@ -221,8 +278,8 @@ package struct FairAdmission<Line: Hashable & Sendable>: Sendable {
   package private(set) var turns: FairShareTurns
   /// How many lines deliver at once.
   package let limit: Int
-  /// The lines that deliver, with their groups.
-  private var running: [Line: String] = [:]
+  /// The lines that deliver, with their groups and what their turns have left of their charge.
+  private var running: [Line: (group: String, prepaid: Int)] = [:]
   /// Lines waiting, by group, in the order they came.
   private var waiting: [String: [Line]] = [:]
   /// The lines in ``waiting``.
@@ -258,16 +315,26 @@ package struct FairAdmission<Line: Hashable & Sendable>: Sendable {
     return admit()
   }
 
-  /// A line's turn ended after `deliveries` deliveries.
+  /// A line's turn is about to hand `count` messages to the handler: its group is charged.
   ///
   /// - Parameters:
   ///   - line: The line.
-  ///   - deliveries: The messages its turn handed to the handler.
+  ///   - count: The messages.
+  package mutating func handing(_ line: Line, _ count: Int) {
+    guard var turn = running[line] else { return }
+    turns.handing(turn.group, count, prepaid: &turn.prepaid)
+    running[line] = turn
+  }
+
+  /// A line's turn ended.
+  ///
+  /// - Parameter line: The line.
   /// - Returns: The lines that begin now.
-  package mutating func finished(_ line: Line, deliveries: Int) -> [Line] {
-    if let group = running.removeValue(forKey: line) {
-      // Chosen for one delivery; charged for what the turn made.
-      turns.charge(group, deliveries: deliveries - 1)
+  package mutating func finished(_ line: Line) -> [Line] {
+    if let turn = running.removeValue(forKey: line) {
+      // Charged a whole turn when chosen, then as it delivered: what it did not use is given
+      // back.
+      turns.ended(turn.group, prepaid: turn.prepaid)
     }
     if let group = again.removeValue(forKey: line), queued.insert(line).inserted {
       waiting[group, default: []].append(line)
@@ -292,7 +359,7 @@ package struct FairAdmission<Line: Hashable & Sendable>: Sendable {
       let line = lines.removeFirst()
       waiting[group] = lines.isEmpty ? nil : lines
       queued.remove(line)
-      running[line] = group
+      running[line] = (group, FairShareTurns.turnCharge)
       begun.append(line)
     }
     return begun

@@ -20,15 +20,12 @@ extension FleetWorker {
   ///   - fence: Its lease's fence.
   ///   - batch: The messages taken with the lease (none if none was due).
   func deliverLine(_ line: String, fence: Int64, batch: [ClaimedHead]) async {
-    let (end, handed) = await runner.runCounting(
+    let end = await runner.run(
       LeasedLine(worker: self, line: line, fence: fence),
       taken: batch
     )
-    state.withLock(announcingTo: self) { state in
-      // Taken for one delivery (``take``); charged for what the run delivered.
-      guard let shares = state.turns?.shares else { return }
-      state.turns?.charge(shares.group(of: LineKey.partition(line)), deliveries: handed - 1)
-    }
+    // Charged a whole turn when taken (``take``), then as it delivered.
+    state.withLock(announcingTo: self) { $0.ended(line) }
     if case .limited(let until) = end, isLive(line, fence: fence) {
       // Its rate limit is reached: the lease is kept, unrenewed, until the window ends, so no
       // worker takes the line before then (nor this one: the slot is free for other lines);
@@ -78,9 +75,13 @@ extension FleetWorker {
   ///
   /// It must when this worker has no free slot and some line with a message due is held by no
   /// worker. A worker with a free slot takes such a line itself; giving a line up then would
-  /// only move it.
-  func othersWait() async -> Bool {
-    let full = state.withLock(announcingTo: self) { $0.isFull(limit: settings.limit) }
+  /// only move it. With fair shares it must also when another group, whose turn comes before
+  /// the line's group's, had lines waiting at the last look: the slot goes to that group.
+  func othersWait(besides line: String) async -> Bool {
+    let (full, behind) = state.withLock(announcingTo: self) { state in
+      (state.isFull(limit: settings.limit), state.othersGroupsFirst(besides: line))
+    }
+    if behind { return true }
     guard full else { return false }
     do {
       return try await !oldestCandidates(limit: 1).isEmpty

@@ -13,6 +13,11 @@ import PostgresNIO
 /// store does behind ``LineStore`` (statements under the fence, committed before the line goes
 /// on; turns at saturation; the handler in a task that losing the lease cancels).
 struct LeasedLine<Message: Codable & Sendable>: LineStore {
+  /// With fair shares, charges the line's group as the handler is given its messages.
+  func handing(_ count: Int) {
+    worker.state.withLock(announcingTo: worker) { $0.handing(line, count) }
+  }
+
   let worker: FleetWorker<Message>
   let line: String
   let fence: Int64?
@@ -43,7 +48,7 @@ struct LeasedLine<Message: Codable & Sendable>: LineStore {
   var turnTime: Duration? { worker.settings.turn }
 
   /// Whether the worker has no free slot while a line it could take waits.
-  func othersWait() async -> Bool { await worker.othersWait() }
+  func othersWait() async -> Bool { await worker.othersWait(besides: line) }
 
   /// Reads the line's first messages (up to `limit`, and up to the first that is not due) and
   /// counts the attempts about to begin.

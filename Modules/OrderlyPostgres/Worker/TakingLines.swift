@@ -154,6 +154,7 @@ extension FleetWorker {
           state.turns?.order(found, upTo: wanted) ?? []
         }
         let waiting = Set(found.filter { !$0.value.isEmpty }.keys)
+        state.withLock(announcingTo: self) { $0.groupsWaiting = waiting }
         free -= try await take(order, upTo: free, groupsWaiting: waiting).count
         if complete { break }
       }
@@ -305,8 +306,8 @@ extension FleetWorker {
   /// line that waits at a dead letter (under `DeadLetterPolicy.stopLine`) is not taken, even if
   /// it was found free a moment before.
   ///
-  /// With fair shares, each line taken counts as its group's turn, charged one delivery (its
-  /// run charges the rest when it ends); `groupsWaiting` are the groups that had lines found.
+  /// With fair shares, each line taken counts as its group's turn, charged a whole turn (its
+  /// run corrects that when it ends); `groupsWaiting` are the groups that had lines found.
   ///
   /// - Returns: The lines taken.
   private func take(
@@ -377,9 +378,7 @@ extension FleetWorker {
           await self.deliverLine(line.line, fence: line.fence, batch: line.batch)
         }
         state.held[line.line] = held
-        if let shares = state.turns?.shares {
-          state.turns?.chose(shares.group(of: Line.partition(line.line)), among: groupsWaiting)
-        }
+        state.took(line.line, among: groupsWaiting)
         started.append(line)
       }
       return (started, refused)
