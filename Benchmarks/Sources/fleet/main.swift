@@ -545,8 +545,10 @@ if shapes.isEmpty, wants("throughput") {
 let (admin, adminRun) = try makeClient(url: url, schema: "public")
 try await admin.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \(schema)"), logger: quietLogger)
 var missed = false
-print("| row | ordered (PostgresOutbox) | unordered (SKIP LOCKED) | ratio | target |")
-print("|---|---|---|---|---|")
+if wants("throughput") {
+  print("| row | ordered (PostgresOutbox) | unordered (SKIP LOCKED) | ratio | target |")
+  print("|---|---|---|---|---|")
+}
 for shape in shapes where wants("throughput") {
   let count = shape.perKey * shape.keys
   for workers in workerCounts {
