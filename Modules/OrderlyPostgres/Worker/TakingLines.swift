@@ -75,20 +75,30 @@ extension FleetWorker {
         free -= try await take(found.filter { !mine.contains($0.line) }, upTo: free).count
         if walkedAll { break }
       }
-      let soonest = free > 0 ? try await soonestLeaseEnd() : nil
-      stall.withLock { $0.looked(foundNothing: free == room, at: .now) }
-      return soonest
+      return try await lookEnded(free: free, room: room)
     } catch {
-      if !Task.isCancelled {
-        logger.warning(
-          "could not look for lines to deliver; trying again in the poll interval",
-          metadata: [
-            "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
-          ]
-        )
-      }
+      lookFailed(error)
       return nil
     }
+  }
+
+  /// A look that took what it could: counted as progress (or as a look that found nothing),
+  /// and, with slots still free, when the first lease held by another worker ends.
+  private func lookEnded(free: Int, room: Int) async throws -> Duration? {
+    let soonest = free > 0 ? try await soonestLeaseEnd() : nil
+    stall.withLock { $0.looked(foundNothing: free == room, at: .now) }
+    return soonest
+  }
+
+  /// Says that a look failed; the loop looks again in the poll interval.
+  private func lookFailed(_ error: any Error) {
+    guard !Task.isCancelled else { return }
+    logger.warning(
+      "could not look for lines to deliver; trying again in the poll interval",
+      metadata: [
+        "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
+      ]
+    )
   }
 
   /// Where a fair-share group's walk of the lines by key stopped, and when it last walked.
@@ -158,18 +168,9 @@ extension FleetWorker {
         free -= try await take(order, upTo: free, groupsWaiting: waiting).count
         if complete { break }
       }
-      let soonest = free > 0 ? try await soonestLeaseEnd() : nil
-      stall.withLock { $0.looked(foundNothing: free == room, at: .now) }
-      return soonest
+      return try await lookEnded(free: free, room: room)
     } catch {
-      if !Task.isCancelled {
-        logger.warning(
-          "could not look for lines to deliver; trying again in the poll interval",
-          metadata: [
-            "worker": "\(id)", "error": "\(outboxError(error, database: outbox.database))",
-          ]
-        )
-      }
+      lookFailed(error)
       return nil
     }
   }
