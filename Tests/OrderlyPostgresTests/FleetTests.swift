@@ -480,6 +480,54 @@ struct FleetFairShareTests {
   }
 }
 
+@Suite("Rate limits across worker processes", .timeLimit(.minutes(5)))
+struct FleetRateLimitTests {
+  @Test(
+    "3 workers under one limit for a tenant's keys begin at most 20 a second together, each key in order"
+  )
+  func limitAcrossWorkers() async throws {
+    guard let database = try await TestDatabase.make() else { return }
+    defer { Task { await database.drop() } }
+    try await database.createFleetTables()
+    let outbox = try await database.outbox(of: FleetMessage.self) { $0.key }
+    // 30 keys of the tenant t:, 4 messages each: 120 deliveries, 6 seconds at the limit.
+    var messages: [FleetMessage] = []
+    for n in 1...4 { for key in 0..<30 { messages.append(FleetMessage(key: "t:\(key)", n: n)) } }
+    try await outbox.append(contentsOf: messages)
+    let fleet = Fleet(
+      database,
+      lease: 5000,
+      poll: 100,
+      limit: 4,
+      environment: ["ORDERLY_PROBE_RATE_LIMIT": "20/1000/t:"]
+    )
+    for _ in 0..<3 { try await fleet.start() }
+    #expect(
+      await eventually(upTo: .seconds(120), every: .milliseconds(200)) {
+        try await database.fleetCount("SELECT count(*)::bigint FROM fleet_delivery") >= 120
+      }
+    )
+    await fleet.terminateAll()
+    let deliveries = try await database.deliveries()
+    let distinct = Set(deliveries.map { "\($0.key)#\($0.n)" }).count
+    #expect(distinct == 120)
+    for (key, line) in byKey(deliveries) {
+      let wrong = problem(in: line, last: 4)
+      #expect(wrong == nil, "\(key): \(wrong ?? "")")
+    }
+    // Windows are whole seconds on the server's clock, this machine's here: no second of the
+    // workers' clock saw more than 20 begin, whichever worker began them.
+    let perSecond = Dictionary(grouping: deliveries) { Int($0.started.timeIntervalSince1970) }
+    let busiest = perSecond.values.map(\.count).max() ?? 0
+    #expect(busiest <= 20, "the busiest second began \(busiest)")
+    // And the limit held the run back: 120 deliveries need at least 6 windows.
+    #expect(perSecond.count >= 6, "\(perSecond.count) seconds")
+    let workers = Set(deliveries.map(\.worker)).count
+    #expect(workers >= 2, "\(workers) workers delivered")
+    await outbox.close()
+  }
+}
+
 /// A tick as its message's `orderly-tick` header writes it.
 enum OutboxScheduleTickText {
   static func iso(_ date: Date) -> String {
