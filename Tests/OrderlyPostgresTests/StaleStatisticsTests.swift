@@ -132,7 +132,7 @@ struct StaleStatisticsTests {
           {
             try await genericPlan(
               of: OldestLinesStatement(window: 2_048, stopLine: true, limit: 36),
-              arguments: "2048, true, 36",
+              arguments: "2048, true, 36, NULL, '{}'::text[]",
               on: connection
             )
           }
@@ -326,7 +326,7 @@ struct LeaseProbeTests {
       )
       plan = try await genericPlan(
         of: OldestLinesStatement(window: 2_048, stopLine: true, limit: 36),
-        arguments: "2048, true, 36",
+        arguments: "2048, true, 36, NULL, '{}'::text[]",
         on: connection
       )
     }
