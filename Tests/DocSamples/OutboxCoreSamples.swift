@@ -5,7 +5,6 @@ import Foundation
 // end sample
 // sample: outbox-core-any-store, outbox-core-audit-on, outbox-core-fence-relay, outbox-core-fence-receiver, outbox-core-unique-key, outbox-core-schedule, outbox-core-rate-limits, outbox-core-fair-shares
 import OrderlyOutboxCore
-
 // end sample
 
 /// A change the core samples record.
