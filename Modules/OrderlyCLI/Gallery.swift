@@ -89,8 +89,8 @@ let gallery: [GalleryEntry] = [
     summary: "A recurring schedule appends one message per tick to its key, once even when two outboxes race for every tick; paused ticks are not appended; the operator lists schedules with their next tick.", command: "swift run outbox-schedules"),
   GalleryEntry(name: "fleet-outbox", title: "Fleet outbox", lesson: 19,
     summary: "Three worker processes, each a service, share one outbox on PostgreSQL; one is killed and its keys wait for the lease, one gets SIGTERM and its key moves at once.", command: "swift run --package-path Examples/fleet-outbox fleet-outbox"),
-  GalleryEntry(name: "outbox-fair-shares", title: "Outbox fair shares", lesson: 20,
-    summary: "A tenant with 100 keys beside one with 2, one delivery slot: without groups the small tenant waits behind the big one; with fair-share groups each gets its weight's part of the deliveries, in every key's order; the operator lists the keys by group.", command: "swift run outbox-fair-shares"),
   GalleryEntry(name: "outbox-rate-limits", title: "Outbox rate limits", lesson: 20,
     summary: "A tenant's keys share a limit of 2 deliveries an hour, 1 each, while another key goes on; the operator sees the tenant's keys rate limited until their window ends, and each key's order is kept.", command: "swift run outbox-rate-limits"),
+  GalleryEntry(name: "outbox-fair-shares", title: "Outbox fair shares", lesson: 20,
+    summary: "A tenant with 100 keys beside one with 2, one delivery slot: without groups the small tenant waits behind the big one; with fair-share groups each gets its weight's part of the deliveries, in every key's order; the operator lists the keys by group.", command: "swift run outbox-fair-shares"),
 ]
