@@ -63,14 +63,9 @@ extension FleetWorker {
       // moment goes on past them.
       for _ in 0..<4 where free > 0 {
         let wanted = free * 2 + 4
-        var found = try await candidates(after: cursor, through: nil, limit: wanted)
-        var walkedAll = found.count < wanted
-        if walkedAll, let cursor {
-          // The end of the lines: go on from the first, up to where this walk began.
-          found += try await candidates(after: nil, through: cursor, limit: wanted - found.count)
-          walkedAll = found.count < wanted
-        }
-        cursor = walkedAll ? nil : found.last?.line
+        let (found, next) = try await walk(from: cursor, limit: wanted)
+        let walkedAll = next == nil
+        cursor = next
         let mine = state.withLock(announcingTo: self) { state in Set(state.held.keys) }
         free -= try await take(found.filter { !mine.contains($0.line) }, upTo: free).count
         if walkedAll { break }
@@ -80,6 +75,26 @@ extension FleetWorker {
       lookFailed(error)
       return nil
     }
+  }
+
+  /// Up to `limit` lines with messages and no live lease, by key from `cursor`, going on from
+  /// the first line up to `cursor` when the walk reaches the end.
+  ///
+  /// - Returns: The lines, and where the next walk goes on (`nil`: this one walked every line).
+  private func walk(from cursor: String?, limit: Int, group: LineGroupFilter = .every)
+    async throws -> (found: [Candidate], next: String?)
+  {
+    var found = try await candidates(after: cursor, through: nil, limit: limit, group: group)
+    if found.count < limit, let cursor {
+      // The end of the lines: go on from the first, up to where this walk began.
+      found += try await candidates(
+        after: nil,
+        through: cursor,
+        limit: limit - found.count,
+        group: group
+      )
+    }
+    return (found, found.count < limit ? nil : found.last?.line)
   }
 
   /// A look that took what it could: counted as progress (or as a look that found nothing),
@@ -137,21 +152,8 @@ extension FleetWorker {
             if ContinuousClock.now - walk.last >= settings.pollInterval {
               walk.last = .now
               let seen = Set(lines.map(\.line))
-              var more = try await candidates(
-                after: walk.cursor,
-                through: nil,
-                limit: wanted,
-                group: group
-              )
-              if more.count < wanted, let cursor = walk.cursor {
-                more += try await candidates(
-                  after: nil,
-                  through: cursor,
-                  limit: wanted - more.count,
-                  group: group
-                )
-              }
-              walk.cursor = more.count < wanted ? nil : more.last?.line
+              let (more, next) = try await self.walk(from: walk.cursor, limit: wanted, group: group)
+              walk.cursor = next
               lines += more.filter { !seen.contains($0.line) }
             }
             walks[name] = walk
